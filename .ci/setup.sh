@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up for a fresh machine: Debian packages, the virtualenv, and KenLM's
+# lmplz/build_binary built from the kenlm sdist on PyPI (the wheel ships only the query module).
+# A second run finds everything in place and returns in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+STAMP_DIR="$VENV/.stamps"
+APT_PACKAGES=(espeak-ng sox libsndfile1 ffmpeg cmake build-essential
+              libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
+              zlib1g-dev libbz2-dev liblzma-dev)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q -U pip wheel
+fi
+mkdir -p "$STAMP_DIR"
+
+# Reinstall only when pyproject.toml changed since the last successful install.
+proj_hash=$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$STAMP_DIR/pip-$proj_hash" ]; then
+  echo "[setup] pip install -e .[dev] (torch wheels are large: a first install takes minutes)"
+  "$VENV/bin/pip" install -q -e '.[dev]'
+  rm -f "$STAMP_DIR"/pip-*
+  touch "$STAMP_DIR/pip-$proj_hash"
+fi
+
+if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
+  echo "[setup] building KenLM lmplz + build_binary from the kenlm sdist"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  kenlm_version=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('kenlm'))")
+  "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$work" "kenlm==$kenlm_version"
+  tar -xzf "$work"/kenlm-*.tar.gz -C "$work"
+  src=$(find "$work" -maxdepth 1 -type d -name 'kenlm-*' | head -n 1)
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 >/dev/null
+  cmake --build "$work/build" --target lmplz build_binary -j "$(nproc)" >/dev/null
+  install -m 0755 "$work/build/bin/lmplz" "$work/build/bin/build_binary" "$VENV/bin/"
+fi
+echo "[setup] ready: $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

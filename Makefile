@@ -1,0 +1,34 @@
+# `make demo` and `make test` each set up everything they need first (idempotent, quick when done).
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+export KEDRO_DISABLE_TELEMETRY := 1
+export DVC_NO_ANALYTICS := 1
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup demo test test-all lint format bench clean-demo
+
+setup:
+	bash .ci/setup.sh
+
+demo: setup
+	@test -d .dvc || $(BIN)/dvc init -q
+	time $(BIN)/dvc repro
+	$(BIN)/dvc metrics show
+
+test: setup
+	$(BIN)/pytest -m "not slow" -q
+
+test-all: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: setup
+	@for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -1,0 +1,50 @@
+"""Nodes of the `evaluate` stage."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, load_lm
+from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.decoding.inference import iter_log_probs
+from asr_pipeline.decoding.metrics import error_rates
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.checkpoint import load_model_from_run
+
+
+def evaluate_split(run_dir: Path, training_metrics: dict, feature_shards: list[str], tokenizer_model: bytes,
+                   lm_binary: bytes, params: dict) -> tuple[str, dict]:
+    """Decode one split greedily and with CTC prefix beam search + KenLM; score both.
+
+    ``training_metrics`` is taken only to order this node after training. Returns the hypotheses
+    (JSONL: id, reference, greedy, beam_lm) and metrics in percent:
+    ``{"greedy": {"wer", "cer"}, "beam_lm": {"wer", "cer"}, "utterances": N}``.
+    """
+    del training_metrics
+    torch.manual_seed(0)
+    model, config = load_model_from_run(run_dir)
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=config.model.blank_id)
+    beam_params = {k: v for k, v in params.items() if k != "batch_size"}
+    options = BeamSearchOptions(**beam_params)
+    with tempfile.NamedTemporaryFile(suffix=".binary") as lm_file:
+        lm_file.write(lm_binary)
+        lm_file.flush()
+        searcher = CTCPrefixBeamSearch(options, tokenizer, load_lm(lm_file.name))
+        rows = []
+        for batch in iter_log_probs(model, feature_shards, batch_size=int(params.get("batch_size", 16))):
+            greedy = greedy_decode(batch.log_probs, batch.lengths, blank_id=tokenizer.blank_id)
+            beams = searcher.decode_batch(batch.log_probs, batch.lengths)
+            for utt_id, reference, greedy_ids, nbest in zip(batch.ids, batch.texts, greedy, beams, strict=True):
+                rows.append({"id": utt_id, "reference": reference, "greedy": tokenizer.decode(greedy_ids),
+                             "beam_lm": nbest[0].text if nbest else ""})
+    references = [row["reference"] for row in rows]
+    metrics = {"utterances": len(rows)}
+    for method in ("greedy", "beam_lm"):
+        rates = error_rates(references, [row[method] for row in rows])
+        metrics[method] = {"wer": round(rates.wer, 3), "cer": round(rates.cer, 3)}
+    hypotheses = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    return hypotheses, metrics

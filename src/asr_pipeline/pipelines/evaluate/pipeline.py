@@ -1,0 +1,28 @@
+from kedro.pipeline import Node, Pipeline
+
+from asr_pipeline.pipelines.evaluate.nodes import evaluate_split
+from asr_pipeline.pipelines.splits import EVAL_SPLITS
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    """One namespace per split, so DVC's foreach runs ``--namespaces=<split>`` alone."""
+    return sum(
+        (
+            Pipeline(
+                [
+                    Node(
+                        evaluate_split,
+                        inputs=["training_run_dir", "training_metrics", "feature_shards", "tokenizer_model",
+                                "lm_binary", "params:evaluate"],
+                        outputs=["hypotheses", "evaluation_metrics"],
+                        name="evaluate_split",
+                    )
+                ],
+                namespace=split,
+                inputs={"training_run_dir", "training_metrics", "tokenizer_model", "lm_binary"},
+                parameters={"params:evaluate"},
+            )
+            for split in EVAL_SPLITS
+        ),
+        Pipeline([]),
+    )

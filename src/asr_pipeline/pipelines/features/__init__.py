@@ -1,0 +1,5 @@
+"""Stage `features`: normalized manifests -> Parquet feature shards per split."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

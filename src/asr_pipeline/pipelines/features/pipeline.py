@@ -1,0 +1,26 @@
+from kedro.pipeline import Node, Pipeline
+
+from asr_pipeline.pipelines.features.nodes import extract_features
+from asr_pipeline.pipelines.splits import SPLITS
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return sum(
+        (
+            Pipeline(
+                [
+                    Node(
+                        extract_features,
+                        inputs=["manifest", "tokenizer_model", "params:features", "params:tokenizer"],
+                        outputs=["feature_shards", "extraction_report"],
+                        name="extract_features",
+                    )
+                ],
+                namespace=split,
+                inputs={"tokenizer_model"},
+                parameters={"params:features", "params:tokenizer"},
+            )
+            for split in SPLITS
+        ),
+        Pipeline([]),
+    )

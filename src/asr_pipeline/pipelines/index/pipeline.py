@@ -1,0 +1,12 @@
+from kedro.pipeline import Node, Pipeline
+
+from asr_pipeline.pipelines.index.nodes import index_feature_shards
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(index_feature_shards, inputs="train.feature_shards", outputs="train.length_index",
+                 name="index_train_shards"),
+        ]
+    )

@@ -1,0 +1,61 @@
+"""Nodes of the `train` stage.
+
+The node only resolves a config and launches ``torchrun``; the worker (training/worker.py) never
+imports Kedro, so the same training runs from the CLI, from torchrun directly or on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from asr_pipeline.training.config import resolve_config, save_json
+from asr_pipeline.training.launch import launch_training
+
+CONFIG_FILE = "training_config.json"
+TOKENIZER_FILE = "tokenizer.model"
+INDEX_FILE = "length_index.parquet"
+METRICS_FILE = "metrics.json"
+
+
+def train_model(train_shards: list[str], val_shards: list[str], length_index: pl.DataFrame,
+                tokenizer_model: bytes, run_dir: Path, params: dict) -> dict:
+    """Train in ``run_dir`` (from the catalog) and return the run's final metrics.
+
+    The run directory is made self-contained: it holds the tokenizer and length index it used next
+    to ``training_config.json``, the checkpoints and ``events.jsonl``. A failing rank fails torchrun,
+    which raises here, so neither Kedro nor DVC records the stage as done.
+    """
+    _empty_directory(run_dir)
+    (run_dir / TOKENIZER_FILE).write_bytes(tokenizer_model)
+    length_index.write_parquet(run_dir / INDEX_FILE)
+    config = resolve_config(
+        {
+            "data": {**params.get("data", {}), "train_manifests": list(train_shards),
+                     "val_manifests": list(val_shards), "length_index": str(run_dir / INDEX_FILE)},
+            "model": dict(params.get("model", {})),
+            "optim": dict(params.get("optim", {})),
+            "run": {**params.get("run", {}), "output_dir": str(run_dir),
+                    "tokenizer": str(run_dir / TOKENIZER_FILE)},
+        }
+    )
+    config_path = run_dir / CONFIG_FILE
+    save_json(config, config_path)
+    launch = params.get("launch", {})
+    launch_training(
+        config_path,
+        nproc_per_node=int(launch.get("nproc_per_node", 1)),
+        nnodes=int(launch.get("nnodes", 1)),
+        node_rank=int(launch.get("node_rank", 0)),
+        rdzv_endpoint=launch.get("rdzv_endpoint"),
+    )
+    return json.loads((run_dir / METRICS_FILE).read_text())
+
+
+def _empty_directory(path: Path) -> None:
+    """A stage output starts empty (as DVC would leave it), so stale checkpoints never mix in."""
+    for child in path.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()

@@ -1,0 +1,10 @@
+"""Kedro project settings: params.yaml is the parameter source (see config_loader.py)."""
+
+from asr_pipeline.config_loader import ParamsYamlConfigLoader
+
+CONFIG_LOADER_CLASS = ParamsYamlConfigLoader
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    "merge_strategy": {"parameters": "soft"},
+}

@@ -1,0 +1,49 @@
+"""Shared tiny factories: audio, a trained SentencePiece model, feature shards."""
+
+from __future__ import annotations
+
+import io
+import os
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+TINY_SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "a small cat sat on the warm mat",
+    "seven green birds sing in the morning",
+    "she reads a long book every night",
+    "we walk to the river after lunch",
+    "they painted the old house blue",
+    "my brother plays the piano very well",
+    "the train leaves the station at noon",
+] * 4
+
+
+def make_wav(seconds: float = 0.5, sample_rate: int = 22050, channels: int = 1, freq: float = 440.0) -> bytes:
+    """A sine tone as 16-bit PCM WAV bytes."""
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    tone = (0.3 * np.sin(2 * np.pi * freq * t) * 32767).astype(np.int16)
+    frames = np.repeat(tone[:, None], channels, axis=1)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as handle:
+        handle.setnchannels(channels)
+        handle.setsampwidth(2)
+        handle.setframerate(sample_rate)
+        handle.writeframes(frames.tobytes())
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="session")
+def spm_model() -> bytes:
+    """A real SentencePiece model trained on a tiny corpus."""
+    from asr_pipeline.text.sentencepiece_training import SentencePieceOptions, train_sentencepiece
+
+    return train_sentencepiece(TINY_SENTENCES, SentencePieceOptions(vocab_size=40))
