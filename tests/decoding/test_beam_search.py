@@ -5,7 +5,13 @@ from collections import defaultdict
 import pytest
 import torch
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, load_lm
+from asr_pipeline.decoding.beam_search import (
+    BeamSearchOptions,
+    CTCPrefixBeamSearch,
+    _logaddexp,
+    _Prefix,
+    load_lm,
+)
 from asr_pipeline.decoding.greedy import greedy_decode
 
 from .factories import log_probs_from_rows, peaky_log_probs, spelled_rows
@@ -166,3 +172,29 @@ def test_lm_scores_steer_the_pruning_not_only_the_final_ranking(char_tokenizer, 
     options = BeamSearchOptions(beam_width=2)
     assert CTCPrefixBeamSearch(options, char_tokenizer).decode(log_probs)[0].text == "the cot sat"
     assert CTCPrefixBeamSearch(options, char_tokenizer, tiny_lm).decode(log_probs)[0].text == "the cat sat"
+
+
+class ExhaustivePruning(CTCPrefixBeamSearch):
+    """Reference: scores every extension exactly before keeping the best, as the textbook algorithm does.
+
+    The real search bounds scores to skip most LM calls; it must keep exactly the same prefixes.
+    """
+
+    def _prune(self, extended):
+        scored = []
+        for key, (p_blank, p_token) in extended.items():
+            prefix = key if isinstance(key, _Prefix) else self._child(*key)
+            scored.append((_logaddexp(p_blank, p_token) + prefix.fusion, prefix, [p_blank, p_token]))
+        scored.sort(key=lambda entry: entry[0], reverse=True)
+        return {prefix: probs for _, prefix, probs in scored[: self.options.beam_width]}
+
+
+@pytest.mark.parametrize("word_bonus", [-1.0, 0.0, 2.5])
+def test_bounded_pruning_keeps_what_exhaustive_pruning_keeps(char_tokenizer, tiny_lm, word_bonus):
+    options = BeamSearchOptions(beam_width=4, n_best=4, lm_weight=0.8, word_bonus=word_bonus)
+    log_probs = peaky_log_probs(
+        batch=6, frames=40, vocab_size=char_tokenizer.vocab_size, seed=11, sharpness=2.0
+    )
+    lengths = torch.full((6,), 40)
+    expected = ExhaustivePruning(options, char_tokenizer, tiny_lm).decode_batch(log_probs, lengths)
+    assert CTCPrefixBeamSearch(options, char_tokenizer, tiny_lm).decode_batch(log_probs, lengths) == expected

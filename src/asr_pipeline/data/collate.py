@@ -40,13 +40,27 @@ class Batch:
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return Batch(move(self.features), move(self.feature_lengths), move(self.targets),
-                     move(self.target_lengths), self.ids, self.texts, move(self.duration_ms))
+        return Batch(
+            move(self.features),
+            move(self.feature_lengths),
+            move(self.targets),
+            move(self.target_lengths),
+            self.ids,
+            self.texts,
+            move(self.duration_ms),
+        )
 
     def pin_memory(self) -> Batch:
         """Called by DataLoader(pin_memory=True) so host-to-GPU copies can be asynchronous."""
-        return Batch(self.features.pin_memory(), self.feature_lengths.pin_memory(), self.targets.pin_memory(),
-                     self.target_lengths.pin_memory(), self.ids, self.texts, self.duration_ms.pin_memory())
+        return Batch(
+            self.features.pin_memory(),
+            self.feature_lengths.pin_memory(),
+            self.targets.pin_memory(),
+            self.target_lengths.pin_memory(),
+            self.ids,
+            self.texts,
+            self.duration_ms.pin_memory(),
+        )
 
 
 def collate_batch(items: list[dict]) -> Batch:
@@ -55,8 +69,10 @@ def collate_batch(items: list[dict]) -> Batch:
     num_bins = {item["features"].shape[1] for item in items}
     if len(num_bins) != 1:
         ids = [item["id"] for item in items]
-        raise ValueError(f"utterances {ids} have different feature dimensions {sorted(num_bins)}; "
-                         "all shards of a run must come from one frontend")
+        raise ValueError(
+            f"utterances {ids} have different feature dimensions {sorted(num_bins)}; "
+            "all shards of a run must come from one frontend"
+        )
     feature_lengths = torch.tensor([item["features"].shape[0] for item in items], dtype=torch.int64)
     target_lengths = torch.tensor([item["tokens"].numel() for item in items], dtype=torch.int64)
     batch_size, frames, bins = len(items), int(feature_lengths.max()), num_bins.pop()

@@ -109,8 +109,9 @@ class ShardDataset(Dataset):
 
 def _one_fingerprint_per_shard(index: pa.Table, shard_paths: list[str]) -> list[str]:
     by_shard: dict[str, str] = {}
-    for shard, print_ in zip(index.column("shard").to_pylist(), index.column("shard_fingerprint").to_pylist(),
-                             strict=True):
+    for shard, print_ in zip(
+        index.column("shard").to_pylist(), index.column("shard_fingerprint").to_pylist(), strict=True
+    ):
         by_shard.setdefault(shard, print_)
     return [by_shard[path] for path in shard_paths]
 

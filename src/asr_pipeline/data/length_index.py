@@ -98,10 +98,13 @@ def index_is_current(index: pa.Table, shard_paths: Sequence[str | Path]) -> bool
 
 
 def _fingerprints_by_shard(index: pa.Table) -> dict[str, set[str]]:
-    pairs = index.select(["shard", "shard_fingerprint"]).group_by(["shard", "shard_fingerprint"]).aggregate([])
+    pairs = (
+        index.select(["shard", "shard_fingerprint"]).group_by(["shard", "shard_fingerprint"]).aggregate([])
+    )
     found: dict[str, set[str]] = {}
-    for shard, print_ in zip(pairs.column("shard").to_pylist(), pairs.column("shard_fingerprint").to_pylist(),
-                             strict=True):
+    for shard, print_ in zip(
+        pairs.column("shard").to_pylist(), pairs.column("shard_fingerprint").to_pylist(), strict=True
+    ):
         found.setdefault(shard, set()).add(print_)
     return found
 
@@ -121,8 +124,9 @@ def load_length_index(shard_paths: Sequence[str | Path], index_path: str | Path 
             subset = stored.filter(pc.is_in(stored.column("shard"), pa.array(wanted, pa.string())))
             if index_is_current(subset, wanted):
                 return _in_shard_order(subset, wanted)
-        logger.warning("length index %s is stale for these %d shards; rebuilding it in memory",
-                       index_path, len(wanted))
+        logger.warning(
+            "length index %s is stale for these %d shards; rebuilding it in memory", index_path, len(wanted)
+        )
     elif index_path is not None:
         logger.warning("length index %s does not exist; building it from the shards", index_path)
     return build_length_index(wanted)

@@ -43,7 +43,8 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         batch_size: fixed number of examples per batch; or else
         max_frames: padded-frames budget, ``len(batch) * max(lengths in batch) <= max_frames``.
         max_samples: cap on examples per batch in budget mode (None: only the budget limits).
-        sort_buffer_size: examples sorted together; 1 disables sorting.
+        sort_buffer_size: examples sorted together; batches never span two buffers, so make it many
+            batches long.
         shuffle: shuffle examples and batches every epoch (off for validation: a fixed, sorted order).
         seed: with the epoch, the only source of randomness; every rank must pass the same seed.
         num_replicas, rank: the DDP world; default to the initialised process group, else (1, 0).
@@ -65,8 +66,14 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         uneven: Uneven = "drop",
     ) -> None:
         if (batch_size is None) == (max_frames is None):
-            raise ValueError("give exactly one of batch_size (fixed batches) or max_frames (padded-frames budget)")
-        for name, value in [("batch_size", batch_size), ("max_frames", max_frames), ("max_samples", max_samples)]:
+            raise ValueError(
+                "give exactly one of batch_size (fixed batches) or max_frames (padded-frames budget)"
+            )
+        for name, value in [
+            ("batch_size", batch_size),
+            ("max_frames", max_frames),
+            ("max_samples", max_samples),
+        ]:
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if sort_buffer_size < 1:
@@ -124,7 +131,9 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
 
     def _batch_sorted(self, indices: np.ndarray) -> list[list[int]]:
         if self.batch_size is not None:
-            return [indices[i : i + self.batch_size].tolist() for i in range(0, len(indices), self.batch_size)]
+            return [
+                indices[i : i + self.batch_size].tolist() for i in range(0, len(indices), self.batch_size)
+            ]
         assert self.max_frames is not None
         max_samples = self.max_samples or len(indices)
         batches, current, longest = [], [], 0
@@ -188,12 +197,22 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
     def _batching(self) -> list:
         # Everything besides seed/epoch/world that shapes the plan; a resume with other values would
         # skip the wrong batches.
-        return [self.batch_size, self.max_frames, self.max_samples, self.sort_buffer_size, self.shuffle,
-                self.uneven]
+        return [
+            self.batch_size,
+            self.max_frames,
+            self.max_samples,
+            self.sort_buffer_size,
+            self.shuffle,
+            self.uneven,
+        ]
 
     def load_state_dict(self, state: dict) -> None:
-        for key, mine in [("seed", self.seed), ("num_examples", len(self.lengths)),
-                          ("num_replicas", self.num_replicas), ("batching", self._batching())]:
+        for key, mine in [
+            ("seed", self.seed),
+            ("num_examples", len(self.lengths)),
+            ("num_replicas", self.num_replicas),
+            ("batching", self._batching()),
+        ]:
             if state[key] != mine:
                 raise ValueError(
                     f"cannot resume the sampler: the checkpoint has {key}={state[key]} but this run has "

@@ -140,7 +140,8 @@ class _Prefix:
 
 
 def _logaddexp(a: float, b: float) -> float:
-    # math.* on Python floats: numpy's scalar logaddexp costs ~1 µs a call, several times slower here.
+    # Plain math on Python floats: 60 ns a call here against 620 ns for numpy's scalar np.logaddexp, and
+    # the search makes ~200 calls per frame.
     if a < b:
         a, b = b, a
     if b == NEG_INF:
@@ -148,10 +149,13 @@ def _logaddexp(a: float, b: float) -> float:
     return a + math.log1p(math.exp(b - a))
 
 
-def _accumulate(beams: dict[_Prefix, list[float]], prefix: _Prefix, slot: int, log_prob: float) -> None:
-    entry = beams.get(prefix)
+_PrefixKey = _Prefix | tuple[_Prefix, int]  # a trie node, or (parent, token) for one not made yet
+
+
+def _accumulate(beams: dict[_PrefixKey, list[float]], key: _PrefixKey, slot: int, log_prob: float) -> None:
+    entry = beams.get(key)
     if entry is None:
-        entry = beams[prefix] = [NEG_INF, NEG_INF]  # [p_blank, p_token]
+        entry = beams[key] = [NEG_INF, NEG_INF]  # [p_blank, p_token]
     entry[slot] = _logaddexp(entry[slot], log_prob)
 
 
@@ -159,9 +163,9 @@ class CTCPrefixBeamSearch:
     """CTC prefix beam search over (T, V) log-softmax outputs, with optional KenLM word fusion.
 
     With ``beam_width == 1`` and no LM this is best-path decoding and returns exactly
-    ``greedy_decode``. (A one-prefix *prefix* search is not the same thing: it sums alignments, so
-    when a frame's argmax is a new token whose probability is below the blank's plus the repeat's it
-    keeps the old prefix where the best path moves on. Beam width 1 is asked for to get greedy output.)
+    ``greedy_decode``. A one-prefix *prefix* search would not: it sums alignments, so it can stay on the
+    current prefix when blank + repeat together outweigh a new token that is the frame's argmax, where
+    the best path moves on. Whoever asks for beam width 1 asks for greedy output, so that is what it gives.
     """
 
     def __init__(
@@ -179,6 +183,7 @@ class CTCPrefixBeamSearch:
             else tokenizer.piece(model_id)
             for model_id in range(tokenizer.vocab_size)
         ]
+        self._starts_word = [piece.startswith(WORD_BOUNDARY) for piece in self._pieces]
 
     # ---------------------------------------------------------------------------------------- public
 
@@ -211,37 +216,79 @@ class CTCPrefixBeamSearch:
     # ---------------------------------------------------------------------------------------- search
 
     def _search(self, frames: np.ndarray) -> list[Hypothesis]:
-        options = self.options
-        root = self._root()
-        beams: dict[_Prefix, list[float]] = {root: [0.0, NEG_INF]}  # the empty prefix "ends in blank"
+        beams: dict[_Prefix, list[float]] = {self._root(): [0.0, NEG_INF]}  # empty prefix "ends in blank"
         for frame in frames:  # frame: (V,)
-            extended: dict[_Prefix, list[float]] = {}
-            candidates = self._candidates(frame)
-            for prefix, (p_blank, p_token) in beams.items():
-                p_total = _logaddexp(p_blank, p_token)
-                for token, log_prob in candidates:
-                    if token == self.blank_id:
-                        _accumulate(extended, prefix, 0, p_total + log_prob)
-                    elif token == prefix.token:
-                        # Same token again: continues the last token unless a blank separated them.
-                        _accumulate(extended, prefix, 1, p_token + log_prob)
-                        if p_blank != NEG_INF:
-                            _accumulate(extended, self._child(prefix, token), 1, p_blank + log_prob)
-                    else:
-                        _accumulate(extended, self._child(prefix, token), 1, p_total + log_prob)
-            beams = dict(
-                heapq.nlargest(
-                    options.beam_width,
-                    extended.items(),
-                    key=lambda item: _logaddexp(item[1][0], item[1][1]) + item[0].fusion,
-                )
-            )
-
+            beams = self._prune(self._extend(beams, self._candidates(frame)))
         finished = [
             self._finish(prefix, _logaddexp(p_blank, p_token)) for prefix, (p_blank, p_token) in beams.items()
         ]
         finished.sort(key=lambda hypothesis: hypothesis.score, reverse=True)
-        return finished[: options.n_best]
+        return finished[: self.options.n_best]
+
+    def _extend(
+        self, beams: dict[_Prefix, list[float]], candidates: list[tuple[int, float]]
+    ) -> dict[_PrefixKey, list[float]]:
+        """One frame of the prefix recursion: [p_blank, p_token] of every prefix reachable from the beam.
+
+        A prefix that already has a trie node is keyed by it; a new one by (parent, token) and only made
+        into a node if it survives pruning (see ``_prune``).
+        """
+        extended: dict[_PrefixKey, list[float]] = {}
+        for prefix, (p_blank, p_token) in beams.items():
+            p_total = _logaddexp(p_blank, p_token)
+            for token, log_prob in candidates:
+                if token == self.blank_id:
+                    _accumulate(extended, prefix, 0, p_total + log_prob)
+                    continue
+                child = prefix.children.get(token)
+                child_key = (prefix, token) if child is None else child
+                if token == prefix.token:
+                    # Same token again: continues the last token unless a blank separated them.
+                    _accumulate(extended, prefix, 1, p_token + log_prob)
+                    if p_blank != NEG_INF:
+                        _accumulate(extended, child_key, 1, p_blank + log_prob)
+                else:
+                    _accumulate(extended, child_key, 1, p_total + log_prob)
+        return extended
+
+    def _prune(self, extended: dict[_PrefixKey, list[float]]) -> dict[_Prefix, list[float]]:
+        """The ``beam_width`` best prefixes by acoustic + fusion score.
+
+        Most extensions of a frame (beam_width x candidates, e.g. 8 x 16) lose, so scoring all of them
+        exactly would spend most of the time making trie nodes and LM calls for prefixes that are thrown
+        away (~92% of the nodes on a peaky T=150, V=257 matrix). Instead every prefix gets an upper
+        bound first, exact for existing nodes and for extensions inside a word (their fusion is the
+        parent's); an extension that completes a word can gain at most ``word_bonus`` since ln P_LM <= 0.
+        Prefixes are then scored exactly in order of bound until no bound can beat the current top
+        ``beam_width``. Same result as exhaustive scoring (ties aside); measured 2.6-3x faster at beam 8
+        on that matrix, with or without the LM.
+        """
+        width = self.options.beam_width
+        best_new_word = max(self.options.word_bonus, 0.0)
+        bounded: list[tuple[float, float, _PrefixKey]] = []
+        for key, (p_blank, p_token) in extended.items():
+            acoustic = _logaddexp(p_blank, p_token)
+            if isinstance(key, _Prefix):
+                bound = acoustic + key.fusion
+            else:
+                parent, token = key
+                bound = (
+                    acoustic + parent.fusion + (best_new_word if self._completes_word(parent, token) else 0.0)
+                )
+            bounded.append((bound, acoustic, key))
+        bounded.sort(key=lambda entry: entry[0], reverse=True)
+
+        kept: list[tuple[float, int, _Prefix, list[float]]] = []  # min-heap on score; rank breaks ties
+        for rank, (bound, acoustic, key) in enumerate(bounded):
+            if len(kept) == width and bound <= kept[0][0]:
+                break
+            prefix = key if isinstance(key, _Prefix) else self._child(*key)
+            entry = (acoustic + prefix.fusion, -rank, prefix, extended[key])
+            if len(kept) < width:
+                heapq.heappush(kept, entry)
+            else:
+                heapq.heappushpop(kept, entry)
+        return {prefix: probs for _, _, prefix, probs in kept}
 
     def _candidates(self, frame: np.ndarray) -> list[tuple[int, float]]:
         """The outputs worth extending with in this frame: the top-k above the threshold, at least one."""
@@ -278,11 +325,14 @@ class CTCPrefixBeamSearch:
             child = prefix.children[token] = self._make_child(prefix, token)
         return child
 
+    def _completes_word(self, prefix: _Prefix, token: int) -> bool:
+        return self.lm is not None and bool(prefix.partial_word) and self._starts_word[token]
+
     def _make_child(self, prefix: _Prefix, token: int) -> _Prefix:
         if self.lm is None:
             return _Prefix(prefix, token, None, "", 0.0, 0, 0.0)
         piece = self._pieces[token]
-        if not piece.startswith(WORD_BOUNDARY):
+        if not self._starts_word[token]:
             return _Prefix(
                 prefix,
                 token,

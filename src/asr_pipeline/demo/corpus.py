@@ -137,9 +137,10 @@ def synthesize_corpus(params: DemoCorpusParams, espeak_binary: str = "espeak-ng"
         if attempts[slot] >= MAX_DRAWS_PER_UTTERANCE:
             split, index = slots[slot]
             raise RuntimeError(
-                f"demo_corpus: could not make {_utterance_id(split, index)} fit "
-                f"[{params.min_duration_sec}, {params.max_duration_sec}] s in {MAX_DRAWS_PER_UTTERANCE} "
-                f"draws (last: {detail}). Widen the duration window or change max_words."
+                f"demo_corpus: no usable draw for {_utterance_id(split, index)} in "
+                f"{MAX_DRAWS_PER_UTTERANCE} draws (last: {detail}); it must be a new sentence lasting "
+                f"[{params.min_duration_sec}, {params.max_duration_sec}] s. Widen the duration window "
+                f"or change max_words."
             )
 
     pending = list(range(len(slots)))

@@ -41,8 +41,12 @@ class SpecAugment:
         freq_mask_max_bins: int = 15,
         mask_value: float | None = None,
     ) -> None:
-        for name, value in [("time_masks", time_masks), ("time_mask_max_frames", time_mask_max_frames),
-                            ("freq_masks", freq_masks), ("freq_mask_max_bins", freq_mask_max_bins)]:
+        for name, value in [
+            ("time_masks", time_masks),
+            ("time_mask_max_frames", time_mask_max_frames),
+            ("freq_masks", freq_masks),
+            ("freq_mask_max_bins", freq_mask_max_bins),
+        ]:
             if value < 0:
                 raise ValueError(f"SpecAugment {name} must be >= 0, got {value}")
         self.time_masks = time_masks
@@ -51,7 +55,9 @@ class SpecAugment:
         self.freq_mask_max_bins = freq_mask_max_bins
         self.mask_value = mask_value
 
-    def sample_spans(self, num_frames: int, num_bins: int, generator: torch.Generator | None = None) -> MaskSpans:
+    def sample_spans(
+        self, num_frames: int, num_bins: int, generator: torch.Generator | None = None
+    ) -> MaskSpans:
         return MaskSpans(
             time=_spans(self.time_masks, self.time_mask_max_frames, num_frames, generator),
             freq=_spans(self.freq_masks, self.freq_mask_max_bins, num_bins, generator),
@@ -74,7 +80,9 @@ class SpecAugment:
         return masked
 
 
-def _spans(count: int, max_width: int, length: int, generator: torch.Generator | None) -> tuple[tuple[int, int], ...]:
+def _spans(
+    count: int, max_width: int, length: int, generator: torch.Generator | None
+) -> tuple[tuple[int, int], ...]:
     spans = []
     for _ in range(count):
         width = int(torch.randint(0, min(max_width, length) + 1, (), generator=generator))

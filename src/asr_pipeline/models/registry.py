@@ -6,7 +6,7 @@ training worker turn ``--architecture``/``--variant`` flags into a model.
 
 Overrides are config fields and win over the variant's numbers; ``None`` means "not given", so optional
 command-line flags can be passed straight through. Configs are frozen dataclasses of plain values:
-``dataclasses.asdict`` -> JSON -> ``config_from_dict`` rebuilds the same model from a run directory.
+``dataclasses.asdict`` -> JSON -> ``build_from_config`` rebuilds the same model from a run directory.
 """
 
 from __future__ import annotations
@@ -77,9 +77,25 @@ def build_model(
 
 
 def config_from_dict(architecture: str, values: Mapping[str, object]) -> SqueezeformerConfig:
-    """Inverse of ``dataclasses.asdict``: rebuild a saved config (e.g. from training_config.json)."""
+    """Inverse of ``dataclasses.asdict``: a saved config (e.g. from a checkpoint) exactly as it was.
+
+    Prefer this to passing the saved dict to ``build_model`` as overrides: there ``None`` means "not
+    given", so a saved ``time_recover_idx=None`` would fall back to the variant's value.
+    """
     _check_architecture(architecture)
+    fields = {field.name for field in dataclasses.fields(SqueezeformerConfig)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ValueError(f"saved {architecture} config has unknown field(s) {', '.join(unknown)}")
     return SqueezeformerConfig(**values)  # type: ignore[arg-type]
+
+
+def build_from_config(architecture: str, config: SqueezeformerConfig | Mapping[str, object]) -> nn.Module:
+    """The model of a resolved (or saved, as a dict) config, with no variant lookup."""
+    if not isinstance(config, SqueezeformerConfig):
+        config = config_from_dict(architecture, config)
+    _check_architecture(architecture)
+    return build_squeezeformer(config)
 
 
 def variant_peak_lr(architecture: str, variant: str | None) -> float | None:

@@ -28,7 +28,7 @@ from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositi
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
 from asr_pipeline.modules.masks import padding_mask
-from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling, TimeReduction, TimeRecovery
+from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling, TimeRecovery, TimeReduction
 
 
 def paper_time_indices(num_layers: int) -> tuple[int, int]:

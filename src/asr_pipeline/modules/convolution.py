@@ -38,9 +38,7 @@ class ConvolutionModule(nn.Module):
         # A pointwise (1x1) conv is a Linear on (B, T, D); the Linear form skips two transposes.
         self.pointwise_in = nn.Linear(d_model, expanded)
         self.gate = nn.GLU(dim=-1) if use_glu else nn.SiLU()
-        self.depthwise = nn.Conv1d(
-            channels, channels, kernel_size, padding=kernel_size // 2, groups=channels
-        )
+        self.depthwise = nn.Conv1d(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels)
         self.norm = nn.BatchNorm1d(channels)
         self.activation = nn.SiLU()
         self.pointwise_out = nn.Linear(channels, d_model)

@@ -67,7 +67,11 @@ def save_checkpoint(
 ) -> None:
     """Write ``checkpoint_latest/`` then ``checkpoint_latest.json``; ``model`` must be unwrapped (no DDP)."""
     run_dir = Path(run_dir)
-    final, tmp, old = run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.tmp", run_dir / f"{CHECKPOINT_DIR}.old"
+    final, tmp, old = (
+        run_dir / CHECKPOINT_DIR,
+        run_dir / f"{CHECKPOINT_DIR}.tmp",
+        run_dir / f"{CHECKPOINT_DIR}.old",
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
@@ -103,8 +107,10 @@ def load_training_state(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / CHECKPOINT_DIR / STATE_FILE
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state["step"] != pointer["step"]:
-        raise RuntimeError(f"{path} is from step {state['step']} but {CHECKPOINT_POINTER} says step "
-                           f"{pointer['step']}: the checkpoint was not written completely; delete it or rerun")
+        raise RuntimeError(
+            f"{path} is from step {state['step']} but {CHECKPOINT_POINTER} says step "
+            f"{pointer['step']}: the checkpoint was not written completely; delete it or rerun"
+        )
     return state
 
 
@@ -115,20 +121,17 @@ def load_weights(run_dir: str | Path) -> dict[str, torch.Tensor]:
 def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
     """The trained model of ``run_dir`` (CPU, eval mode) and the config it was trained with.
 
-    The architecture comes from ``training_config.json``; the vocabulary size from
-    ``checkpoint_latest.json`` (it may have been inferred from a tokenizer that is not at hand now). The
-    rebuilt model's config must equal the saved one, so a registry change that alters a variant is caught
-    here rather than as a confusing shape error.
+    The architecture and variant come from ``training_config.json``; every model field comes from the
+    ``model_config`` saved in ``checkpoint_latest.json`` and is passed as an override, so the rebuilt
+    model is the trained one even if the registry's variant numbers changed since, and even when the
+    vocabulary size was inferred from a tokenizer that is not at hand now.
     """
+    from asr_pipeline.models.registry import build_model
+
     run_dir = Path(run_dir)
     config = load_json(run_dir / CONFIG_FILE)
     saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
-    model, rebuilt = build_model_from_config(config, vocab_size=int(saved_model_config["vocab_size"]))
-    if json.loads(json.dumps(rebuilt)) != saved_model_config:
-        changed = sorted(k for k in rebuilt.keys() | saved_model_config.keys()
-                         if rebuilt.get(k) != saved_model_config.get(k))
-        raise RuntimeError(f"the model rebuilt from {run_dir / CONFIG_FILE} differs from the one trained in "
-                           f"fields {changed}; did the model registry change since this run?")
+    model = build_model(config.model.architecture, config.model.variant, **saved_model_config)
     model.load_state_dict(load_weights(run_dir), strict=True)
     model.eval()
     return model, config

@@ -43,10 +43,25 @@ class DataConfig:
     spec_freq_mask_max_bins: int = 15
 
     def __post_init__(self) -> None:
-        _positive(self, "input_dim", "adaptive_batch_budget", "adaptive_batch_max_samples", "sort_buffer_size",
-                  "batch_size", "max_train_samples", "max_val_samples", "max_audio_duration_sec")
-        _non_negative(self, "num_workers", "spec_time_masks", "spec_time_mask_max_frames", "spec_freq_masks",
-                      "spec_freq_mask_max_bins")
+        _positive(
+            self,
+            "input_dim",
+            "adaptive_batch_budget",
+            "adaptive_batch_max_samples",
+            "sort_buffer_size",
+            "batch_size",
+            "max_train_samples",
+            "max_val_samples",
+            "max_audio_duration_sec",
+        )
+        _non_negative(
+            self,
+            "num_workers",
+            "spec_time_masks",
+            "spec_time_mask_max_frames",
+            "spec_freq_masks",
+            "spec_freq_mask_max_bins",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +94,15 @@ class OptimConfig:
     gradient_accumulation_steps: int = 1
 
     def __post_init__(self) -> None:
-        _positive(self, "epochs", "learning_rate", "lr_decay_steps", "lr_decay_power", "gradient_clip_norm",
-                  "gradient_accumulation_steps")
+        _positive(
+            self,
+            "epochs",
+            "learning_rate",
+            "lr_decay_steps",
+            "lr_decay_power",
+            "gradient_clip_norm",
+            "gradient_accumulation_steps",
+        )
         _non_negative(self, "weight_decay", "lr_warmup_steps", "lr_hold_steps", "lr_min")
 
 
@@ -149,10 +171,12 @@ def peak_learning_rate(config: TrainConfig) -> float:
         return config.optim.learning_rate
     from asr_pipeline.models.registry import variant_peak_lr  # the registry imports torch models
 
-    if config.model.variant is None:
-        raise ValueError("optim.learning_rate is unset and model.variant is None, so there is no variant "
-                         "peak to default to; set optim.learning_rate")
     peak = variant_peak_lr(config.model.architecture, config.model.variant)
+    if peak is None:
+        raise ValueError(
+            f"optim.learning_rate is unset and {config.model.architecture} variant "
+            f"{config.model.variant!r} has no published peak; set optim.learning_rate"
+        )
     return min(peak, 3e-4) if config.model.architecture == "squeezeformer" else peak
 
 
@@ -198,8 +222,11 @@ def _build(cls: type, values: Any, prefix: str) -> Any:
     if not isinstance(values, Mapping):
         raise ValueError(f"{where} must be a mapping of keys to values, got {type(values).__name__}")
     hints = typing.get_type_hints(cls)
-    required = [f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     missing = [f"{prefix}{name}" for name in required if name not in values]
     if missing:
         raise ValueError(f"missing required training config keys: {', '.join(missing)}")

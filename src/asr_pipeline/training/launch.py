@@ -43,10 +43,24 @@ def torchrun_command(
     else:
         if rdzv_endpoint is None:
             raise ValueError(f"a {nnodes}-node run needs rdzv_endpoint (host:port of the rendezvous node)")
-        command += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--rdzv-backend", "c10d",
-                    "--rdzv-endpoint", rdzv_endpoint]
-    command += ["--nproc-per-node", str(nproc_per_node), "-m", "asr_pipeline.training.worker",
-                "--config", str(config_path)]
+        command += [
+            "--nnodes",
+            str(nnodes),
+            "--node-rank",
+            str(node_rank),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            rdzv_endpoint,
+        ]
+    command += [
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "-m",
+        "asr_pipeline.training.worker",
+        "--config",
+        str(config_path),
+    ]
     return command
 
 
@@ -71,11 +85,12 @@ def launch_training(
     """Run the worker on ``nproc_per_node`` ranks of this node; output streams to this console.
 
     ``env`` adds to (and overrides) this process's environment. ``OMP_NUM_THREADS`` is set to the cores
-    per rank unless ``env`` names it, so ranks do not each start one OpenMP thread per core and oversubscribe the machine
-    (torchrun's own default is 1, which leaves CPU training on one core per rank).
+    per rank unless ``env`` names it, so ranks do not each start one OpenMP thread per core and
+    oversubscribe the machine (torchrun's own default is 1, which leaves CPU ranks on one core each).
     """
-    command = torchrun_command(config_path, nproc_per_node, nnodes=nnodes, node_rank=node_rank,
-                               rdzv_endpoint=rdzv_endpoint)
+    command = torchrun_command(
+        config_path, nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint
+    )
     child_env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(nproc_per_node)), **(env or {})}
     try:
         subprocess.run(command, env=child_env, check=True)

@@ -1,0 +1,227 @@
+"""Fused GLU over the last dimension: ``out = a * sigmoid(b)`` where ``a, b = h.chunk(2, dim=-1)``.
+
+The Conformer convolution module (Gulati et al., 2020, §2.2) gates the first pointwise conv with a GLU
+(Dauphin et al., 2017): ``(B, T, 2C) -> (B, T, C)``. The kernel views ``h`` as rows (every leading dim
+flattened) of ``2C`` values, reads each row's ``a`` and ``b`` halves once, computes in fp32 (fp64 for fp64
+input) and writes ``out`` once. Backward saves only ``h`` and recomputes ``sigmoid(b)``:
+
+    grad_a = grad_out * sigmoid(b)
+    grad_b = grad_out * a * sigmoid(b) * (1 - sigmoid(b))
+
+What this buys: the decomposed ``a * torch.sigmoid(b)`` (``glu_reference``) runs three kernels and saves
+``sigmoid(b)`` for backward; ``torch.nn.functional.glu`` is already one fused ATen kernel each way, so against it
+expect parity, not a speed-up. The kernel is the place to fuse neighbours (bias, padding mask) later.
+
+Dimension legend: R rows (all leading dims flattened), C output channels (half the input's last dim).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+from asr_kernels._dispatch import HAS_TRITON, triton_available
+
+# Dtypes the kernel handles; anything else (integers, complex) goes to the reference, which raises as
+# torch.sigmoid does.
+_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+# Tile shape: up to _MAX_BLOCK_C channels by enough rows to fill _TILE_ELEMENTS. 2048 elements over 4 warps
+# is 16 values per thread, the usual size for a memory-bound elementwise Triton kernel. Not yet tuned on a GPU:
+# see benchmarks/NOTES.md once one is lent. The tests shrink both to force ragged tiles.
+_MAX_BLOCK_C = 1024
+_TILE_ELEMENTS = 2048
+_NUM_WARPS = 4
+
+
+def _check_halvable(h: Tensor, dim: int) -> int:
+    """Returns ``dim`` as a non-negative index; raises if ``h`` cannot be split into two halves along it."""
+    if h.ndim == 0:
+        raise ValueError("glu needs a tensor with at least one dimension to split, got a 0-d tensor")
+    if not -h.ndim <= dim < h.ndim:
+        raise ValueError(f"glu: dim {dim} is out of range for a tensor of shape {tuple(h.shape)}")
+    dim %= h.ndim
+    if h.shape[dim] % 2:
+        raise ValueError(
+            f"glu splits dim {dim} into two equal halves (a, b), but a tensor of shape {tuple(h.shape)} has "
+            f"odd size {h.shape[dim]} there; make the layer before it output an even number of channels (2 * C)"
+        )
+    return dim
+
+
+def glu_reference(h: Tensor, dim: int = -1) -> Tensor:
+    """Plain PyTorch GLU, ``a * sigmoid(b)`` with ``a, b = h.chunk(2, dim)``; what the kernel must match."""
+    dim = _check_halvable(h, dim)
+    a, b = h.chunk(2, dim=dim)
+    return a * torch.sigmoid(b)
+
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _glu_forward_kernel(
+        h_ptr,
+        out_ptr,
+        num_rows,
+        channels,
+        h_row_stride,
+        h_col_stride,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_C: tl.constexpr,
+        COMPUTE_DTYPE: tl.constexpr,
+    ):
+        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
+        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
+        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
+        # int64 row offsets: R * 2C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 2 x 11k).
+        rows = rows.to(tl.int64)[:, None]
+        a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
+        b_offsets = a_offsets + channels * h_col_stride
+        a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        b = tl.load(h_ptr + b_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        out = a * tl.sigmoid(b)
+        out_offsets = rows * channels + cols[None, :]  # out is freshly allocated, contiguous (R, C)
+        tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _glu_backward_kernel(
+        grad_out_ptr,
+        h_ptr,
+        grad_h_ptr,
+        num_rows,
+        channels,
+        grad_out_row_stride,
+        grad_out_col_stride,
+        h_row_stride,
+        h_col_stride,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_C: tl.constexpr,
+        COMPUTE_DTYPE: tl.constexpr,
+    ):
+        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
+        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
+        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
+        rows = rows.to(tl.int64)[:, None]
+        grad_out_offsets = rows * grad_out_row_stride + cols[None, :] * grad_out_col_stride
+        a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
+        b_offsets = a_offsets + channels * h_col_stride
+        grad_out = tl.load(grad_out_ptr + grad_out_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        b = tl.load(h_ptr + b_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        # Recomputed rather than saved: one more exp per element is cheaper than writing and re-reading R*C.
+        sigmoid_b = tl.sigmoid(b)
+        grad_a = grad_out * sigmoid_b
+        grad_b = grad_a * a * (1.0 - sigmoid_b)
+        grad_a_offsets = (
+            rows * (2 * channels) + cols[None, :]
+        )  # grad_h is freshly allocated, contiguous (R, 2C)
+        grad_h_dtype = grad_h_ptr.dtype.element_ty
+        tl.store(grad_h_ptr + grad_a_offsets, grad_a.to(grad_h_dtype), mask=mask)
+        tl.store(grad_h_ptr + grad_a_offsets + channels, grad_b.to(grad_h_dtype), mask=mask)
+
+    def _launch_config(num_rows: int, channels: int) -> tuple[int, int, tuple[int, int]]:
+        """(BLOCK_ROWS, BLOCK_C, grid): rows on grid axis 0, whose limit (2**31 - 1) fits any B * T."""
+        block_c = min(triton.next_power_of_2(channels), _MAX_BLOCK_C)
+        block_rows = max(1, min(_TILE_ELEMENTS // block_c, triton.next_power_of_2(num_rows)))
+        grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(channels, block_c))
+        return block_rows, block_c, grid
+
+    def _compute_dtype(dtype: torch.dtype):
+        # fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck.
+        return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _glu_forward(h: Tensor) -> Tensor:
+    """Launches the forward kernel on ``h`` (..., 2C); returns a new contiguous (..., C)."""
+    channels = h.shape[-1] // 2
+    out = h.new_empty((*h.shape[:-1], channels))
+    if out.numel() == 0:
+        return out
+    h_rows = h.reshape(-1, 2 * channels)  # (R, 2C); a view whenever the leading dims can be flattened
+    block_rows, block_c, grid = _launch_config(h_rows.shape[0], channels)
+    _glu_forward_kernel[grid](
+        h_rows,
+        out,
+        h_rows.shape[0],
+        channels,
+        h_rows.stride(0),
+        h_rows.stride(1),
+        BLOCK_ROWS=block_rows,
+        BLOCK_C=block_c,
+        COMPUTE_DTYPE=_compute_dtype(h.dtype),
+        num_warps=_NUM_WARPS,
+    )
+    return out
+
+
+def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
+    """Launches the backward kernel; returns grad_h, a new contiguous tensor shaped like ``h``."""
+    channels = h.shape[-1] // 2
+    grad_h = torch.empty(h.shape, dtype=h.dtype, device=h.device)
+    if grad_h.numel() == 0:
+        return grad_h
+    h_rows = h.reshape(-1, 2 * channels)  # (R, 2C)
+    # (R, C); strides are passed through, so the stride-0 grad that .sum().backward() produces needs no copy.
+    grad_out_rows = grad_out.reshape(-1, channels)
+    block_rows, block_c, grid = _launch_config(h_rows.shape[0], channels)
+    _glu_backward_kernel[grid](
+        grad_out_rows,
+        h_rows,
+        grad_h,
+        h_rows.shape[0],
+        channels,
+        grad_out_rows.stride(0),
+        grad_out_rows.stride(1),
+        h_rows.stride(0),
+        h_rows.stride(1),
+        BLOCK_ROWS=block_rows,
+        BLOCK_C=block_c,
+        COMPUTE_DTYPE=_compute_dtype(h.dtype),
+        num_warps=_NUM_WARPS,
+    )
+    return grad_h
+
+
+class GLUFunction(torch.autograd.Function):
+    """GLU over the last dim through the Triton kernels; saves only ``h`` for backward."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor) -> Tensor:
+        _check_halvable(h, -1)
+        ctx.save_for_backward(h)
+        return _glu_forward(h)
+
+    @staticmethod
+    @once_differentiable  # the backward kernel is not itself differentiable; double backward raises
+    def backward(ctx, grad_out: Tensor) -> Tensor:
+        (h,) = ctx.saved_tensors
+        return _glu_backward(grad_out, h)
+
+
+def glu(h: Tensor, dim: int = -1) -> Tensor:
+    """GLU, ``a * sigmoid(b)`` with ``a, b = h.chunk(2, dim)``: (..., 2C) -> (..., C) for the last dim.
+
+    Runs the fused kernel when ``triton_available(h)``, ``dim`` is the last dim and ``h`` is floating point;
+    otherwise ``glu_reference``. Raises ValueError when ``h`` has an odd size along ``dim``.
+    """
+    dim = _check_halvable(h, dim)
+    if dim == h.ndim - 1 and h.dtype in _KERNEL_DTYPES and triton_available(h):
+        return GLUFunction.apply(h)
+    return glu_reference(h, dim)
+
+
+class GLU(nn.Module):
+    """Drop-in for ``nn.GLU(dim)`` that uses the fused kernel for ``dim=-1``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, h: Tensor) -> Tensor:
+        return glu(h, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

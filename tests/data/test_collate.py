@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asr_pipeline.data.collate import collate_batch
+
+
+def item(utterance: str, frames: int, tokens: list[int], num_bins: int = 3) -> dict:
+    return {
+        "id": utterance,
+        "features": torch.full((frames, num_bins), 1.0 + frames),
+        "tokens": torch.tensor(tokens, dtype=torch.int64),
+        "text": f"text of {utterance}",
+        "duration_ms": 10 * frames,
+    }
+
+
+def test_collate_pads_to_the_longest_utterance_and_target():
+    batch = collate_batch([item("a", 4, [1, 2]), item("b", 7, [3]), item("c", 2, [4, 5, 6])])
+
+    # B = 3 utterances, T = 7 (longest), F = 3 bins, U = 3 (longest target)
+    assert batch.features.shape == (3, 7, 3)
+    assert batch.features.dtype == torch.float32
+    assert batch.feature_lengths.tolist() == [4, 7, 2]
+    assert batch.targets.shape == (3, 3)
+    assert batch.targets.tolist() == [[1, 2, 0], [3, 0, 0], [4, 5, 6]]
+    assert batch.target_lengths.tolist() == [2, 1, 3]
+    assert batch.ids == ["a", "b", "c"]
+    assert batch.texts == ["text of a", "text of b", "text of c"]
+    assert batch.duration_ms.tolist() == [40, 70, 20]
+    assert len(batch) == 3
+
+
+def test_frames_past_an_utterance_are_zero_and_frames_within_it_are_its_features():
+    batch = collate_batch([item("a", 4, [1]), item("b", 7, [1])])
+
+    assert torch.all(batch.features[0, :4] == 5.0)
+    assert torch.all(batch.features[0, 4:] == 0.0)
+    assert torch.all(batch.features[1] == 8.0)
+
+
+def test_an_empty_target_is_allowed_and_has_length_zero():
+    batch = collate_batch([item("a", 4, []), item("b", 5, [7, 7])])
+
+    assert batch.target_lengths.tolist() == [0, 2]
+    assert batch.targets.shape == (2, 2)
+
+
+def test_utterances_of_different_feature_dimensions_are_refused_with_their_ids():
+    with pytest.raises(ValueError, match=r"\['a', 'b'\].*\[3, 5\]"):
+        collate_batch([item("a", 4, [1], num_bins=3), item("b", 4, [1], num_bins=5)])
+
+
+def test_to_moves_tensors_and_keeps_the_strings():
+    batch = collate_batch([item("a", 4, [1])]).to("cpu")
+
+    assert batch.ids == ["a"]
+    assert batch.features.device.type == "cpu"

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from asr_pipeline.data.dataset import ShardDataset, select_examples
+from asr_pipeline.data.length_index import build_length_index
+from asr_pipeline.io.shards import iter_examples
+
+from .conftest import write_random_shard
+
+
+def test_item_i_is_the_example_at_row_i_of_the_index(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards))
+    expected = list(iter_examples(two_shards[1]))[2]
+
+    item = dataset[7]  # 5 examples in shard 0, so item 7 is row 2 of shard 1
+
+    assert item["id"] == expected["id"] == "b-002"
+    assert item["features"].dtype == torch.float32
+    assert item["features"].shape == (35, 4)  # (T, F)
+    np.testing.assert_array_equal(item["features"].numpy(), expected["features"])
+    assert item["tokens"].dtype == torch.int64
+    assert item["tokens"].tolist() == [1, 2, 3]
+    assert item["text"] == "text b 2"
+    assert item["duration_ms"] == 350
+    assert len(dataset) == 8
+    assert dataset.num_frames.tolist() == [10, 20, 30, 40, 7, 15, 25, 35]
+
+
+def test_shards_are_opened_lazily_and_only_when_touched(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards))
+    assert len(dataset._tables) == 0
+
+    dataset[1]
+    dataset[2]
+
+    assert list(dataset._tables) == [0], "only shard 0 was needed"
+
+
+def test_max_open_shards_closes_the_least_recently_used(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards), max_open_shards=1)
+    dataset[0]
+    dataset[6]
+
+    assert list(dataset._tables) == [1]
+
+
+def test_a_pickled_dataset_travels_without_its_open_tables(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards))
+    dataset[0]
+
+    copy = pickle.loads(pickle.dumps(dataset))
+
+    assert len(copy._tables) == 0
+    assert copy[0]["id"] == "a-000"
+
+
+def test_the_transform_applies_to_the_features_only(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards), transform=lambda features: features * 0)
+
+    item = dataset[0]
+
+    assert torch.all(item["features"] == 0)
+    assert item["tokens"].tolist() == [1]
+
+
+def test_a_shard_rewritten_after_indexing_is_refused_with_its_path(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards))
+    write_random_shard(two_shards[0], [3, 3], prefix="a")
+
+    with pytest.raises(RuntimeError, match=r"shard-00000.parquet changed after its length index"):
+        dataset[0]
+
+
+def test_select_examples_drops_long_audio_then_caps_the_count_and_reports_both(two_shards):
+    index = build_length_index(two_shards)  # durations 100, 200, 300, 400, 70, 150, 250, 350 ms
+
+    kept, report = select_examples(index, max_duration_ms=300, max_samples=4)
+
+    assert kept.column("duration_ms").to_pylist() == [100, 200, 300, 70]
+    assert (report.available, report.kept, report.too_long, report.over_max_samples) == (8, 4, 2, 2)

@@ -1,0 +1,144 @@
+import io
+import json
+import shutil
+import wave
+from dataclasses import replace
+
+import pytest
+
+from asr_pipeline.demo.corpus import DemoCorpusParams, build_demo_corpus, layout_files, synthesize_corpus
+from asr_pipeline.demo.synthesis import split_voices
+from asr_pipeline.io.manifests import iter_manifest
+from asr_pipeline.io.report import SkipReport
+
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+TINY = DemoCorpusParams(train_size=6, dev_size=3, test_size=3, seed=7, jobs=2)
+# A 2-3 s window on up-to-12-word sentences makes most first draws miss, exercising the redraw rounds.
+NARROW = DemoCorpusParams(
+    train_size=6, dev_size=3, test_size=3, seed=11, min_duration_sec=2.0, max_duration_sec=3.0, max_words=12
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_files() -> dict[str, bytes]:
+    return build_demo_corpus(TINY)
+
+
+@needs_espeak
+def test_layout_is_a_train_folder_with_sidecars_and_dev_test_manifests(tiny_files):
+    train_ids = [f"train-{i:06d}" for i in range(1, 7)]
+    expected = {f"train/{utt}.{ext}" for utt in train_ids for ext in ("wav", "txt")}
+    for split in ("dev", "test"):
+        expected |= {f"{split}.jsonl"} | {f"{split}/{split}-{i:06d}.wav" for i in range(1, 4)}
+    assert set(tiny_files) == expected
+
+
+@needs_espeak
+def test_train_sidecars_hold_the_transcript_and_a_newline(tiny_files):
+    for path, data in tiny_files.items():
+        if path.endswith(".txt"):
+            text = data.decode("utf-8")
+            assert text.endswith("\n") and text.count("\n") == 1
+            assert 2 <= len(text.split()) <= TINY.max_words
+
+
+@needs_espeak
+def test_manifest_rows_name_their_audio_relative_to_the_manifest(tiny_files):
+    for split in ("dev", "test"):
+        rows = [json.loads(line) for line in tiny_files[f"{split}.jsonl"].decode("utf-8").splitlines()]
+        assert [row["id"] for row in rows] == [f"{split}-{i:06d}" for i in range(1, 4)]
+        for row in rows:
+            assert set(row) == {"id", "audio_path", "text"}
+            assert row["audio_path"] == f"{split}/{row['id']}.wav"
+            assert row["audio_path"] in tiny_files
+            assert row["text"] and row["text"] == row["text"].strip()
+
+
+@needs_espeak
+def test_every_wav_is_22050_hz_mono_and_within_the_duration_window(tiny_files):
+    for path, data in tiny_files.items():
+        if path.endswith(".wav"):
+            with wave.open(io.BytesIO(data)) as reader:
+                assert (reader.getframerate(), reader.getnchannels()) == (22050, 1), path
+                seconds = reader.getnframes() / reader.getframerate()
+            assert TINY.min_duration_sec <= seconds <= TINY.max_duration_sec, path
+
+
+@needs_espeak
+def test_the_pipelines_manifest_reader_accepts_the_layout(tiny_files, tmp_path):
+    for path, data in tiny_files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    report = SkipReport(strict=True)
+    for source, count in (("train", 6), ("dev.jsonl", 3), ("test.jsonl", 3)):
+        records = list(iter_manifest(tmp_path / source, report))
+        assert len(records) == count
+        assert all(r.text and (tmp_path / r.audio_path).is_file() for r in records)
+
+
+@needs_espeak
+def test_out_of_window_draws_are_redrawn_and_counted():
+    corpus = synthesize_corpus(NARROW)
+    durations = [u.duration_sec for utts in corpus.utterances.values() for u in utts]
+    assert len(durations) == 12
+    assert all(2.0 <= d <= 3.0 for d in durations)
+    assert corpus.redraws.get("too_short", 0) + corpus.redraws.get("too_long", 0) > 0
+
+
+@needs_espeak
+def test_output_is_byte_identical_for_one_or_two_threads():
+    single = layout_files(synthesize_corpus(replace(NARROW, jobs=1)))
+    double = layout_files(synthesize_corpus(NARROW))
+    assert list(single) == list(double)
+    assert single == double
+
+
+@needs_espeak
+def test_a_different_seed_gives_a_different_corpus(tiny_files):
+    other = build_demo_corpus(DemoCorpusParams(train_size=6, dev_size=3, test_size=3, seed=8))
+    assert set(other) == set(tiny_files)
+    assert other["dev.jsonl"] != tiny_files["dev.jsonl"]
+    assert other["train/train-000001.wav"] != tiny_files["train/train-000001.wav"]
+
+
+@needs_espeak
+def test_transcripts_are_unique_and_held_out_variants_stay_out_of_train():
+    corpus = synthesize_corpus(TINY)
+    texts = [u.text for utts in corpus.utterances.values() for u in utts]
+    assert len(set(texts)) == len(texts)
+    held_out = split_voices(TINY.seed)
+    for split in ("dev", "test"):
+        assert {(u.voice.name, u.voice.variant) for u in corpus.utterances[split]} <= set(held_out[split])
+    train_variants = {variant for _, variant in held_out["train"]}
+    assert {u.voice.variant for u in corpus.utterances["train"]} <= train_variants
+
+
+@needs_espeak
+def test_an_impossible_duration_window_fails_naming_the_utterance():
+    params = DemoCorpusParams(
+        train_size=1, dev_size=0, test_size=0, min_duration_sec=20.0, max_duration_sec=21.0, max_words=3
+    )
+    with pytest.raises(RuntimeError, match=r"no usable draw for train-000001 in 50 draws.*\[20.0, 21.0\] s"):
+        synthesize_corpus(params)
+
+
+def test_a_missing_espeak_binary_fails_clearly():
+    with pytest.raises(RuntimeError, match="not found"):
+        build_demo_corpus(TINY, espeak_binary="/nonexistent/espeak-ng")
+
+
+def test_from_dict_reads_known_keys_and_rejects_unknown_ones():
+    assert DemoCorpusParams.from_dict({"train_size": 10, "jobs": 1}) == DemoCorpusParams(
+        train_size=10, jobs=1
+    )
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['train_sise'\].*train_size"):
+        DemoCorpusParams.from_dict({"train_sise": 10})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"train_size": -1}, {"min_duration_sec": 5.0, "max_duration_sec": 5.0}, {"max_words": 1}, {"jobs": 0}],
+)
+def test_invalid_params_are_rejected(bad):
+    with pytest.raises(ValueError, match="demo_corpus"):
+        DemoCorpusParams(**bad)

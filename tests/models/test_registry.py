@@ -1,0 +1,111 @@
+import dataclasses
+import json
+
+import pytest
+
+from asr_pipeline.models.registry import (
+    ARCHITECTURES,
+    build_from_config,
+    build_model,
+    config_from_dict,
+    list_variants,
+    model_config,
+    variant_peak_lr,
+)
+from asr_pipeline.models.squeezeformer import Squeezeformer, SqueezeformerConfig
+
+
+def test_the_four_planned_architectures_are_named():
+    assert ARCHITECTURES == ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
+
+
+@pytest.mark.parametrize("architecture", ["zipformer", "paraformer", "w2v-bert"])
+def test_planned_architectures_say_what_to_use_instead(architecture):
+    message = f"{architecture} is not available yet; use --architecture squeezeformer"
+    with pytest.raises(NotImplementedError, match=message):
+        build_model(architecture, input_dim=80, vocab_size=10)
+    with pytest.raises(NotImplementedError, match=message):
+        list_variants(architecture)
+
+
+def test_unknown_architecture_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="squeezeformer, zipformer, paraformer, w2v-bert"):
+        model_config("conformer", input_dim=80, vocab_size=10)
+
+
+def test_unknown_variant_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="xs, s, sm, m, ml, l, tiny, demo"):
+        model_config("squeezeformer", "xxl", input_dim=80, vocab_size=10)
+
+
+def test_squeezeformer_variants_are_the_paper_sizes_then_the_cpu_sizes():
+    assert list_variants("squeezeformer") == ["xs", "s", "sm", "m", "ml", "l", "tiny", "demo"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "peak"),
+    [("xs", 2e-3), ("s", 2e-3), ("sm", 2e-3), ("m", 1.5e-3), ("ml", 1e-3), ("l", 1e-3), ("XS", 2e-3)],
+)
+def test_peak_learning_rates_follow_the_paper(variant, peak):
+    assert variant_peak_lr("squeezeformer", variant) == peak
+
+
+def test_no_variant_means_the_config_defaults_which_are_xs():
+    config = model_config("squeezeformer", None, input_dim=80, vocab_size=256)
+
+    assert config == SqueezeformerConfig()
+    assert config == model_config("squeezeformer", "xs", input_dim=80, vocab_size=256)
+
+
+def test_overrides_replace_the_variant_values_and_none_means_not_given():
+    config = model_config(
+        "squeezeformer", "s", input_dim=40, vocab_size=33, d_model=128, num_heads=None, dropout=0.0
+    )
+
+    assert (config.input_dim, config.vocab_size, config.d_model, config.dropout) == (40, 33, 128, 0.0)
+    assert config.num_heads == 4  # None left the variant's value
+    assert config.num_layers == 18
+
+
+def test_overriding_num_layers_moves_the_unet_with_it_unless_given():
+    assert model_config("squeezeformer", "xs", input_dim=80, vocab_size=10, num_layers=8).time_reduce_idx == 3
+    explicit = model_config(
+        "squeezeformer",
+        "xs",
+        input_dim=80,
+        vocab_size=10,
+        num_layers=8,
+        time_reduce_idx=1,
+        time_recover_idx=5,
+    )
+    assert (explicit.time_reduce_idx, explicit.time_recover_idx) == (1, 5)
+
+
+def test_unknown_override_names_the_valid_fields():
+    with pytest.raises(ValueError, match=r"unknown squeezeformer config field\(s\) hidden_size.*d_model"):
+        model_config("squeezeformer", "xs", input_dim=80, vocab_size=10, hidden_size=64)
+
+
+def test_build_model_builds_the_resolved_config():
+    model = build_model("squeezeformer", "tiny", input_dim=20, vocab_size=11, num_layers=6)
+
+    assert isinstance(model, Squeezeformer)
+    assert model.config == model_config("squeezeformer", "tiny", input_dim=20, vocab_size=11, num_layers=6)
+    assert len(model.blocks) == 6
+
+
+def test_a_saved_config_rebuilds_the_same_model_even_with_none_fields():
+    # No U-Net recovery can only be set on the config itself: as an override, None means "not given".
+    tiny = model_config("squeezeformer", "tiny", input_dim=20, vocab_size=11, time_recover_idx=None)
+    assert tiny.time_recover_idx == 3
+    config = dataclasses.replace(tiny, time_recover_idx=None)
+    saved = json.loads(json.dumps(dataclasses.asdict(config)))
+
+    assert SqueezeformerConfig(**saved) == config_from_dict("squeezeformer", saved) == config
+    rebuilt = build_from_config("squeezeformer", saved)
+    assert rebuilt.config == config and rebuilt.time_recovery is None
+
+
+def test_a_saved_config_with_a_foreign_field_is_rejected():
+    with pytest.raises(ValueError, match="unknown field"):
+        config_from_dict("squeezeformer", {"d_model": 32, "encoder_dim": 32})

@@ -1,0 +1,55 @@
+import polars as pl
+import pyarrow.parquet as pq
+
+from asr_pipeline.io.datasets import FeatureShardsDataset
+from asr_pipeline.io.shards import SHARD_SCHEMA
+from asr_pipeline.pipelines.features import create_pipeline
+from asr_pipeline.pipelines.transcripts.nodes import MANIFEST_SCHEMA
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from tests.conftest import make_wav
+from tests.pipelines.conftest import run_stage
+
+
+def _manifest(tmp_path, split, rows):
+    records = {name: [] for name in MANIFEST_SCHEMA}
+    for i, (seconds, text, tokens) in enumerate(rows):
+        path = tmp_path / f"{split}-{i}.wav"
+        if seconds is not None:
+            path.write_bytes(make_wav(seconds=seconds, sample_rate=22050))
+        for name, value in zip(MANIFEST_SCHEMA, [f"{split}-{i}", f"m.jsonl:{i + 1}", str(path), text, tokens],
+                               strict=True):
+            records[name].append(value)
+    return pl.DataFrame(records, schema=MANIFEST_SCHEMA)
+
+
+def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, spm_model, project_params):
+    params = {**project_params["features"], "shard_size": 2}
+    inputs = {
+        "train.manifest": _manifest(tmp_path, "train", [(1.0, "the cat", None), (0.5, "a dog", None),
+                                                        (None, "lost", None), (0.3, "x", [3, 4])]),
+        "dev.manifest": _manifest(tmp_path, "dev", [(0.7, "the mat", None), (0.5, "bad ids", [999])]),
+        "test.manifest": _manifest(tmp_path, "test", [(None, "missing", None)]),
+        "tokenizer_model": spm_model,
+    }
+    datasets = {f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
+                for split in ("train", "dev", "test")}
+    catalog = run_stage(create_pipeline(), inputs, datasets,
+                        params={"features": params, "tokenizer": project_params["tokenizer"]})
+
+    train_shards = catalog.load("train.feature_shards")
+    assert [p.rsplit("/", 1)[1] for p in train_shards] == ["shard-00000.parquet", "shard-00001.parquet"]
+    first = pq.read_table(train_shards[0])
+    assert first.schema.equals(SHARD_SCHEMA)
+    assert first["rows"].to_pylist() == [98, 48]  # 1 + (N - 400) // 160 for 1.0 s and 0.5 s at 16 kHz
+    assert set(first["cols"].to_pylist()) == {80}
+    assert first["duration_ms"].to_pylist() == [1000, 500]
+    assert first["tokens"].to_pylist()[0] == CTCTokenizer(spm_model).encode("the cat")
+    assert pq.read_table(train_shards[1])["tokens"].to_pylist() == [[3, 4]]  # given tokens are kept
+
+    train_report = catalog.load("train.extraction_report")
+    assert (train_report["seen"], train_report["kept"], train_report["shards"]) == (4, 3, 2)
+    assert train_report["skipped_by_reason"] == {"undecodable audio": 1}
+    assert "train-2.wav" in train_report["first_skipped"]["undecodable audio"][0]
+    assert catalog.load("dev.extraction_report")["skipped_by_reason"] == {"token id outside the vocabulary": 1}
+    test_shards = catalog.load("test.feature_shards")
+    assert pq.read_table(test_shards[0]).num_rows == 0  # an empty split is explicit, not missing

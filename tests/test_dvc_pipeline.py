@@ -1,0 +1,150 @@
+"""The whole DAG through the real `dvc repro` on a tiny generated corpus, in temporary git clones.
+
+One module-scoped project runs every stage once and pushes to a local-directory DVC remote; each test
+then works in its own `git clone` + `dvc pull`, as a teammate would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import PROJECT_ROOT
+
+ALL_STAGES = {"demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train",
+              "evaluate@dev", "evaluate@test"}
+TINY_PARAMS = {
+    "demo_corpus": {"train_size": 24, "dev_size": 6, "test_size": 6, "max_duration_sec": 6.0},
+    "tokenizer": {"vocab_size": 48},
+    "features": {"shard_size": 16},
+    "train": {"launch": {"nproc_per_node": 2},
+              "data": {"adaptive_batch_budget": 3000, "adaptive_batch_max_samples": 8},
+              "model": {"variant": "tiny"},
+              "optim": {"epochs": 2, "lr_warmup_steps": 2}},
+    "evaluate": {"beam_width": 4},
+}
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("ASR_PIPELINE_FAIL_RANK", None)
+    return env
+
+
+def run(args: list[str], cwd: Path, check: bool = True, **env_overrides: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, cwd=cwd, env={**_env(), **env_overrides}, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}) in {cwd}:\n"
+                             f"{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
+    return result
+
+
+def stages_run(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    for key, value in overrides.items():
+        base[key] = _merge(base.get(key, {}), value) if isinstance(value, dict) else value
+    return base
+
+
+def edit_params(project: Path, overrides: dict) -> None:
+    path = project / "params.yaml"
+    path.write_text(yaml.safe_dump(_merge(yaml.safe_load(path.read_text()), overrides), sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory) -> Path:
+    """A copy of this project at its current state, run through `dvc repro` and pushed to a remote."""
+    root = tmp_path_factory.mktemp("dvc")
+    project = root / "origin"
+    files = run(["git", "ls-files", "-co", "--exclude-standard"], PROJECT_ROOT).stdout.split()
+    for name in files:
+        if (PROJECT_ROOT / name).is_file():
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / name, project / name)
+    edit_params(project, TINY_PARAMS)
+    run(["git", "init", "-q"], project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"], project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny"], project)
+    repro = run(["dvc", "repro"], project)
+    (project / "repro.log").write_text(repro.stdout + repro.stderr)
+    run(["dvc", "remote", "add", "-d", "team", str(root / "remote")], project)
+    run(["git", "add", "dvc.lock", ".dvc/config", "data/metrics"], project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "repro"], project)
+    run(["dvc", "push"], project)
+    return project
+
+
+def clone(origin: Path, name: str) -> Path:
+    target = origin.parent / name
+    run(["git", "clone", "-q", str(origin), str(target)], origin.parent)
+    run(["dvc", "pull"], target)
+    return target
+
+
+def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
+    assert stages_run((origin / "repro.log").read_text()) == ALL_STAGES
+    lock = yaml.safe_load((origin / "dvc.lock").read_text())
+    assert set(lock["stages"]) == ALL_STAGES
+    assert "up to date" in run(["dvc", "status"], origin).stdout
+    assert stages_run(run(["dvc", "repro"], origin).stdout) == set()
+
+    run_dir = origin / "data" / "07_train" / "run"
+    for name in ("training_config.json", "events.jsonl", "checkpoint_latest.json",
+                 "checkpoint_latest/model.safetensors"):
+        assert (run_dir / name).is_file(), name
+    metrics = json.loads(run(["dvc", "metrics", "show", "--json"], origin).stdout)
+    shown = json.dumps(metrics)
+    for key in ("greedy", "beam_lm", "wer", "cer", "skipped_by_reason"):
+        assert key in shown
+    dev = json.loads((origin / "data" / "metrics" / "evaluate_dev.json").read_text())
+    assert dev["utterances"] == 6
+    assert set(dev["greedy"]) == set(dev["beam_lm"]) == {"wer", "cer"}
+
+
+def test_teammate_pull_gives_clean_status_and_no_op_repro(origin):
+    teammate = clone(origin, "teammate")
+    assert "up to date" in run(["dvc", "status"], teammate).stdout
+    assert stages_run(run(["dvc", "repro"], teammate).stdout) == set()
+    assert (teammate / "data" / "04_features" / "train" / "shard-00000.parquet").is_file()
+
+
+def test_parameter_changes_rerun_only_the_stages_that_depend_on_them(origin):
+    project = clone(origin, "params")
+    edit_params(project, {"features": {"shard_size": 7}})
+    assert stages_run(run(["dvc", "repro"], project).stdout) == {
+        "features", "index", "train", "evaluate@dev", "evaluate@test"}
+    edit_params(project, {"evaluate": {"beam_width": 3}})
+    assert stages_run(run(["dvc", "repro"], project).stdout) == {"evaluate@dev", "evaluate@test"}
+
+
+def test_a_failing_training_rank_fails_the_stage_and_dvc_records_nothing(origin):
+    project = clone(origin, "failing")
+    lock_before = (project / "dvc.lock").read_text()
+    edit_params(project, {"train": {"optim": {"epochs": 1}}})
+    result = run(["dvc", "repro", "train"], project, check=False, ASR_PIPELINE_FAIL_RANK="1")
+    assert result.returncode != 0
+    assert "ASR_PIPELINE_FAIL_RANK" in result.stdout + result.stderr or "rank" in (result.stdout + result.stderr)
+    assert (project / "dvc.lock").read_text() == lock_before
+    assert "train" in run(["dvc", "status"], project).stdout
+
+
+@pytest.mark.parametrize("flag", ["--pipeline=train", "--pipelines=train"])
+def test_kedro_run_trains_with_the_same_resolved_config_as_dvc(origin, flag):
+    project = clone(origin, f"kedro{flag.split('=')[0]}")
+    config_path = project / "data" / "07_train" / "run" / "training_config.json"
+    from_dvc = json.loads(config_path.read_text())
+    run(["kedro", "run", flag, "--env=base"], project)
+    assert json.loads(config_path.read_text()) == from_dvc
+    assert (project / "data" / "07_train" / "run" / "checkpoint_latest.json").is_file()

@@ -1,0 +1,110 @@
+"""Tiny factories for training tests: a character SentencePiece model and shards of random features whose
+targets are that tokenizer's encoding of random words, so validation can score text."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import torch
+
+from asr_pipeline.io.shards import records_to_table, write_shard
+from asr_pipeline.text.tokenizer import CTCTokenizer
+
+NUM_BINS = 16  # F; small enough for a fast tiny model
+
+
+def random_sentences(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        " ".join(
+            "".join(rng.choice("abcde") for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 2))
+        )
+        for _ in range(count)
+    ]
+
+
+@pytest.fixture(scope="session")
+def tokenizer_path(tmp_path_factory) -> Path:
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(random_sentences(200, seed=0)),
+        model_writer=model,
+        vocab_size=12,
+        model_type="char",
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.model"
+    path.write_bytes(model.getvalue())
+    return path
+
+
+def write_corpus_shard(path: Path, tokenizer: CTCTokenizer, count: int, seed: int, prefix: str) -> Path:
+    """``count`` examples of 60..120 random frames (15..30 output frames after 4x subsampling)."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i, text in enumerate(random_sentences(count, seed)):
+        frames = int(rng.integers(60, 121))
+        records.append(
+            {
+                "id": f"{prefix}-{i:03d}",
+                "features": rng.standard_normal((frames, NUM_BINS)),
+                "tokens": tokenizer.encode(text),
+                "duration_ms": 10 * frames,
+                "text": text,
+            }
+        )
+    write_shard(records_to_table(records), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, tokenizer_path) -> dict[str, list[str]]:
+    """16 training examples in 2 shards (9 + 7, so ranks see uneven shards) and 5 validation examples."""
+    tokenizer = CTCTokenizer.from_file(tokenizer_path)
+    root = tmp_path_factory.mktemp("shards")
+    train = [
+        write_corpus_shard(root / "train-00000.parquet", tokenizer, 9, seed=1, prefix="tr0"),
+        write_corpus_shard(root / "train-00001.parquet", tokenizer, 7, seed=2, prefix="tr1"),
+    ]
+    val = [write_corpus_shard(root / "val-00000.parquet", tokenizer, 5, seed=3, prefix="va")]
+    return {"train": [str(p) for p in train], "val": [str(p) for p in val]}
+
+
+def tiny_config(corpus: dict[str, list[str]], tokenizer_path: Path, output_dir: Path, **run: Any) -> dict:
+    """A config dict for the tiny model: ~4 adaptive batches per epoch."""
+    return {
+        "data": {
+            "train_manifests": corpus["train"],
+            "val_manifests": corpus["val"],
+            "input_dim": NUM_BINS,
+            "adaptive_batch_budget": 480,
+            "adaptive_batch_max_samples": 8,
+            "spec_time_mask_max_frames": 10,
+            "spec_freq_mask_max_bins": 4,
+        },
+        "model": {"architecture": "squeezeformer", "variant": "tiny"},
+        "optim": {"epochs": 2, "learning_rate": 1e-3, "lr_warmup_steps": 2},
+        "run": {
+            "output_dir": str(output_dir),
+            "tokenizer": str(tokenizer_path),
+            "log_every": 2,
+            "seed": 3,
+            "threads_per_rank": 1,
+            **run,
+        },
+    }
+
+
+@pytest.fixture
+def keep_torch_threads():
+    """An in-process run sets torch's thread count; give the rest of the session its own back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)

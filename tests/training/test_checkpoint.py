@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from asr_pipeline.training.checkpoint import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_POINTER,
+    CONFIG_FILE,
+    build_model_from_config,
+    load_model_from_run,
+    load_training_state,
+    read_checkpoint_pointer,
+    save_checkpoint,
+)
+from asr_pipeline.training.config import resolve_config, save_json
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    config = resolve_config(
+        {
+            "data": {"train_manifests": ["unused.parquet"], "input_dim": 16},
+            "model": {"variant": "tiny"},
+            "optim": {"epochs": 1, "lr_warmup_steps": 1},
+            "run": {"output_dir": str(tmp_path)},
+        }
+    )
+    save_json(config, tmp_path / CONFIG_FILE)
+    return tmp_path, config
+
+
+def saved_model(run_dir_and_config, step: int = 7):
+    run_dir, config = run_dir_and_config
+    torch.manual_seed(step)
+    model, model_config = build_model_from_config(config, vocab_size=11)
+    save_checkpoint(
+        run_dir,
+        model=model,
+        training_state={"optimizer": {}},
+        step=step,
+        epoch=0,
+        model_config=model_config,
+        metrics={"val_cer": 12.5},
+    )
+    return model
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    first, second = a.state_dict(), b.state_dict()
+    return first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_load_model_from_run_gives_back_the_saved_weights_in_eval_mode(run_dir):
+    model = saved_model(run_dir)
+
+    loaded, config = load_model_from_run(run_dir[0])
+
+    assert config == run_dir[1]
+    assert not loaded.training
+    assert same_weights(loaded, model)
+    features, lengths = torch.randn(2, 40, 16), torch.tensor([40, 25])
+    model.eval()
+    assert torch.equal(loaded(features, lengths)[0], model(features, lengths)[0])
+
+
+def test_the_pointer_names_step_epoch_model_config_and_metrics(run_dir):
+    saved_model(run_dir, step=7)
+
+    pointer = json.loads((run_dir[0] / CHECKPOINT_POINTER).read_text())
+
+    assert pointer["step"] == 7 and pointer["epoch"] == 0
+    assert pointer["model_config"]["vocab_size"] == 11 and pointer["model_config"]["input_dim"] == 16
+    assert pointer["metrics"] == {"val_cer": 12.5}
+
+
+def test_a_new_checkpoint_replaces_the_old_one_even_after_a_crashed_write(run_dir):
+    saved_model(run_dir, step=1)
+    crashed = run_dir[0] / f"{CHECKPOINT_DIR}.tmp"
+    crashed.mkdir()
+    (crashed / "junk").write_text("half a checkpoint")
+
+    newer = saved_model(run_dir, step=2)
+
+    assert read_checkpoint_pointer(run_dir[0])["step"] == 2
+    assert load_training_state(run_dir[0])["step"] == 2
+    assert same_weights(load_model_from_run(run_dir[0])[0], newer)
+    assert sorted(p.name for p in run_dir[0].iterdir()) == [CHECKPOINT_DIR, CHECKPOINT_POINTER, CONFIG_FILE]
+
+
+def test_a_training_state_from_another_step_than_the_pointer_is_refused(run_dir):
+    saved_model(run_dir, step=3)
+    pointer_path = run_dir[0] / CHECKPOINT_POINTER
+    pointer_path.write_text(json.dumps({**json.loads(pointer_path.read_text()), "step": 4}))
+
+    with pytest.raises(RuntimeError, match=r"step 3 but checkpoint_latest\.json says step 4"):
+        load_training_state(run_dir[0])
+
+
+def test_a_run_without_a_checkpoint_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="never finished a checkpoint"):
+        read_checkpoint_pointer(tmp_path)

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import pytest
+
+from asr_pipeline.training.config import (
+    DataConfig,
+    TrainConfig,
+    load_json,
+    peak_learning_rate,
+    resolve_config,
+    save_json,
+    to_dict,
+)
+
+MINIMAL = {
+    "data": {"train_manifests": ["train/shard-00000.parquet"]},
+    "optim": {"epochs": 3, "lr_warmup_steps": 100},
+    "run": {"output_dir": "runs/a"},
+}
+
+
+def test_a_minimal_dict_resolves_with_the_documented_defaults():
+    config = resolve_config(MINIMAL)
+
+    assert isinstance(config, TrainConfig)
+    assert config.data == DataConfig(train_manifests=["train/shard-00000.parquet"])
+    assert config.data.adaptive_batch_budget == 20000 and config.data.batch_size is None
+    assert (config.model.architecture, config.model.variant, config.model.blank_id) == (
+        "squeezeformer",
+        "demo",
+        0,
+    )
+    assert config.optim.weight_decay == 5e-4 and config.optim.gradient_clip_norm == 5.0
+    assert (config.run.backend, config.run.precision, config.run.seed) == ("cpu", "f32", 0)
+
+
+def test_overrides_merge_deeply_and_accept_dotted_keys():
+    config = resolve_config(MINIMAL, {"optim": {"epochs": 7}, "run.seed": 42, "model.d_model": 96})
+
+    assert config.optim.epochs == 7
+    assert config.optim.lr_warmup_steps == 100, "a sibling of an overridden key survives"
+    assert config.run.seed == 42 and config.run.output_dir == "runs/a"
+    assert config.model.d_model == 96
+
+
+def test_unknown_keys_are_rejected_naming_every_one_of_them():
+    with pytest.raises(ValueError) as error:
+        resolve_config(MINIMAL, {"optim.epoch": 2, "data.batch_sze": 8, "trainer": {}})
+
+    message = str(error.value)
+    for key in ("optim.epoch", "data.batch_sze", "trainer"):
+        assert key in message
+    assert "batch_size" in message, "the message lists what the section accepts"
+
+
+def test_missing_required_keys_are_named():
+    with pytest.raises(ValueError, match=r"optim\.lr_warmup_steps"):
+        resolve_config({**MINIMAL, "optim": {"epochs": 3}})
+    with pytest.raises(ValueError, match=r"run\b"):
+        resolve_config({key: value for key, value in MINIMAL.items() if key != "run"})
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"optim.epochs": "3"}, r"optim\.epochs: expected int, got '3'"),
+        ({"optim.epochs": True}, r"optim\.epochs"),
+        ({"run.backend": "tpu"}, r"run\.backend: expected one of \['cpu', 'cuda'\]"),
+        ({"data.train_manifests": "one.parquet"}, r"data\.train_manifests: expected a list"),
+        ({"data.val_manifests": [1]}, r"data\.val_manifests\[0\]"),
+        ({"data.batch_size": 0}, r"batch_size must be > 0"),
+        ({"optim.gradient_accumulation_steps": 0}, r"gradient_accumulation_steps must be > 0"),
+    ],
+)
+def test_values_of_the_wrong_type_or_range_are_rejected_with_their_key(override, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_config(MINIMAL, override)
+
+
+def test_ints_are_accepted_for_float_fields_and_none_for_optional_ones():
+    config = resolve_config(MINIMAL, {"optim.learning_rate": 1, "optim.gradient_clip_norm": None})
+
+    assert config.optim.learning_rate == 1.0 and isinstance(config.optim.learning_rate, float)
+    assert config.optim.gradient_clip_norm is None
+
+
+def test_the_resolved_config_round_trips_through_json(tmp_path):
+    config = resolve_config(MINIMAL, {"data.val_manifests": ["val.parquet"], "model.variant": None})
+    save_json(config, tmp_path / "training_config.json")
+
+    assert load_json(tmp_path / "training_config.json") == config
+    assert to_dict(config)["data"]["val_manifests"] == ["val.parquet"]
+
+
+def test_the_config_is_frozen():
+    config = resolve_config(MINIMAL)
+    with pytest.raises(AttributeError):
+        config.optim.epochs = 5  # type: ignore[misc]
+
+
+def test_the_default_peak_is_the_squeezeformer_variant_peak_capped_at_3e4():
+    assert peak_learning_rate(resolve_config(MINIMAL, {"model.variant": "tiny"})) == 3e-4  # variant peak 2e-3
+    assert peak_learning_rate(resolve_config(MINIMAL, {"optim.learning_rate": 1e-3})) == 1e-3
