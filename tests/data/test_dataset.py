@@ -5,9 +5,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
+from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.dataset import ShardDataset, select_examples
 from asr_pipeline.data.length_index import build_length_index
+from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.io.shards import iter_examples
 
 from .conftest import write_random_shard
@@ -83,3 +86,18 @@ def test_select_examples_drops_long_audio_then_caps_the_count_and_reports_both(t
 
     assert kept.column("duration_ms").to_pylist() == [100, 200, 300, 70]
     assert (report.available, report.kept, report.too_long, report.over_max_samples) == (8, 4, 2, 2)
+
+
+def test_dataloader_workers_open_their_own_shards_and_yield_the_same_batches(two_shards):
+    dataset = ShardDataset(build_length_index(two_shards))
+    dataset[0]  # the parent has a table open; forked workers must not reuse it
+    sampler = LengthBucketedBatchSampler(dataset.num_frames, max_frames=60, shuffle=False)
+
+    def batches(num_workers: int) -> list[tuple[list[str], torch.Tensor]]:
+        loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_batch, num_workers=num_workers)
+        return [(batch.ids, batch.features) for batch in loader]
+
+    in_process, in_workers = batches(0), batches(2)
+
+    assert [ids for ids, _ in in_workers] == [ids for ids, _ in in_process]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(in_workers, in_process, strict=True))

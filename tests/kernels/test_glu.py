@@ -38,16 +38,18 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 HALF_DTYPES = [torch.bfloat16, torch.float16]
 
 # Kernel vs an eager implementation run in the same dtype.
-# fp32 / fp64: both sides compute in that precision and differ only in their exp / sigmoid, by a few ulp
-#   (measured: 1.7e-6 absolute in fp32 on values up to ~10, 9e-16 in fp64); fp32 uses torch's defaults.
+# fp32 / fp64: both sides compute in that precision and differ only in their exp / sigmoid (measured under
+#   the interpreter: 1.7e-6 absolute in fp32 on values up to ~10, 9e-16 in fp64). fp32 allows 1e-5 because on
+#   CUDA tl.exp is ex2.approx.f32 (~2 ulp) after rounding b * log2(e), an error that grows with |b| and reaches
+#   grad_b through 1 - sigmoid(b); still 100x tighter than a kernel that computed in bf16 or fp16 could pass.
 # bf16 / fp16: the kernel rounds once, at the store. Eager rounds sigmoid(b) to the dtype first, and near
 #   saturation 1 - sigmoid(b) then loses every bit, so eager's grad_b is off by up to ~eps * |grad_out * a|
-#   however small grad_b is (measured with these inputs: 1.5e-2 in bf16, 2.6e-3 in fp16, for both glu_reference
-#   and F.glu). That is eager's error, not the kernel's; test_half_precision_kernel_is_within_one_ulp_of_fp32_math
+#   however small grad_b is (measured with these inputs, beyond the rtol: 1.5e-2 in bf16, 2.6e-3 in fp16, for
+#   both glu_reference and F.glu on the CPU). That is eager's error, not the kernel's; test_half_precision_kernel_is_within_one_ulp_of_fp32_math
 #   is the tight check for these dtypes.
 TOLERANCE_VS_EAGER = {
     torch.float64: {"rtol": 1e-12, "atol": 1e-12},
-    torch.float32: {"rtol": 1.3e-6, "atol": 1e-5},
+    torch.float32: {"rtol": 1e-5, "atol": 1e-5},
     torch.bfloat16: {"rtol": 1.6e-2, "atol": 3e-2},
     torch.float16: {"rtol": 2e-3, "atol": 5e-3},
 }

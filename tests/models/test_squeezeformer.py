@@ -173,3 +173,9 @@ def test_invalid_configs_are_rejected_with_a_hint(overrides, message):
 def test_wrong_feature_width_names_the_fix():
     with pytest.raises(ValueError, match="input_dim"):
         tiny()(torch.randn(1, 10, 80), torch.tensor([10]))
+
+
+def test_log_probs_are_float32_under_bf16_autocast():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        log_probs, _ = tiny().eval()(torch.randn(1, 29, 20), torch.tensor([29]))
+    assert log_probs.dtype == torch.float32

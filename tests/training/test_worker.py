@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +103,11 @@ def test_a_vocab_size_that_contradicts_the_tokenizer_is_refused(corpus, tokenize
 
     with pytest.raises(ValueError, match=r"model\.vocab_size=99"):
         run(config)
+
+
+def test_the_worker_never_imports_kedro():
+    probe = "import sys, asr_pipeline.training.worker; print('kedro' in sys.modules)"
+
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert result.stdout.strip() == "False"

@@ -19,7 +19,8 @@ works with both the native CPU and CUDA kernels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -39,28 +40,17 @@ class Batch:
         return len(self.ids)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return Batch(
-            move(self.features),
-            move(self.feature_lengths),
-            move(self.targets),
-            move(self.target_lengths),
-            self.ids,
-            self.texts,
-            move(self.duration_ms),
-        )
+        return self._map(lambda tensor: tensor.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> Batch:
         """Called by DataLoader(pin_memory=True) so host-to-GPU copies can be asynchronous."""
-        return Batch(
-            self.features.pin_memory(),
-            self.feature_lengths.pin_memory(),
-            self.targets.pin_memory(),
-            self.target_lengths.pin_memory(),
-            self.ids,
-            self.texts,
-            self.duration_ms.pin_memory(),
-        )
+        return self._map(Tensor.pin_memory)
+
+    def _map(self, function: Callable[[Tensor], Tensor]) -> Batch:
+        tensors = {
+            f.name: function(getattr(self, f.name)) for f in fields(self) if f.name not in ("ids", "texts")
+        }
+        return Batch(**tensors, ids=self.ids, texts=self.texts)
 
 
 def collate_batch(items: list[dict]) -> Batch:

@@ -44,7 +44,8 @@ LENGTH_INDEX_SCHEMA = pa.schema(
         ("duration_ms", pa.int32()),
     ]
 )
-# The only shard columns the index reads. ``features`` is >99% of a shard's bytes and is never read here.
+# The only shard columns the index reads. ``features`` (F floats per frame, against a few tokens per
+# utterance) is nearly all of a shard's bytes and is never read here.
 _SHARD_COLUMNS = ["rows", "cols", "tokens", "duration_ms"]
 
 

@@ -17,9 +17,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from asr_pipeline.models.squeezeformer import (
-    SIZES as SQUEEZEFORMER_SIZES,
-)
-from asr_pipeline.models.squeezeformer import (
+    SIZES,
     SqueezeformerConfig,
     build_squeezeformer,
     squeezeformer_config,
@@ -50,7 +48,7 @@ def _check_variant(architecture: str, variant: str | None) -> str:
 def list_variants(architecture: str) -> list[str]:
     """Named sizes, smallest paper size first, then the CPU sizes."""
     _check_architecture(architecture)
-    return list(SQUEEZEFORMER_SIZES)
+    return list(SIZES)
 
 
 def model_config(
@@ -101,4 +99,4 @@ def build_from_config(architecture: str, config: SqueezeformerConfig | Mapping[s
 def variant_peak_lr(architecture: str, variant: str | None) -> float | None:
     """The peak learning rate the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3)."""
     architecture = _check_architecture(architecture)
-    return SQUEEZEFORMER_SIZES[_check_variant(architecture, variant)].peak_lr
+    return SIZES[_check_variant(architecture, variant)].peak_lr

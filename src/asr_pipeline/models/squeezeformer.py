@@ -165,7 +165,8 @@ class Squeezeformer(nn.Module):
                 skip_x, lengths, pos_emb, mask = skip
                 x = self.time_recovery(x, skip_x)  # (B, T/4, D)
             x = block(x, pos_emb, mask)
-        return self.output(x).log_softmax(dim=-1), lengths  # (B, T', V), (B,)
+        # float32 log-probs even under bf16/fp16 autocast: CTC sums probabilities over many alignments.
+        return self.output(x).float().log_softmax(dim=-1), lengths  # (B, T', V), (B,)
 
 
 def build_squeezeformer(config: SqueezeformerConfig) -> Squeezeformer:

@@ -79,7 +79,7 @@ class RelPositionMultiHeadAttention(nn.Module):
         heads, head_dim = self.num_heads, self.head_dim
         qkv = self.qkv_proj(x).view(batch, length, 3, heads, head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, K)
-        p = self.pos_proj(pos_emb).view(-1, heads, head_dim).transpose(0, 1)  # (H, P, K)
+        p = self.pos_proj(pos_emb.to(x.dtype)).view(-1, heads, head_dim).transpose(0, 1)  # (H, P, K)
 
         q_pos = q + self.pos_bias_v[:, None, :]  # (B, H, T, K)
         position_scores = relative_shift(q_pos @ p.transpose(-1, -2))  # (B, H, T, T)
