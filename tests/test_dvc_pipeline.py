@@ -106,7 +106,7 @@ def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
         assert (run_dir / name).is_file(), name
     metrics = json.loads(run(["dvc", "metrics", "show", "--json"], origin).stdout)
     shown = json.dumps(metrics)
-    for key in ("greedy", "beam_lm", "wer", "cer", "skipped_by_reason"):
+    for key in ("greedy", "beam_lm", "wer", "cer", "skipped", "hours"):
         assert key in shown
     dev = json.loads((origin / "data" / "metrics" / "evaluate_dev.json").read_text())
     assert dev["utterances"] == 6

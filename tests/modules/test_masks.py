@@ -24,3 +24,16 @@ def test_mask_padded_frames_zeroes_padding_and_keeps_real_frames():
     assert torch.equal(masked[0], x[0])
     assert torch.equal(masked[1, :2], x[1, :2])
     assert masked[1, 2:].abs().sum() == 0
+
+
+def test_utterance_normalize_uses_only_real_frames_and_zeroes_padding():
+    from asr_pipeline.modules.masks import utterance_normalize
+
+    torch.manual_seed(0)
+    alone = torch.randn(1, 5, 3) * 4 + 10
+    padded = torch.cat([alone, torch.full((1, 4, 3), 1e4)], dim=1)  # junk in the padding
+    out = utterance_normalize(padded, torch.tensor([5]))
+    torch.testing.assert_close(out[:, :5], utterance_normalize(alone, torch.tensor([5])))
+    assert torch.all(out[:, 5:] == 0)
+    torch.testing.assert_close(out[0, :5].mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[0, :5].std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)

@@ -20,6 +20,20 @@ from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
 
 
+def _project_relative(path: Path) -> Path:
+    """``path`` relative to the working directory (the project root) when it lies inside it.
+
+    Kedro makes catalog ``path``s absolute; paths that end up inside artifacts (shard lists in the length
+    index, audio paths in manifests, the training config) must not, or a teammate's clone at another
+    location would produce different bytes for the same stage.
+    """
+    absolute = path.resolve()
+    try:
+        return absolute.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return absolute
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -71,7 +85,7 @@ class ManifestDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]],
         if not self._path.exists():
             raise DatasetError(f"manifest {self._path} does not exist: point the catalog at your data "
                                "or run the demo_corpus stage first")
-        return Manifest(self._path)
+        return Manifest(_project_relative(self._path))
 
     def save(self, data: Mapping[str, bytes | Callable[[], bytes]]) -> None:
         root = self._path if not self._path.suffix else self._path.parent
@@ -113,7 +127,7 @@ class FeatureShardsDataset(AbstractDataset[ShardChunk, list[str]]):
         found = shards.list_shards(self._path)
         if not found:
             raise DatasetError(f"no feature shards ({shards.SHARD_GLOB}) in {self._path}")
-        return [str(p) for p in found]
+        return [str(_project_relative(p)) for p in found]
 
     def save(self, data: ShardChunk) -> None:
         self._path.mkdir(parents=True, exist_ok=True)
@@ -137,7 +151,7 @@ class DirectoryDataset(AbstractDataset[None, Path]):
 
     def load(self) -> Path:
         self._path.mkdir(parents=True, exist_ok=True)
-        return self._path
+        return _project_relative(self._path)
 
     def save(self, data: None) -> None:
         raise DatasetError(f"{self._path} is written by the node that loads it, not saved")

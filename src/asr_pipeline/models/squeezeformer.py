@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
-from asr_pipeline.modules.masks import padding_mask
+from asr_pipeline.modules.masks import padding_mask, utterance_normalize
 from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling, TimeRecovery, TimeReduction
 
 
@@ -52,6 +52,7 @@ class SqueezeformerConfig:
     time_reduce_idx: int | None = 7  # None: no Temporal U-Net, every block at 40 ms
     time_recover_idx: int | None = 15  # None: stay at 80 ms to the output
     subsampling_channels: int | None = None  # None -> d_model, as in the official configs
+    input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
 
     def __post_init__(self) -> None:
         if self.d_model % self.num_heads or self.d_model % 2:
@@ -59,6 +60,8 @@ class SqueezeformerConfig:
                 f"d_model={self.d_model} must be even (sinusoidal positions) and divisible by "
                 f"num_heads={self.num_heads}"
             )
+        if self.input_normalization not in ("utterance", None):
+            raise ValueError(f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}")
         if self.conv_kernel_size % 2 != 1:
             raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
         reduce, recover = self.time_reduce_idx, self.time_recover_idx
@@ -152,6 +155,8 @@ class Squeezeformer(nn.Module):
                 f"expected features of shape (B, T, {self.config.input_dim}), got {tuple(features.shape)}; "
                 "check that the feature extractor and the model config agree on input_dim"
             )
+        if self.config.input_normalization == "utterance":
+            features = utterance_normalize(features, feature_lengths)  # (B, T, F)
         x, lengths = self.subsampling(features, feature_lengths)  # (B, T/4, D)
         x = self.input_norm(self.input_dropout(x))
         pos_emb, mask = self.positions(x.size(1)), padding_mask(lengths, x.size(1))

@@ -37,3 +37,17 @@ def mask_padded_frames(x: Tensor, mask: Tensor | None) -> Tensor:
         return x
     shape = mask.shape + (1,) * (x.dim() - mask.dim())
     return x.masked_fill(mask.view(shape), 0.0)
+
+
+def utterance_normalize(features: Tensor, lengths: Tensor, eps: float = 1e-5) -> Tensor:
+    """Per-utterance mean/variance normalization over each example's real frames (utterance CMVN).
+
+    features: (B, T, F); lengths: (B,). Padded frames come out as zeros. Raw log-mel values sit around
+    -15..20 with a per-recording offset (gain, channel); removing it per utterance needs no corpus
+    statistics, so a checkpoint carries no CMVN file, and it makes the model gain-invariant.
+    """
+    valid = (~padding_mask(lengths, features.shape[1])).unsqueeze(-1).to(features.dtype)  # (B, T, 1)
+    count = valid.sum(dim=1, keepdim=True).clamp_min(1.0)  # (B, 1, 1)
+    mean = (features * valid).sum(dim=1, keepdim=True) / count  # (B, 1, F)
+    variance = (((features - mean) * valid) ** 2).sum(dim=1, keepdim=True) / count  # (B, 1, F)
+    return (features - mean) * torch.rsqrt(variance + eps) * valid

@@ -122,16 +122,16 @@ def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
     """The trained model of ``run_dir`` (CPU, eval mode) and the config it was trained with.
 
     The architecture and variant come from ``training_config.json``; every model field comes from the
-    ``model_config`` saved in ``checkpoint_latest.json`` and is passed as an override, so the rebuilt
-    model is the trained one even if the registry's variant numbers changed since, and even when the
-    vocabulary size was inferred from a tokenizer that is not at hand now.
+    ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
+    rebuilt model is the trained one even if the registry's variant numbers changed since, and even when
+    the vocabulary size was inferred from a tokenizer that is not at hand now.
     """
-    from asr_pipeline.models.registry import build_model
+    from asr_pipeline.models.registry import build_from_config
 
     run_dir = Path(run_dir)
     config = load_json(run_dir / CONFIG_FILE)
     saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
-    model = build_model(config.model.architecture, config.model.variant, **saved_model_config)
+    model = build_from_config(config.model.architecture, saved_model_config)
     model.load_state_dict(load_weights(run_dir), strict=True)
     model.eval()
     return model, config
