@@ -18,6 +18,7 @@ os.environ.pop("TRITON_INTERPRET", None)
 
 import torch
 import torch.nn.functional as F
+
 from asr_kernels import glu, triton_available
 from asr_kernels.glu import glu_reference
 

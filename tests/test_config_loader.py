@@ -20,9 +20,14 @@ def _project(tmp_path: Path, params: dict, env_params: dict | None = None) -> Pa
 
 
 def test_params_yaml_is_the_base_and_env_overrides_softly(tmp_path):
-    conf = _project(tmp_path, {"features": {"shard_size": 8, "fbank": {"num_mel_bins": 80}}},
-                    {"features": {"fbank": {"num_mel_bins": 40}}})
-    params = ParamsYamlConfigLoader(str(conf), env="local", merge_strategy={"parameters": "soft"})["parameters"]
+    conf = _project(
+        tmp_path,
+        {"features": {"shard_size": 8, "fbank": {"num_mel_bins": 80}}},
+        {"features": {"fbank": {"num_mel_bins": 40}}},
+    )
+    params = ParamsYamlConfigLoader(str(conf), env="local", merge_strategy={"parameters": "soft"})[
+        "parameters"
+    ]
     assert params == {"features": {"shard_size": 8, "fbank": {"num_mel_bins": 40}}}
 
 
@@ -35,7 +40,9 @@ def test_base_env_ignores_conf_local(tmp_path):
 def test_project_session_reads_params_yaml_and_runtime_params_win():
     bootstrap_project(PROJECT_ROOT)
     expected = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
-    with KedroSession.create(project_path=PROJECT_ROOT, env="base", runtime_params={"lm": {"order": 4}}) as session:
+    with KedroSession.create(
+        project_path=PROJECT_ROOT, env="base", runtime_params={"lm": {"order": 4}}
+    ) as session:
         params = session.load_context().params
     assert params["features"] == expected["features"]
     assert params["lm"]["order"] == 4

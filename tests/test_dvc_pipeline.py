@@ -19,16 +19,27 @@ import yaml
 
 from tests.conftest import PROJECT_ROOT
 
-ALL_STAGES = {"demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train",
-              "evaluate@dev", "evaluate@test"}
+ALL_STAGES = {
+    "demo_corpus",
+    "transcripts",
+    "tokenizer",
+    "features",
+    "index",
+    "lm",
+    "train",
+    "evaluate@dev",
+    "evaluate@test",
+}
 TINY_PARAMS = {
     "demo_corpus": {"train_size": 24, "dev_size": 6, "test_size": 6, "max_duration_sec": 6.0},
     "tokenizer": {"vocab_size": 48},
     "features": {"shard_size": 16},
-    "train": {"launch": {"nproc_per_node": 2},
-              "data": {"adaptive_batch_budget": 3000, "adaptive_batch_max_samples": 8},
-              "model": {"variant": "tiny"},
-              "optim": {"epochs": 2, "lr_warmup_steps": 2}},
+    "train": {
+        "launch": {"nproc_per_node": 2},
+        "data": {"adaptive_batch_budget": 3000, "adaptive_batch_max_samples": 8},
+        "model": {"variant": "tiny"},
+        "optim": {"epochs": 2, "lr_warmup_steps": 2},
+    },
     "evaluate": {"beam_width": 4},
 }
 
@@ -43,8 +54,10 @@ def _env() -> dict[str, str]:
 def run(args: list[str], cwd: Path, check: bool = True, **env_overrides: str) -> subprocess.CompletedProcess:
     result = subprocess.run(args, cwd=cwd, env={**_env(), **env_overrides}, capture_output=True, text=True)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}) in {cwd}:\n"
-                             f"{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(args)} failed ({result.returncode}) in {cwd}:\n"
+            f"{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
+        )
     return result
 
 
@@ -101,8 +114,12 @@ def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
     assert stages_run(run(["dvc", "repro"], origin).stdout) == set()
 
     run_dir = origin / "data" / "07_train" / "run"
-    for name in ("training_config.json", "events.jsonl", "checkpoint_latest.json",
-                 "checkpoint_latest/model.safetensors"):
+    for name in (
+        "training_config.json",
+        "events.jsonl",
+        "checkpoint_latest.json",
+        "checkpoint_latest/model.safetensors",
+    ):
         assert (run_dir / name).is_file(), name
     metrics = json.loads(run(["dvc", "metrics", "show", "--json"], origin).stdout)
     shown = json.dumps(metrics)
@@ -124,7 +141,12 @@ def test_parameter_changes_rerun_only_the_stages_that_depend_on_them(origin):
     project = clone(origin, "params")
     edit_params(project, {"features": {"shard_size": 7}})
     assert stages_run(run(["dvc", "repro"], project).stdout) == {
-        "features", "index", "train", "evaluate@dev", "evaluate@test"}
+        "features",
+        "index",
+        "train",
+        "evaluate@dev",
+        "evaluate@test",
+    }
     edit_params(project, {"evaluate": {"beam_width": 3}})
     assert stages_run(run(["dvc", "repro"], project).stdout) == {"evaluate@dev", "evaluate@test"}
 
@@ -135,7 +157,9 @@ def test_a_failing_training_rank_fails_the_stage_and_dvc_records_nothing(origin)
     edit_params(project, {"train": {"optim": {"epochs": 1}}})
     result = run(["dvc", "repro", "train"], project, check=False, ASR_PIPELINE_FAIL_RANK="1")
     assert result.returncode != 0
-    assert "ASR_PIPELINE_FAIL_RANK" in result.stdout + result.stderr or "rank" in (result.stdout + result.stderr)
+    assert "ASR_PIPELINE_FAIL_RANK" in result.stdout + result.stderr or "rank" in (
+        result.stdout + result.stderr
+    )
     assert (project / "dvc.lock").read_text() == lock_before
     assert "train" in run(["dvc", "status"], project).stdout
 

@@ -14,7 +14,9 @@ def test_frame_count_follows_kaldi_snip_edges():
 
 def test_matches_kaldi_on_int16_scaled_samples():
     waveform = np.random.default_rng(1).uniform(-0.5, 0.5, 8000).astype(np.float32)
-    expected = kaldi.fbank(torch.from_numpy(waveform)[None] * 32768, num_mel_bins=80, dither=0.0, energy_floor=0.0)
+    expected = kaldi.fbank(
+        torch.from_numpy(waveform)[None] * 32768, num_mel_bins=80, dither=0.0, energy_floor=0.0
+    )
     np.testing.assert_allclose(compute_fbank(waveform), expected.numpy(), rtol=1e-5, atol=1e-4)
 
 

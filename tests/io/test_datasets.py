@@ -21,8 +21,12 @@ def test_binary_file_round_trips(tmp_path):
 
 def test_manifest_dataset_writes_files_next_to_the_manifest_and_reads_records(tmp_path):
     dataset = ManifestDataset(str(tmp_path / "dev.jsonl"))
-    dataset.save({"dev.jsonl": b'{"id": "a", "audio_path": "dev/a.wav", "text": "x"}\n',
-                  "dev/a.wav": lambda: make_wav()})
+    dataset.save(
+        {
+            "dev.jsonl": b'{"id": "a", "audio_path": "dev/a.wav", "text": "x"}\n',
+            "dev/a.wav": lambda: make_wav(),
+        }
+    )
     assert (tmp_path / "dev" / "a.wav").is_file()
     [record] = list(dataset.load().records(SkipReport()))
     assert record.audio_path == str(tmp_path / "dev" / "a.wav")

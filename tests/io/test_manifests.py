@@ -11,8 +11,10 @@ def test_jsonl_paths_resolve_against_the_manifest_folder(tmp_path):
     (tmp_path / "sub").mkdir()
     manifest = tmp_path / "sub" / "dev.jsonl"
     manifest.write_text(
-        json.dumps({"id": "a", "audio_path": "audio/a.wav", "text": "hello"}) + "\n\n"
-        + json.dumps({"audio_path": "audio/b.wav", "sentence": "world", "targets": "3, 4 5"}) + "\n"
+        json.dumps({"id": "a", "audio_path": "audio/a.wav", "text": "hello"})
+        + "\n\n"
+        + json.dumps({"audio_path": "audio/b.wav", "sentence": "world", "targets": "3, 4 5"})
+        + "\n"
     )
     records = list(iter_manifest(manifest, SkipReport()))
     assert [r.id for r in records] == ["a", "b"]
@@ -64,7 +66,9 @@ def test_folder_with_record_files_reads_those_instead_of_scanning(tmp_path):
     assert [r.id for r in iter_manifest(tmp_path, SkipReport())] == ["only"]
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1 2 3", (1, 2, 3)), ("1,2, 3", (1, 2, 3)), ([4, 5], (4, 5))])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1 2 3", (1, 2, 3)), ("1,2, 3", (1, 2, 3)), ([4, 5], (4, 5))]
+)
 def test_tokens_parse_from_lists_and_strings(value, expected):
     assert parse_tokens(value) == expected
 

@@ -6,8 +6,16 @@ from asr_pipeline.io import shards
 
 def _records(n: int, cols: int = 4) -> list[dict]:
     rng = np.random.default_rng(0)
-    return [{"id": f"u{i}", "features": rng.standard_normal((3 + i, cols)), "tokens": [1, 2, i + 1],
-             "duration_ms": 30 + 10 * i, "text": f"text {i}"} for i in range(n)]
+    return [
+        {
+            "id": f"u{i}",
+            "features": rng.standard_normal((3 + i, cols)),
+            "tokens": [1, 2, i + 1],
+            "duration_ms": 30 + 10 * i,
+            "text": f"text {i}",
+        }
+        for i in range(n)
+    ]
 
 
 def test_features_are_flattened_row_major_with_their_shape(tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
 from asr_kernels import (  # noqa: E402
     GLU,
     _dispatch,

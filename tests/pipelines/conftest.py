@@ -17,8 +17,12 @@ class KeptMemoryDataset(MemoryDataset):
         pass
 
 
-def run_stage(pipeline: Pipeline, inputs: dict[str, Any], datasets: dict[str, AbstractDataset] | None = None,
-              params: dict | None = None) -> DataCatalog:
+def run_stage(
+    pipeline: Pipeline,
+    inputs: dict[str, Any],
+    datasets: dict[str, AbstractDataset] | None = None,
+    params: dict | None = None,
+) -> DataCatalog:
     """Feed ``inputs`` (and ``params:`` entries), run, and return the catalog holding every output."""
     catalog = DataCatalog()
     for name, value in inputs.items():

@@ -16,8 +16,9 @@ def _manifest(tmp_path, split, rows):
         path = tmp_path / f"{split}-{i}.wav"
         if seconds is not None:
             path.write_bytes(make_wav(seconds=seconds, sample_rate=22050))
-        for name, value in zip(MANIFEST_SCHEMA, [f"{split}-{i}", f"m.jsonl:{i + 1}", str(path), text, tokens],
-                               strict=True):
+        for name, value in zip(
+            MANIFEST_SCHEMA, [f"{split}-{i}", f"m.jsonl:{i + 1}", str(path), text, tokens], strict=True
+        ):
             records[name].append(value)
     return pl.DataFrame(records, schema=MANIFEST_SCHEMA)
 
@@ -25,16 +26,25 @@ def _manifest(tmp_path, split, rows):
 def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, spm_model, project_params):
     params = {**project_params["features"], "shard_size": 2}
     inputs = {
-        "train.manifest": _manifest(tmp_path, "train", [(1.0, "the cat", None), (0.5, "a dog", None),
-                                                        (None, "lost", None), (0.3, "x", [3, 4])]),
+        "train.manifest": _manifest(
+            tmp_path,
+            "train",
+            [(1.0, "the cat", None), (0.5, "a dog", None), (None, "lost", None), (0.3, "x", [3, 4])],
+        ),
         "dev.manifest": _manifest(tmp_path, "dev", [(0.7, "the mat", None), (0.5, "bad ids", [999])]),
         "test.manifest": _manifest(tmp_path, "test", [(None, "missing", None)]),
         "tokenizer_model": spm_model,
     }
-    datasets = {f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
-                for split in ("train", "dev", "test")}
-    catalog = run_stage(create_pipeline(), inputs, datasets,
-                        params={"features": params, "tokenizer": project_params["tokenizer"]})
+    datasets = {
+        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
+        for split in ("train", "dev", "test")
+    }
+    catalog = run_stage(
+        create_pipeline(),
+        inputs,
+        datasets,
+        params={"features": params, "tokenizer": project_params["tokenizer"]},
+    )
 
     train_shards = catalog.load("train.feature_shards")
     assert [p.rsplit("/", 1)[1] for p in train_shards] == ["shard-00000.parquet", "shard-00001.parquet"]
@@ -50,6 +60,8 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
     assert (train_report["seen"], train_report["kept"], train_report["shards"]) == (4, 3, 2)
     assert train_report["skipped_by_reason"] == {"undecodable audio": 1}
     assert "train-2.wav" in train_report["first_skipped"]["undecodable audio"][0]
-    assert catalog.load("dev.extraction_report")["skipped_by_reason"] == {"token id outside the vocabulary": 1}
+    assert catalog.load("dev.extraction_report")["skipped_by_reason"] == {
+        "token id outside the vocabulary": 1
+    }
     test_shards = catalog.load("test.feature_shards")
     assert pq.read_table(test_shards[0]).num_rows == 0  # an empty split is explicit, not missing

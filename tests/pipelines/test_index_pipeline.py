@@ -8,8 +8,16 @@ from tests.pipelines.conftest import run_stage
 def test_index_stage_lists_every_example_with_its_shard_and_lengths(tmp_path):
     paths = []
     for shard in range(2):
-        records = [{"id": f"s{shard}-{i}", "features": np.zeros((5 + i, 3)), "tokens": [1] * (i + 1),
-                    "duration_ms": 50 + 10 * i, "text": "x"} for i in range(3)]
+        records = [
+            {
+                "id": f"s{shard}-{i}",
+                "features": np.zeros((5 + i, 3)),
+                "tokens": [1] * (i + 1),
+                "duration_ms": 50 + 10 * i,
+                "text": "x",
+            }
+            for i in range(3)
+        ]
         path = tmp_path / f"shard-{shard:05d}.parquet"
         write_shard(records_to_table(records), path)
         paths.append(str(path))

@@ -6,8 +6,11 @@ from tests.pipelines.conftest import run_stage
 
 
 def test_lm_stage_builds_a_loadable_arpa_and_binary(tmp_path, project_params):
-    catalog = run_stage(create_pipeline(), {"tokenizer_corpus": "\n".join(TINY_SENTENCES) + "\n"},
-                        params={"lm": project_params["lm"]})
+    catalog = run_stage(
+        create_pipeline(),
+        {"tokenizer_corpus": "\n".join(TINY_SENTENCES) + "\n"},
+        params={"lm": project_params["lm"]},
+    )
     arpa = catalog.load("lm_arpa")
     assert arpa.lstrip().startswith("\\data\\") and "ngram 3=" in arpa
     binary = tmp_path / "lm.binary"

@@ -6,8 +6,11 @@ from tests.pipelines.conftest import run_stage
 
 def test_tokenizer_stage_writes_a_loadable_model_vocab_and_summary(project_params):
     params = {**project_params["tokenizer"], "vocab_size": 40}
-    catalog = run_stage(create_pipeline(), {"tokenizer_corpus": "\n".join(TINY_SENTENCES) + "\n"},
-                        params={"tokenizer": params, "transcripts": project_params["transcripts"]})
+    catalog = run_stage(
+        create_pipeline(),
+        {"tokenizer_corpus": "\n".join(TINY_SENTENCES) + "\n"},
+        params={"tokenizer": params, "transcripts": project_params["transcripts"]},
+    )
     tokenizer = CTCTokenizer(catalog.load("tokenizer_model"))
     info = catalog.load("tokenizer_info")
     assert info["vocab_size"] == tokenizer.vocab_size == 41

@@ -13,21 +13,30 @@ def _raw_splits(tmp_path):
         (train / f"{name}.wav").write_bytes(make_wav())
         (train / f"{name}.txt").write_text(text)
     dev = tmp_path / "dev.jsonl"
-    dev.write_text("\n".join([
-        json.dumps({"id": "d1", "audio_path": "a.wav", "text": "One"}),
-        json.dumps({"id": "d1", "audio_path": "b.wav", "text": "Two"}),
-        '{"broken": ',
-        json.dumps({"id": "d3", "text": "no audio"}),
-    ]) + "\n")
+    dev.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "d1", "audio_path": "a.wav", "text": "One"}),
+                json.dumps({"id": "d1", "audio_path": "b.wav", "text": "Two"}),
+                '{"broken": ',
+                json.dumps({"id": "d3", "text": "no audio"}),
+            ]
+        )
+        + "\n"
+    )
     test = tmp_path / "test.jsonl"
     test.write_text(json.dumps({"id": "t1", "audio_path": "a.wav", "transcript": "Three."}) + "\n")
-    return {"train.raw_manifest": Manifest(train), "dev.raw_manifest": Manifest(dev),
-            "test.raw_manifest": Manifest(test)}
+    return {
+        "train.raw_manifest": Manifest(train),
+        "dev.raw_manifest": Manifest(dev),
+        "test.raw_manifest": Manifest(test),
+    }
 
 
 def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, project_params):
-    catalog = run_stage(create_pipeline(), _raw_splits(tmp_path),
-                        params={"transcripts": project_params["transcripts"]})
+    catalog = run_stage(
+        create_pipeline(), _raw_splits(tmp_path), params={"transcripts": project_params["transcripts"]}
+    )
     train = catalog.load("train.manifest")
     assert train["text"].to_list() == ["hello world", "good morning"]
     assert train.columns == ["id", "location", "audio_path", "text", "tokens"]

@@ -27,15 +27,23 @@ class ExtractionOptions:
         values = dict(values or {})
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown features option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown features option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
+            )
         values["fbank"] = FbankOptions.from_dict(values.get("fbank"))
         if values.get("shard_size", 1) < 1:
             raise ValueError("features.shard_size must be >= 1")
         return cls(**values)
 
 
-def extract_records(rows: Iterable[dict], tokenizer: CTCTokenizer, options: ExtractionOptions,
-                    report: SkipReport, total: int | None = None, desc: str = "features") -> Iterator[dict]:
+def extract_records(
+    rows: Iterable[dict],
+    tokenizer: CTCTokenizer,
+    options: ExtractionOptions,
+    report: SkipReport,
+    total: int | None = None,
+    desc: str = "features",
+) -> Iterator[dict]:
     """Yield shard records (features as (T, F)) for manifest rows, skipping and counting bad ones."""
     sample_rate = options.fbank.sample_rate
     for row in tqdm(rows, total=total, desc=desc, unit="utt", mininterval=2.0):
@@ -63,12 +71,20 @@ def extract_records(rows: Iterable[dict], tokenizer: CTCTokenizer, options: Extr
             continue
         bad = [t for t in tokens if not 0 <= t < tokenizer.vocab_size or t == tokenizer.blank_id]
         if bad:
-            report.skip("token id outside the vocabulary", location,
-                        f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}")
+            report.skip(
+                "token id outside the vocabulary",
+                location,
+                f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}",
+            )
             continue
         report.kept += 1
-        yield {"id": row["id"], "features": features, "tokens": tokens, "duration_ms": duration_ms,
-               "text": row["text"]}
+        yield {
+            "id": row["id"],
+            "features": features,
+            "tokens": tokens,
+            "duration_ms": duration_ms,
+            "text": row["text"],
+        }
 
 
 def batch_into_shards(records: Iterable[dict], shard_size: int) -> Iterator[pa.Table]:

@@ -25,7 +25,9 @@ class FbankOptions:
         values = dict(values or {})
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown fbank option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown fbank option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
+            )
         return cls(**values)
 
 

@@ -61,8 +61,21 @@ def _decode_ffmpeg(source: str | Path | bytes, sample_rate: int) -> tuple[np.nda
     if ffmpeg is None:
         raise AudioDecodeError("ffmpeg is not installed (run `make setup`)")
     is_bytes = isinstance(source, bytes)
-    command = [ffmpeg, "-nostdin", "-v", "error", "-i", "pipe:0" if is_bytes else str(source),
-               "-ac", "1", "-ar", str(sample_rate), "-f", "f32le", "pipe:1"]
+    command = [
+        ffmpeg,
+        "-nostdin",
+        "-v",
+        "error",
+        "-i",
+        "pipe:0" if is_bytes else str(source),
+        "-ac",
+        "1",
+        "-ar",
+        str(sample_rate),
+        "-f",
+        "f32le",
+        "pipe:1",
+    ]
     result = subprocess.run(command, input=source if is_bytes else None, capture_output=True, check=False)
     if result.returncode != 0:
         raise AudioDecodeError(f"ffmpeg: {result.stderr.decode(errors='replace').strip()[-300:]}")

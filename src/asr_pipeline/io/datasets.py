@@ -83,8 +83,10 @@ class ManifestDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]],
 
     def load(self) -> Manifest:
         if not self._path.exists():
-            raise DatasetError(f"manifest {self._path} does not exist: point the catalog at your data "
-                               "or run the demo_corpus stage first")
+            raise DatasetError(
+                f"manifest {self._path} does not exist: point the catalog at your data "
+                "or run the demo_corpus stage first"
+            )
         return Manifest(_project_relative(self._path))
 
     def save(self, data: Mapping[str, bytes | Callable[[], bytes]]) -> None:

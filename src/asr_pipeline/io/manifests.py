@@ -47,8 +47,10 @@ def iter_manifest(path: str | Path, report: SkipReport) -> Iterator[ManifestReco
     elif not path.exists():
         raise FileNotFoundError(f"manifest not found: {path}")
     else:
-        raise ValueError(f"{path}: unsupported manifest type {path.suffix!r}; "
-                         f"expected a folder or one of {RECORD_FILE_SUFFIXES}")
+        raise ValueError(
+            f"{path}: unsupported manifest type {path.suffix!r}; "
+            f"expected a folder or one of {RECORD_FILE_SUFFIXES}"
+        )
 
 
 def _iter_json_records(path: Path, report: SkipReport) -> Iterator[ManifestRecord]:
@@ -76,8 +78,9 @@ def _iter_json_records(path: Path, report: SkipReport) -> Iterator[ManifestRecor
                 yield record
 
 
-def _record_from_object(obj: object, path: Path, location: str, number: int,
-                        report: SkipReport) -> ManifestRecord | None:
+def _record_from_object(
+    obj: object, path: Path, location: str, number: int, report: SkipReport
+) -> ManifestRecord | None:
     report.seen += 1
     if not isinstance(obj, dict):
         report.skip("record is not a JSON object", location)
@@ -93,8 +96,13 @@ def _record_from_object(obj: object, path: Path, location: str, number: int,
         return None
     audio_path = str(path.parent / audio) if audio is not None else None
     default_id = Path(audio).stem if audio is not None else f"{path.stem}-{number:06d}"
-    return ManifestRecord(id=str(utt_id if utt_id is not None else default_id), location=location,
-                          audio_path=audio_path, text=text, tokens=parsed_tokens)
+    return ManifestRecord(
+        id=str(utt_id if utt_id is not None else default_id),
+        location=location,
+        audio_path=audio_path,
+        text=text,
+        tokens=parsed_tokens,
+    )
 
 
 def _iter_audio_folder(folder: Path, report: SkipReport) -> Iterator[ManifestRecord]:
@@ -112,8 +120,13 @@ def _iter_audio_folder(folder: Path, report: SkipReport) -> Iterator[ManifestRec
         except ValueError as error:
             report.skip("invalid tokens", str(token_file), str(error))
             continue
-        yield ManifestRecord(id=str(audio.relative_to(folder).with_suffix("")).replace("/", "__"),
-                             location=str(audio), audio_path=str(audio), text=text, tokens=tokens)
+        yield ManifestRecord(
+            id=str(audio.relative_to(folder).with_suffix("")).replace("/", "__"),
+            location=str(audio),
+            audio_path=str(audio),
+            text=text,
+            tokens=tokens,
+        )
 
 
 def _sidecar(audio: Path, suffixes: tuple[str, ...]) -> Path | None:

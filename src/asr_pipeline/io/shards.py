@@ -84,8 +84,9 @@ def write_shard(table: pa.Table, path: str | Path) -> None:
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd", row_group_size=256, write_statistics=False,
-                   store_schema=True)
+    pq.write_table(
+        table, tmp, compression="zstd", row_group_size=256, write_statistics=False, store_schema=True
+    )
     os.replace(tmp, path)
 
 

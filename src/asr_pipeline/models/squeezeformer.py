@@ -61,7 +61,9 @@ class SqueezeformerConfig:
                 f"num_heads={self.num_heads}"
             )
         if self.input_normalization not in ("utterance", None):
-            raise ValueError(f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}")
+            raise ValueError(
+                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
+            )
         if self.conv_kernel_size % 2 != 1:
             raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
         reduce, recover = self.time_reduce_idx, self.time_recover_idx

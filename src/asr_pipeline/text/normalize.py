@@ -21,8 +21,10 @@ class NormalizationOptions:
         values = dict(values or {})
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown normalization option(s) {sorted(unknown)}; "
-                             f"expected {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown normalization option(s) {sorted(unknown)}; "
+                f"expected {sorted(cls.__dataclass_fields__)}"
+            )
         return cls(**values)
 
 

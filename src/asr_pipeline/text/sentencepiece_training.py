@@ -26,11 +26,14 @@ class SentencePieceOptions:
         values = dict(values or {})
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown tokenizer option(s) {sorted(unknown)}; "
-                             f"expected {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown tokenizer option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
+            )
         if "user_defined_symbols" in values:
             symbols = values["user_defined_symbols"]
-            values["user_defined_symbols"] = tuple(symbols.split(",") if isinstance(symbols, str) else symbols)
+            values["user_defined_symbols"] = tuple(
+                symbols.split(",") if isinstance(symbols, str) else symbols
+            )
         options = cls(**values)
         if options.model_type not in ("unigram", "bpe", "char", "word"):
             raise ValueError(f"model_type must be unigram, bpe, char or word, got {options.model_type!r}")
@@ -66,8 +69,10 @@ def train_sentencepiece(sentences: list[str], options: SentencePieceOptions) -> 
     try:
         spm.SentencePieceTrainer.train(**kwargs)
     except RuntimeError as error:
-        raise ValueError(f"SentencePiece training failed ({error}); a vocab_size of {options.vocab_size} "
-                         "may be too large for this corpus: lower `tokenizer.vocab_size`") from None
+        raise ValueError(
+            f"SentencePiece training failed ({error}); a vocab_size of {options.vocab_size} "
+            "may be too large for this corpus: lower `tokenizer.vocab_size`"
+        ) from None
     proto = model.getvalue()
     CTCTokenizer(proto, blank_id=options.blank_id)  # fails loudly if the model does not load
     return proto
@@ -76,5 +81,7 @@ def train_sentencepiece(sentences: list[str], options: SentencePieceOptions) -> 
 def vocab_text(model_proto: bytes) -> str:
     """The ``.vocab`` file spm_train writes: one ``piece<TAB>score`` line per SentencePiece id."""
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
-    lines = [f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}" for i in range(processor.get_piece_size())]
+    lines = [
+        f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}" for i in range(processor.get_piece_size())
+    ]
     return "\n".join(lines) + "\n"

@@ -12,8 +12,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 [
                     Node(
                         evaluate_split,
-                        inputs=["training_run_dir", "training_metrics", "feature_shards", "tokenizer_model",
-                                "lm_binary", "params:evaluate"],
+                        inputs=[
+                            "training_run_dir",
+                            "training_metrics",
+                            "feature_shards",
+                            "tokenizer_model",
+                            "lm_binary",
+                            "params:evaluate",
+                        ],
                         outputs=["hypotheses", "evaluation_metrics"],
                         name="evaluate_split",
                     )

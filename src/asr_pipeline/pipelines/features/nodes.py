@@ -13,8 +13,9 @@ from asr_pipeline.io.shards import records_to_table
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
-def extract_features(manifest: pl.DataFrame, tokenizer_model: bytes, params: dict,
-                     tokenizer_params: dict) -> Iterator[tuple[ShardChunk, dict]]:
+def extract_features(
+    manifest: pl.DataFrame, tokenizer_model: bytes, params: dict, tokenizer_params: dict
+) -> Iterator[tuple[ShardChunk, dict]]:
     """Stream one split into shards: yields (shard, report so far) so Kedro saves shard by shard.
 
     The report saved last is complete: kept/skipped counts by reason and total audio duration.
@@ -23,8 +24,9 @@ def extract_features(manifest: pl.DataFrame, tokenizer_model: bytes, params: dic
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     report = SkipReport(strict=options.strict)
     totals = {"frames": 0, "duration_ms": 0, "shards": 0}
-    records = extract_records(manifest.iter_rows(named=True), tokenizer, options, report,
-                              total=manifest.height)
+    records = extract_records(
+        manifest.iter_rows(named=True), tokenizer, options, report, total=manifest.height
+    )
     index = -1
     for index, table in enumerate(batch_into_shards(records, options.shard_size)):
         totals["frames"] += int(pl.from_arrow(table.select(["rows"]))["rows"].sum())

@@ -6,7 +6,11 @@ from asr_pipeline.pipelines.index.nodes import index_feature_shards
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(index_feature_shards, inputs="train.feature_shards", outputs="train.length_index",
-                 name="index_train_shards"),
+            Node(
+                index_feature_shards,
+                inputs="train.feature_shards",
+                outputs="train.length_index",
+                name="index_train_shards",
+            ),
         ]
     )

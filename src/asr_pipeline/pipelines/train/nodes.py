@@ -21,8 +21,14 @@ INDEX_FILE = "length_index.parquet"
 METRICS_FILE = "metrics.json"
 
 
-def train_model(train_shards: list[str], val_shards: list[str], length_index: pl.DataFrame,
-                tokenizer_model: bytes, run_dir: Path, params: dict) -> dict:
+def train_model(
+    train_shards: list[str],
+    val_shards: list[str],
+    length_index: pl.DataFrame,
+    tokenizer_model: bytes,
+    run_dir: Path,
+    params: dict,
+) -> dict:
     """Train in ``run_dir`` (from the catalog) and return the run's final metrics.
 
     The run directory is made self-contained: it holds the tokenizer and length index it used next
@@ -34,12 +40,19 @@ def train_model(train_shards: list[str], val_shards: list[str], length_index: pl
     length_index.write_parquet(run_dir / INDEX_FILE)
     config = resolve_config(
         {
-            "data": {**params.get("data", {}), "train_manifests": list(train_shards),
-                     "val_manifests": list(val_shards), "length_index": str(run_dir / INDEX_FILE)},
+            "data": {
+                **params.get("data", {}),
+                "train_manifests": list(train_shards),
+                "val_manifests": list(val_shards),
+                "length_index": str(run_dir / INDEX_FILE),
+            },
             "model": dict(params.get("model", {})),
             "optim": dict(params.get("optim", {})),
-            "run": {**params.get("run", {}), "output_dir": str(run_dir),
-                    "tokenizer": str(run_dir / TOKENIZER_FILE)},
+            "run": {
+                **params.get("run", {}),
+                "output_dir": str(run_dir),
+                "tokenizer": str(run_dir / TOKENIZER_FILE),
+            },
         }
     )
     config_path = run_dir / CONFIG_FILE

@@ -8,8 +8,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 train_model,
-                inputs=["train.feature_shards", "dev.feature_shards", "train.length_index",
-                        "tokenizer_model", "training_run_dir", "params:train"],
+                inputs=[
+                    "train.feature_shards",
+                    "dev.feature_shards",
+                    "train.length_index",
+                    "tokenizer_model",
+                    "training_run_dir",
+                    "params:train",
+                ],
                 outputs="training_metrics",
                 name="train_model",
             )

@@ -21,7 +21,13 @@ def create_pipeline(**kwargs) -> Pipeline:
         for split in SPLITS
     ]
     corpus = Pipeline(
-        [Node(build_tokenizer_corpus, inputs="train.manifest", outputs="tokenizer_corpus",
-              name="build_tokenizer_corpus")]
+        [
+            Node(
+                build_tokenizer_corpus,
+                inputs="train.manifest",
+                outputs="tokenizer_corpus",
+                name="build_tokenizer_corpus",
+            )
+        ]
     )
     return sum(per_split, corpus)
