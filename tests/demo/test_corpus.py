@@ -131,7 +131,7 @@ def test_from_dict_reads_known_keys_and_rejects_unknown_ones():
     assert DemoCorpusParams.from_dict({"train_size": 10, "jobs": 1}) == DemoCorpusParams(
         train_size=10, jobs=1
     )
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['train_sise'\].*train_size"):
+    with pytest.raises(ValueError, match=r"demo_corpus: unknown option\(s\) \['train_sise'\].*train_size"):
         DemoCorpusParams.from_dict({"train_sise": 10})
 
 

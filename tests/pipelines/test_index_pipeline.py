@@ -5,7 +5,7 @@ from asr_pipeline.pipelines.index import create_pipeline
 from tests.pipelines.conftest import run_stage
 
 
-def test_index_stage_lists_every_example_with_its_shard_and_lengths(tmp_path):
+def test_index_stage_lists_every_train_and_dev_example_with_its_shard_and_lengths(tmp_path):
     paths = []
     for shard in range(2):
         records = [
@@ -21,7 +21,8 @@ def test_index_stage_lists_every_example_with_its_shard_and_lengths(tmp_path):
         path = tmp_path / f"shard-{shard:05d}.parquet"
         write_shard(records_to_table(records), path)
         paths.append(str(path))
-    index = run_stage(create_pipeline(), {"train.feature_shards": paths}).load("train.length_index")
+    inputs = {"train.feature_shards": paths[:1], "dev.feature_shards": paths[1:]}
+    index = run_stage(create_pipeline(), inputs).load("length_index")
     assert index.height == 6
     assert index["shard"].to_list() == [paths[0]] * 3 + [paths[1]] * 3
     assert index["row"].to_list() == [0, 1, 2] * 2

@@ -20,7 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from asr_pipeline.demo.sentences import generate_sentences
@@ -32,6 +32,7 @@ from asr_pipeline.demo.synthesis import (
     synthesize,
     wav_duration_seconds,
 )
+from asr_pipeline.options import options_from_dict
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +69,7 @@ class DemoCorpusParams:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DemoCorpusParams:
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise ValueError(
-                f"demo_corpus params: unknown key(s) {unknown}; the known keys are {known}. "
-                f"Fix the `demo_corpus:` section of params.yaml."
-            )
-        return cls(**raw)
+        return options_from_dict(cls, raw, "params.yaml demo_corpus")
 
     def size(self, split: str) -> int:
         return {"train": self.train_size, "dev": self.dev_size, "test": self.test_size}[split]

@@ -12,6 +12,7 @@ from asr_pipeline.features.fbank import FbankOptions, compute_fbank
 from asr_pipeline.io.audio import AudioDecodeError, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import records_to_table
+from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
@@ -25,15 +26,11 @@ class ExtractionOptions:
     @classmethod
     def from_dict(cls, values: dict | None) -> ExtractionOptions:
         values = dict(values or {})
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown features option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
-            )
         values["fbank"] = FbankOptions.from_dict(values.get("fbank"))
-        if values.get("shard_size", 1) < 1:
-            raise ValueError("features.shard_size must be >= 1")
-        return cls(**values)
+        options = options_from_dict(cls, values, "params.yaml features")
+        if options.shard_size < 1:
+            raise ValueError(f"params.yaml features: shard_size must be >= 1, got {options.shard_size}")
+        return options
 
 
 def extract_records(

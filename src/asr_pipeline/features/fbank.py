@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from torchaudio.compliance import kaldi
 
+from asr_pipeline.options import options_from_dict
+
 # Kaldi computes on int16-scaled samples; scaling keeps the log energies identical to Kaldi's own.
 INT16_SCALE = 32768.0
 
@@ -22,13 +24,7 @@ class FbankOptions:
 
     @classmethod
     def from_dict(cls, values: dict | None) -> FbankOptions:
-        values = dict(values or {})
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown fbank option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
-            )
-        return cls(**values)
+        return options_from_dict(cls, values, "params.yaml features.fbank")
 
 
 def compute_fbank(waveform: np.ndarray, options: FbankOptions = FbankOptions()) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from asr_kernels import GLU
 from asr_pipeline.modules.masks import mask_padded_frames
 
 
@@ -37,7 +38,9 @@ class ConvolutionModule(nn.Module):
         channels = expanded // 2 if use_glu else expanded
         # A pointwise (1x1) conv is a Linear on (B, T, D); the Linear form skips two transposes.
         self.pointwise_in = nn.Linear(d_model, expanded)
-        self.gate = nn.GLU(dim=-1) if use_glu else nn.SiLU()
+        # The GLU routes through our fused Triton kernel on CUDA (asr_kernels/glu.py) and falls back to
+        # PyTorch elsewhere; both give the same values (tests/kernels/test_glu.py).
+        self.gate = GLU(dim=-1) if use_glu else nn.SiLU()
         self.depthwise = nn.Conv1d(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels)
         self.norm = nn.BatchNorm1d(channels)
         self.activation = nn.SiLU()

@@ -6,6 +6,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from asr_pipeline.options import options_from_dict
+
 _PUNCTUATION = re.compile(r"[^\w\s']|_", flags=re.UNICODE)
 _SPACES = re.compile(r"\s+")
 
@@ -18,14 +20,7 @@ class NormalizationOptions:
 
     @classmethod
     def from_dict(cls, values: dict | None) -> NormalizationOptions:
-        values = dict(values or {})
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown normalization option(s) {sorted(unknown)}; "
-                f"expected {sorted(cls.__dataclass_fields__)}"
-            )
-        return cls(**values)
+        return options_from_dict(cls, values, "params.yaml transcripts.normalization")
 
 
 def normalize_text(text: str, options: NormalizationOptions = NormalizationOptions()) -> str:

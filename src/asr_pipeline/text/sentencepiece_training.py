@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import sentencepiece as spm
 
+from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
@@ -24,17 +25,12 @@ class SentencePieceOptions:
     @classmethod
     def from_dict(cls, values: dict | None) -> SentencePieceOptions:
         values = dict(values or {})
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown tokenizer option(s) {sorted(unknown)}; expected {sorted(cls.__dataclass_fields__)}"
-            )
         if "user_defined_symbols" in values:
             symbols = values["user_defined_symbols"]
             values["user_defined_symbols"] = tuple(
                 symbols.split(",") if isinstance(symbols, str) else symbols
             )
-        options = cls(**values)
+        options = options_from_dict(cls, values, "params.yaml tokenizer")
         if options.model_type not in ("unigram", "bpe", "char", "word"):
             raise ValueError(f"model_type must be unigram, bpe, char or word, got {options.model_type!r}")
         return options

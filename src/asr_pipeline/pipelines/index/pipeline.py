@@ -8,9 +8,9 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 index_feature_shards,
-                inputs="train.feature_shards",
-                outputs="train.length_index",
-                name="index_train_shards",
+                inputs=["train.feature_shards", "dev.feature_shards"],
+                outputs="length_index",
+                name="index_feature_shards",
             ),
         ]
     )

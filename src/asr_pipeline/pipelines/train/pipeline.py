@@ -11,7 +11,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[
                     "train.feature_shards",
                     "dev.feature_shards",
-                    "train.length_index",
+                    "length_index",
                     "tokenizer_model",
                     "training_run_dir",
                     "params:train",
