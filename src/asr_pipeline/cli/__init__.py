@@ -1,0 +1,60 @@
+"""``asr-pipeline``: the command line, a thin layer over the library functions the Kedro nodes call.
+
+Subcommands mirror the reference Rust trainer (``tokenizer``, ``extract-features``, ``train``, same flag
+names and defaults) plus ``index`` and ``decode``; each lives in its own module here. Each reads its paths
+from flags, calls what the stage's node calls, and prints a JSON summary on stdout (progress goes to stderr).
+
+Exit status: 0 done; 2 a usage error (an unknown flag, a bad combination, an input path that does not
+exist), printed as one line; 1 the library rejected the input (bad records in ``--strict`` mode, a
+failed training run, ...), printed as ``asr-pipeline <command>: error: <message>`` without a traceback.
+Heavy libraries (torch, kedro) are imported inside the commands, so ``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import click
+
+from asr_pipeline.cli import decode, extract_features, index, tokenizer, train
+from asr_pipeline.cli.common import LIBRARY_ERRORS, PROG, UsageError
+from asr_pipeline.cli.train import train_config_from_args
+
+__all__ = ["build_parser", "cli", "main", "train_config_from_args"]
+
+# In the order `asr-pipeline --help` lists them.
+COMMANDS = (tokenizer, extract_features, index, train, decode)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Speech recognition pipeline: tokenizer, features, index, training, decoding."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+# Kedro imports `<package>.cli` for project-specific `kedro` commands and requires a click group named
+# `cli` in it; this project adds none (its own command line is `asr-pipeline`, `main` below).
+cli = click.Group(name="asr_pipeline", help="asr_pipeline adds no kedro commands; see `asr-pipeline --help`.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns the exit status (argparse's own errors and --help included)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help or an argparse error (already printed)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    prefix = f"{PROG} {args.command}: error:"
+    try:
+        return args.handler(args)
+    except UsageError as error:
+        print(f"{prefix} {error}", file=sys.stderr)
+        return 2
+    except LIBRARY_ERRORS as error:
+        print(f"{prefix} {error}", file=sys.stderr)
+        return 1

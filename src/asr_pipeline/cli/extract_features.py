@@ -1,0 +1,155 @@
+"""``asr-pipeline extract-features``: manifests and audio in, Parquet feature shards out."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+
+from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.io.report import SkipReport
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "extract-features",
+        formatter_class=HelpFormatter,
+        help="decode audio, compute fbank features, tokenize: write Parquet feature shards",
+        description="Read manifests/audio folders, normalize transcripts, compute 80-bin fbank features "
+        "and token ids, and write feature shards (directly usable as training manifests). Prints the "
+        "skip report as JSON.",
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a JSONL/JSON manifest or an audio folder with .txt sidecars; repeat for several",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="PATH",
+        help="a .parquet file (one shard holding every example) or a folder (numbered shards "
+        "shard-00000.parquet, ... of --shard-size examples; earlier shards there are replaced)",
+    )
+    parser.add_argument("--tokenizer", required=True, metavar="MODEL", help="SentencePiece .model file")
+    parser.add_argument("--blank-id", type=int, default=0, help="CTC blank id the tokenizer maps around")
+    parser.add_argument(
+        "--max-audio-duration-sec", type=float, default=30.0, help="skip (and count) longer utterances"
+    )
+    parser.add_argument(
+        "--max-samples", type=int, metavar="N", help="stop after N kept examples (default: all)"
+    )
+    parser.add_argument(
+        "--shard-size", type=int, default=512, help="examples per shard when --output is a folder"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on the first bad record (naming it) instead of skipping and counting it",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
+    from asr_pipeline.io.datasets import FeatureShardsDataset, ShardChunk
+    from asr_pipeline.io.shards import records_to_table, shard_name, write_shard
+    from asr_pipeline.text.tokenizer import CTCTokenizer
+
+    inputs = [existing_path(path, "--input") for path in args.input]
+    tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
+    if args.max_samples is not None and args.max_samples < 1:
+        raise UsageError("--max-samples must be >= 1")
+    options = ExtractionOptions.from_dict(
+        {
+            "shard_size": args.shard_size,
+            "max_audio_duration_sec": args.max_audio_duration_sec,
+            "strict": args.strict,
+        }
+    )
+    tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
+    rows, read_report = _read_manifest_rows(inputs, strict=args.strict)
+    extraction_report = SkipReport(strict=args.strict)
+    totals = {"frames": 0, "duration_ms": 0}
+    records = extract_records(rows, tokenizer, options, extraction_report, total=len(rows))
+    records = _count_frames(islice(records, args.max_samples), totals)  # islice(.., None): every record
+
+    output = Path(args.output)
+    if output.suffix == ".parquet":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_shard(records_to_table(list(records)), output)
+        written = [output]
+    else:
+        shards = FeatureShardsDataset(str(output))  # replaces stale shards exactly as the features stage does
+        written = []
+        for index, table in enumerate(batch_into_shards(records, options.shard_size)):
+            shards.save(ShardChunk(index, table))
+            written.append(output / shard_name(index))
+        if not written:  # nothing survived: still write an (empty) shard so the result is explicit
+            shards.save(ShardChunk(0, records_to_table([])))
+            written.append(output / shard_name(0))
+
+    report = _combine_reports(read_report, extraction_report)
+    stopped = args.max_samples is not None and extraction_report.kept >= args.max_samples
+    print_json(
+        {
+            **report,
+            "stopped_at_max_samples": stopped,
+            **totals,
+            "hours": round(totals["duration_ms"] / 3.6e6, 4),
+            "shards": [str(path) for path in written],
+        }
+    )
+    return 0
+
+
+def _read_manifest_rows(inputs: list[Path], strict: bool) -> tuple[list[dict], SkipReport]:
+    """Manifest rows as the transcripts stage makes them (normalized text, duplicates and bad rows skipped).
+
+    An id repeated across inputs is skipped too: shard ids must be unique within a split.
+    """
+    from asr_pipeline.io.datasets import Manifest
+    from asr_pipeline.pipelines.transcripts.nodes import normalize_manifest
+
+    report = SkipReport(strict=strict)
+    rows: list[dict] = []
+    first_seen: dict[str, str] = {}
+    for path in inputs:
+        manifest, manifest_report = normalize_manifest(Manifest(path), {"strict": strict})
+        _absorb(report, manifest_report)
+        for row in manifest.iter_rows(named=True):
+            if row["id"] in first_seen:
+                where = first_seen[row["id"]]
+                report.skip("duplicate id", row["location"], f"{row['id']!r} first seen at {where}")
+                continue
+            first_seen[row["id"]] = row["location"]
+            rows.append(row)
+    return rows, report
+
+
+def _count_frames(records: Iterable[dict], totals: dict[str, int]) -> Iterator[dict]:
+    for record in records:
+        totals["frames"] += int(record["features"].shape[0])
+        totals["duration_ms"] += int(record["duration_ms"])
+        yield record
+
+
+def _absorb(report: SkipReport, other: dict) -> None:
+    """Add another report's counts (``SkipReport.to_dict`` form) to ``report``."""
+    report.seen += other["seen"]
+    report.counts.update(other["skipped_by_reason"])
+    for reason, examples in other["first_skipped"].items():
+        shown = report.examples.setdefault(reason, [])
+        shown.extend(examples[: report.max_examples - len(shown)])
+
+
+def _combine_reports(read: SkipReport, extraction: SkipReport) -> dict:
+    """One report: every manifest record seen, skipped while reading or extracting, or kept in a shard."""
+    combined = SkipReport(seen=read.seen)
+    _absorb(combined, {**read.to_dict(), "seen": 0})
+    _absorb(combined, {**extraction.to_dict(), "seen": 0})
+    combined.kept = extraction.kept
+    return combined.to_dict()
