@@ -3,64 +3,20 @@ targets are that tokenizer's encoding of random words, so validation can score t
 
 from __future__ import annotations
 
-import io
-import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import sentencepiece as spm
 import torch
 
-from asr_pipeline.io.shards import records_to_table, write_shard
 from asr_pipeline.text.tokenizer import CTCTokenizer
-
-NUM_BINS = 16  # F; small enough for a fast tiny model
-
-
-def random_sentences(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        " ".join(
-            "".join(rng.choice("abcde") for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 2))
-        )
-        for _ in range(count)
-    ]
+from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 
 
 @pytest.fixture(scope="session")
 def tokenizer_path(tmp_path_factory) -> Path:
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(random_sentences(200, seed=0)),
-        model_writer=model,
-        vocab_size=12,
-        model_type="char",
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
     path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.model"
-    path.write_bytes(model.getvalue())
-    return path
-
-
-def write_corpus_shard(path: Path, tokenizer: CTCTokenizer, count: int, seed: int, prefix: str) -> Path:
-    """``count`` examples of 60..120 random frames (15..30 output frames after 4x subsampling)."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for i, text in enumerate(random_sentences(count, seed)):
-        frames = int(rng.integers(60, 121))
-        records.append(
-            {
-                "id": f"{prefix}-{i:03d}",
-                "features": rng.standard_normal((frames, NUM_BINS)),
-                "tokens": tokenizer.encode(text),
-                "duration_ms": 10 * frames,
-                "text": text,
-            }
-        )
-    write_shard(records_to_table(records), path)
+    path.write_bytes(char_tokenizer_model())
     return path
 
 

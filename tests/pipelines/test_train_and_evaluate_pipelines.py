@@ -1,0 +1,91 @@
+"""The train stage launches a real torchrun job; the evaluate stage decodes with the run it left."""
+
+import json
+
+import kenlm  # noqa: F401  (the evaluate stage needs the module; fail here, clearly, if it is missing)
+import polars as pl
+import pytest
+
+from asr_pipeline.data.length_index import build_length_index
+from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
+from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.pipelines.evaluate import create_pipeline as evaluate_pipeline
+from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from tests.factories import NUM_BINS, char_tokenizer_model, random_sentences, write_corpus_shard
+from tests.pipelines.conftest import run_stage
+
+TRAIN_PARAMS = {
+    "launch": {"nproc_per_node": 1},
+    "data": {"input_dim": NUM_BINS, "adaptive_batch_budget": 480, "adaptive_batch_max_samples": 8},
+    "model": {"architecture": "squeezeformer", "variant": "tiny"},
+    "optim": {"epochs": 1, "learning_rate": 1e-3, "lr_warmup_steps": 2},
+    "run": {"seed": 0, "log_every": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stage")
+    model = char_tokenizer_model()
+    tokenizer = CTCTokenizer(model)
+    shards = {
+        split: [str(write_corpus_shard(root / f"{split}.parquet", tokenizer, count, seed, split))]
+        for split, count, seed in (("train", 8, 1), ("dev", 4, 2), ("test", 3, 3))
+    }
+    index = pl.from_arrow(build_length_index(shards["train"] + shards["dev"]))
+    run_dir = DirectoryDataset(str(root / "run"))
+    catalog = run_stage(
+        train_pipeline(),
+        {
+            "train.feature_shards": shards["train"],
+            "dev.feature_shards": shards["dev"],
+            "length_index": index,
+            "tokenizer_model": model,
+        },
+        datasets={"training_run_dir": run_dir},
+        params={"train": TRAIN_PARAMS},
+    )
+    return {
+        "root": root,
+        "shards": shards,
+        "model": model,
+        "run_dir": run_dir,
+        "metrics": catalog.load("training_metrics"),
+    }
+
+
+def test_train_stage_runs_torchrun_into_the_catalog_run_dir(trained):
+    run_dir = trained["run_dir"].load()
+    config = json.loads((run_dir / "training_config.json").read_text())
+    assert config["data"]["train_manifests"] == trained["shards"]["train"]
+    assert config["model"]["variant"] == "tiny"
+    assert (run_dir / "tokenizer.model").read_bytes() == trained["model"]
+    assert (run_dir / "checkpoint_latest" / "model.safetensors").is_file()
+    assert trained["metrics"]["epochs"] == 1
+    assert {"train_loss", "val_cer", "val_wer", "steps"} <= set(trained["metrics"])
+
+
+def test_evaluate_stage_scores_each_split_greedily_and_with_the_lm(trained):
+    arpa, binary = build_kenlm("\n".join(random_sentences(50, seed=9)) + "\n", KenLMOptions(order=2))
+    assert arpa
+    catalog = run_stage(
+        evaluate_pipeline(),
+        {
+            "training_run_dir": trained["run_dir"].load(),
+            "training_metrics": trained["metrics"],
+            "dev.feature_shards": trained["shards"]["dev"],
+            "test.feature_shards": trained["shards"]["test"],
+            "tokenizer_model": trained["model"],
+            "lm_binary": binary,
+        },
+        params={"evaluate": {"beam_width": 4, "lm_weight": 0.5, "word_bonus": 1.0, "batch_size": 2}},
+    )
+    for split, count in (("dev", 4), ("test", 3)):
+        metrics = catalog.load(f"{split}.evaluation_metrics")
+        assert metrics["utterances"] == count
+        assert set(metrics) == {"utterances", "greedy", "beam_lm"}
+        assert all(metrics[m][k] >= 0 for m in ("greedy", "beam_lm") for k in ("wer", "cer"))
+        rows = [json.loads(line) for line in catalog.load(f"{split}.hypotheses").splitlines()]
+        assert [set(row) for row in rows] == [{"id", "reference", "greedy", "beam_lm"}] * count
+        assert rows[0]["id"] == f"{split}-000"
