@@ -1,3 +1,4 @@
+import re
 import subprocess
 
 import numpy as np
@@ -51,3 +52,89 @@ def test_truncated_wav_is_rejected_or_shorter(tmp_path):
     path.write_bytes(data[:40])  # header only, no samples
     with pytest.raises(AudioDecodeError):
         load_audio(path)
+
+
+FORMATS = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "aac", "webm")
+TONE_HZ = 440.0
+TONE_SECONDS = 1.0
+# Encoders add priming and pad the last frame. Raw AAC (ADTS) has no container to record the trim: 1024
+# priming samples plus up to one 1024-sample frame, 0.256 s at 8 kHz (measured: 1.152 s for a 1 s tone).
+CODEC_PADDING_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def encoded_tones(tmp_path_factory):
+    """{(format, source rate): path} for a 1 s 440 Hz stereo tone encoded by ffmpeg."""
+    folder = tmp_path_factory.mktemp("tones")
+    tones = {}
+    for rate in (44100, 8000):
+        for fmt in FORMATS:
+            path = folder / f"tone_{rate}.{fmt}"
+            tone = f"sine=frequency={TONE_HZ}:sample_rate={rate}:duration={TONE_SECONDS}"
+            subprocess.run(
+                ["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", tone, "-ac", "2", str(path)],
+                check=True,
+            )
+            tones[fmt, rate] = path
+    return tones
+
+
+def peak_frequency(waveform: np.ndarray, sample_rate: int) -> float:
+    spectrum = np.abs(np.fft.rfft(waveform * np.hanning(len(waveform))))
+    return float(np.fft.rfftfreq(len(waveform), 1 / sample_rate)[spectrum.argmax()])
+
+
+@pytest.mark.parametrize("source_kind", ["file", "bytes"])
+@pytest.mark.parametrize("rate", [44100, 8000])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_decodes_to_a_mono_16k_tone(encoded_tones, fmt, rate, source_kind):
+    path = encoded_tones[fmt, rate]
+    source = path if source_kind == "file" else path.read_bytes()
+    waveform = load_audio(source, 16000, name=path.name)
+    assert waveform.dtype == np.float32
+    assert waveform.ndim == 1
+    assert abs(len(waveform) - 16000 * TONE_SECONDS) <= 16000 * CODEC_PADDING_S
+    assert abs(peak_frequency(waveform, 16000) - TONE_HZ) < 3.0
+
+
+def test_bytes_without_a_name_still_reach_ffmpeg(encoded_tones):
+    waveform = load_audio(encoded_tones["m4a", 44100].read_bytes(), 16000)
+    assert abs(peak_frequency(waveform, 16000) - TONE_HZ) < 3.0
+
+
+def test_m4a_bytes_with_the_index_at_the_end_decode_fully(tmp_path):
+    # moov atom at the end (ffmpeg's default without +faststart): a pipe could not seek back to it.
+    path = tmp_path / "long.m4a"
+    tone = "sine=frequency=440:sample_rate=44100:duration=20"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", tone, str(path)], check=True)
+    waveform = load_audio(path.read_bytes(), 16000, name="long.m4a")
+    assert abs(len(waveform) - 20 * 16000) <= 16000 * CODEC_PADDING_S
+
+
+def test_silent_audio_decodes_to_zeros(tmp_path):
+    path = tmp_path / "silence.wav"
+    path.write_bytes(make_wav(seconds=0.5, sample_rate=16000, freq=0.0))
+    waveform = load_audio(path, 16000)
+    assert waveform.shape == (8000,)
+    assert not waveform.any()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_truncated_files_are_rejected_naming_the_file(encoded_tones, tmp_path, fmt):
+    data = encoded_tones[fmt, 44100].read_bytes()
+    path = tmp_path / f"cut.{fmt}"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(AudioDecodeError, match=r"cut\." + fmt):
+        load_audio(path, 16000)
+
+
+@pytest.mark.parametrize("name", [None, "clip.m4a", "clip.wav"])
+def test_random_bytes_are_rejected_naming_the_source(name):
+    noise = np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    with pytest.raises(AudioDecodeError, match=re.escape(name or "<audio bytes>")):
+        load_audio(noise, 16000, name=name)
+
+
+def test_empty_bytes_are_rejected():
+    with pytest.raises(AudioDecodeError, match="empty"):
+        load_audio(b"", 16000, name="u1.wav")
