@@ -332,7 +332,7 @@ def test_text_lines_skip_blank_lines_and_tolerate_bom_and_crlf(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"\xef\xbb\xbfhello world\r\n\r\n  second line \r\nthird")
     report = SkipReport()
-    assert list(iter_text_lines(corpus, report)) == ["hello world", "second line", "third"]
+    assert [line for _, line in iter_text_lines(corpus, report)] == ["hello world", "second line", "third"]
     assert (report.seen, report.skipped) == (3, 0)
 
 
@@ -340,7 +340,8 @@ def test_text_line_with_invalid_utf8_is_counted_naming_file_and_line(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"good\nbad \xff\xfe\nalso good\n")
     report = SkipReport()
-    assert list(iter_text_lines(corpus, report)) == ["good", "also good"]
+    assert [loc.rsplit(":", 1)[1] for loc, _ in iter_text_lines(corpus, SkipReport())] == ["1", "3"]
+    assert [line for _, line in iter_text_lines(corpus, report)] == ["good", "also good"]
     assert report.to_dict()["first_skipped"]["invalid UTF-8"][0].startswith(f"{corpus}:2")
     with pytest.raises(InputError, match=r"corpus\.txt:2: invalid UTF-8"):
         list(iter_text_lines(corpus, SkipReport(strict=True)))

@@ -110,11 +110,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _iter_sentences(inputs: list[Path], options: NormalizationOptions, report: SkipReport) -> Iterator[str]:
     """Normalized transcripts of every input; records without a usable one are counted in ``report``."""
-    from asr_pipeline.io.manifests import iter_manifest  # imports torch (audio): not needed for --help
+    from asr_pipeline.io.manifests import iter_manifest, iter_text_lines  # heavy imports: not for --help
 
     for path in inputs:
         if path.is_file() and path.suffix == ".txt":
-            transcripts = _iter_text_lines(path, report)
+            transcripts = iter_text_lines(path, report)
         else:
             transcripts = ((record.location, record.text) for record in iter_manifest(path, report))
         for location, text in transcripts:
@@ -127,11 +127,3 @@ def _iter_sentences(inputs: list[Path], options: NormalizationOptions, report: S
                 continue
             report.kept += 1
             yield normalized
-
-
-def _iter_text_lines(path: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
-    """(location, line) for every non-empty line of a plain text file: one sentence per line."""
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if line.strip():
-            report.seen += 1
-            yield f"{path}:{number}", line

@@ -91,17 +91,17 @@ def iter_manifest(path: str | Path, report: SkipReport) -> Iterator[ManifestReco
         )
 
 
-def iter_text_lines(path: str | Path, report: SkipReport) -> Iterator[str]:
-    """Stream the non-empty lines of a plain-text file (tokenizer training text), stripped.
-
-    A BOM and CRLF endings are tolerated; a line that is not valid UTF-8 is skipped and counted.
+def iter_text_lines(path: str | Path, report: SkipReport) -> Iterator[tuple[str, str]]:
+    """Stream ``(location, line)`` for the non-empty lines of a plain-text file (tokenizer training text),
+    stripped; ``location`` is ``file:line``. A BOM and CRLF endings are tolerated; a line that is not
+    valid UTF-8 is skipped and counted.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file not found: {path}")
-    for _, line in _iter_decoded_lines(path, report):
+    for number, line in _iter_decoded_lines(path, report):
         report.seen += 1
-        yield line.strip()
+        yield f"{path}:{number}", line.strip()
 
 
 def _iter_decoded_lines(path: Path, report: SkipReport) -> Iterator[tuple[int, str]]:
