@@ -46,3 +46,15 @@ def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, pro
     assert dev_report["skipped_by_reason"] == {"duplicate id": 1, "malformed JSON": 1, "no audio": 1}
     assert (dev_report["seen"], dev_report["kept"]) == (4, 1)
     assert catalog.load("test.manifest")["text"].to_list() == ["three"]
+
+
+def test_records_the_stages_cannot_use_yet_are_counted_not_lost(tmp_path, project_params):
+    splits = _raw_splits(tmp_path)
+    (tmp_path / "test.jsonl").write_text(
+        json.dumps({"id": "f1", "features_path": "f1.npy", "rows": 2, "cols": 2, "text": "x"}) + "\n"
+    )
+    catalog = run_stage(create_pipeline(), splits, params={"transcripts": project_params["transcripts"]})
+    report = catalog.load("test.transcripts_report")
+    assert report["skipped"] == 1
+    [reason] = report["skipped_by_reason"]
+    assert "precomputed features" in reason

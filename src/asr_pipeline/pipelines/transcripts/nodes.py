@@ -33,7 +33,15 @@ def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFra
             report.skip("duplicate id", record.location, f"{record.id!r} first seen at {seen_ids[record.id]}")
             continue
         if record.audio_path is None:
-            report.skip("no audio", record.location, "expected an audio_path (or an audio file)")
+            if record.audio_bytes is not None or record.features_path or record.has_inline_features:
+                # Readable by io.manifests, but the features stage extracts from audio files only so far.
+                report.skip(
+                    "embedded audio or precomputed features (not supported by the stages yet)",
+                    record.location,
+                    "use audio files, or extract with asr-pipeline extract-features",
+                )
+            else:
+                report.skip("no audio", record.location, "expected an audio_path (or an audio file)")
             continue
         text = normalize_text(record.text, options) if record.text is not None else None
         if not text and record.tokens is None:
