@@ -259,7 +259,7 @@ TRAIN_FLAGS = [
     "--config", "--train-manifest", *VAL_MANIFEST_FLAGS, "--tokenizer", "--output-dir",
     "--architecture", "--variant", "--d-model", "--num-layers", "--num-heads", "--blank-id", "--epochs",
     "--learning-rate", "--weight-decay", "--lr-warmup-steps", "--batch-size", "--adaptive-batch-budget",
-    "--seed", "--log-every", "--backend", "--precision", "--nproc-per-node",
+    "--seed", "--init-from", "--log-every", "--backend", "--precision", "--nproc-per-node",
 ]  # fmt: skip
 
 
@@ -441,3 +441,11 @@ def test_kedro_loads_the_project_cli_module_and_lists_every_stage():
     assert result.returncode == 0, result.stderr[-2000:]
     for stage in ("demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"):
         assert f"- {stage}" in result.stdout
+
+
+def test_init_from_lands_in_run_init_from(shard_folder, tmp_path):
+    config, _ = train_config(
+        "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0, "--init-from", tmp_path
+    )
+
+    assert config.run.init_from == str(tmp_path)

@@ -102,3 +102,23 @@ def test_a_training_state_from_another_step_than_the_pointer_is_refused(run_dir)
 def test_a_run_without_a_checkpoint_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="never finished a checkpoint"):
         read_checkpoint_pointer(tmp_path)
+
+
+def test_a_kill_between_the_directory_swap_and_the_pointer_resumes_from_the_committed_checkpoint(run_dir):
+    committed = saved_model(run_dir, step=1)
+    root = run_dir[0]
+    # What a SIGKILL after "rename latest -> .old, .tmp -> latest" but before the pointer leaves behind:
+    newer = saved_model(run_dir, step=2)
+    (root / f"{CHECKPOINT_DIR}").rename(root / "newer")
+    saved_model(run_dir, step=1)
+    (root / CHECKPOINT_DIR).rename(root / f"{CHECKPOINT_DIR}.old")
+    (root / "newer").rename(root / CHECKPOINT_DIR)
+
+    assert read_checkpoint_pointer(root)["step"] == 1
+    assert load_training_state(root)["step"] == 1
+    assert same_weights(load_model_from_run(root)[0], committed) and not same_weights(committed, newer)
+    (root / CHECKPOINT_DIR).rename(root / "gone")  # killed between the two renames: only .old is left
+    assert load_training_state(root)["step"] == 1
+
+    saved_model(run_dir, step=3)  # the next save repairs the layout
+    assert load_training_state(root)["step"] == 3 and not (root / f"{CHECKPOINT_DIR}.old").exists()

@@ -101,3 +101,30 @@ def test_the_config_is_frozen():
 def test_the_default_peak_is_the_squeezeformer_variant_peak_capped_at_3e4():
     assert peak_learning_rate(resolve_config(MINIMAL, {"model.variant": "tiny"})) == 3e-4  # variant peak 2e-3
     assert peak_learning_rate(resolve_config(MINIMAL, {"optim.learning_rate": 1e-3})) == 1e-3
+
+
+def test_clipping_by_value_and_by_norm_at_once_is_refused_naming_the_fix():
+    with pytest.raises(
+        ValueError, match=r"gradient_clip_value=0\.5 and gradient_clip_norm=5\.0.*set gradient_clip_norm"
+    ):
+        resolve_config(MINIMAL, {"optim.gradient_clip_value": 0.5})
+
+    config = resolve_config(MINIMAL, {"optim.gradient_clip_value": 0.5, "optim.gradient_clip_norm": None})
+    assert config.optim.gradient_clip_value == 0.5
+
+
+def test_the_engine_fields_default_to_off():
+    config = resolve_config(MINIMAL)
+
+    assert (config.optim.ema_decay, config.optim.ema_start_step, config.optim.gradient_clip_value) == (
+        None,
+        0,
+        None,
+    )
+    assert (config.run.init_from, config.run.dry_run) == (None, False)
+
+
+@pytest.mark.parametrize("decay", [0.0, 1.0, 1.5])
+def test_an_ema_decay_outside_0_1_is_refused(decay):
+    with pytest.raises(ValueError, match=r"ema_decay must be in \(0, 1\)"):
+        resolve_config(MINIMAL, {"optim.ema_decay": decay})

@@ -39,6 +39,13 @@ TRAIN_FLAGS: list[tuple[str, str, Callable[[str], Any], str, list[str] | None]] 
     ("--batch-size", "data.batch_size", int, "fixed batch size; unset: adaptive batches", None),
     ("--adaptive-batch-budget", "data.adaptive_batch_budget", int, "padded frames per adaptive batch", None),
     ("--seed", "run.seed", int, "random seed", None),
+    (
+        "--init-from",
+        "run.init_from",
+        str,
+        "start from a run dir's or .safetensors weights (matching tensors)",
+        None,
+    ),
     ("--log-every", "run.log_every", int, "optimizer steps between train events", None),
     ("--backend", "run.backend", str, "device type", ["cpu", "cuda"]),
     ("--precision", "run.precision", str, "training precision", ["f32", "bf16", "f16"]),

@@ -6,14 +6,19 @@ Layout (ARCHITECTURE.md, "Data contracts")::
       training_config.json             the resolved TrainConfig (config.save_json)
       checkpoint_latest/
         model.safetensors              weights of the unwrapped model (no "module." prefix)
+        ema.safetensors                the weights' moving average (training.ema), when optim.ema_decay is set
         training_state.pt              optimizer, schedule step, sampler state, RNG states, epoch
+        training_config.json           the config this checkpoint was trained under (training.resume checks it)
       checkpoint_latest.json           {"step", "epoch", "model_config", "metrics"}, written last
+      checkpoint_best/                 model.safetensors (+ ema.safetensors) of the lowest val CER so far
+      checkpoint_best.json             {"step", "epoch", "model_config", "metrics"}, written last
 
 ``checkpoint_latest.json`` is the commit point: it is written after the directory is complete, through
 tmp + ``os.replace``, so a reader that finds it also finds the weights it describes. The directory itself
 is written as ``checkpoint_latest.tmp`` and swapped in, so a crash mid-write never damages the previous
-checkpoint. ``training_state.pt`` holds only tensors and plain containers, so it loads with
-``torch.load(weights_only=True)``.
+checkpoint, and the previous directory is kept as ``checkpoint_latest.old`` until the pointer names the
+new one (``committed_dir`` reads through a kill at any point). ``training_state.pt`` holds only tensors
+and plain containers, so it loads with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -26,23 +31,42 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from torch import nn
+from torch import Tensor, nn
 
-from asr_pipeline.training.config import TrainConfig, load_json
+from asr_pipeline.training.config import TrainConfig, load_json, save_json
+from asr_pipeline.training.ema import EMA_FILE
 
 CONFIG_FILE = "training_config.json"
 CHECKPOINT_DIR = "checkpoint_latest"
 CHECKPOINT_POINTER = "checkpoint_latest.json"
+BEST_DIR = "checkpoint_best"
+BEST_POINTER = "checkpoint_best.json"
 WEIGHTS_FILE = "model.safetensors"
 STATE_FILE = "training_state.pt"
 
 
 def build_model_from_config(config: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
     """The model ``config.model`` describes and its full model config as a dict (for checkpoint_latest.json)."""
-    from asr_pipeline.models.registry import build_model, model_config
+    from asr_pipeline.models.registry import build_model
 
-    kwargs = {
+    model = build_model(config.model.architecture, config.model.variant, **_model_kwargs(config, vocab_size))
+    return model, resolved_model_config(config, vocab_size)
+
+
+def resolved_model_config(config: TrainConfig, vocab_size: int) -> dict[str, Any]:
+    """The full model config ``config.model`` resolves to, without building the model."""
+    from asr_pipeline.models.registry import model_config
+
+    resolved = model_config(
+        config.model.architecture, config.model.variant, **_model_kwargs(config, vocab_size)
+    )
+    return dataclasses.asdict(resolved)
+
+
+def _model_kwargs(config: TrainConfig, vocab_size: int) -> dict[str, Any]:
+    return {
         "input_dim": config.data.input_dim,
         "vocab_size": vocab_size,
         "d_model": config.model.d_model,
@@ -50,41 +74,82 @@ def build_model_from_config(config: TrainConfig, vocab_size: int) -> tuple[nn.Mo
         "num_heads": config.model.num_heads,
         "dropout": config.model.dropout,
     }
-    model = build_model(config.model.architecture, config.model.variant, **kwargs)
-    resolved = model_config(config.model.architecture, config.model.variant, **kwargs)
-    return model, dataclasses.asdict(resolved)
 
 
 def save_checkpoint(
     run_dir: str | Path,
     *,
     model: nn.Module,
-    training_state: dict[str, Any],
+    training_state: dict[str, Any] | None,
     step: int,
     epoch: int,
     model_config: dict[str, Any],
     metrics: dict[str, Any] | None = None,
+    ema_weights: dict[str, torch.Tensor] | None = None,
+    train_config: TrainConfig | None = None,
+    name: str = CHECKPOINT_DIR,
 ) -> None:
-    """Write ``checkpoint_latest/`` then ``checkpoint_latest.json``; ``model`` must be unwrapped (no DDP)."""
+    """Write ``<name>/`` then ``<name>.json``; ``model`` must be unwrapped (no DDP).
+
+    ``name`` is ``checkpoint_latest`` (the default) or ``checkpoint_best``; the best checkpoint passes no
+    ``training_state``, as nothing resumes from it.
+    """
     run_dir = Path(run_dir)
-    final, tmp, old = (
-        run_dir / CHECKPOINT_DIR,
-        run_dir / f"{CHECKPOINT_DIR}.tmp",
-        run_dir / f"{CHECKPOINT_DIR}.old",
-    )
+    final, tmp, old = run_dir / name, run_dir / f"{name}.tmp", run_dir / f"{name}.old"
     shutil.rmtree(tmp, ignore_errors=True)
+    if name == CHECKPOINT_DIR and committed_dir(run_dir) == old:  # a swap was killed before its commit
+        shutil.rmtree(final, ignore_errors=True)
+        old.rename(final)
     tmp.mkdir(parents=True)
-    # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
-    weights = {name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()}
-    save_file(weights, tmp / WEIGHTS_FILE, metadata={"step": str(step), "epoch": str(epoch)})
-    torch.save({**training_state, "step": step, "epoch": epoch}, tmp / STATE_FILE)
+    metadata = {"step": str(step), "epoch": str(epoch)}
+    save_file(_contiguous(model.state_dict()), tmp / WEIGHTS_FILE, metadata=metadata)
+    if ema_weights is not None:
+        save_file(_contiguous(ema_weights), tmp / EMA_FILE, metadata=metadata)
+    if training_state is not None:
+        torch.save({**training_state, "step": step, "epoch": epoch}, tmp / STATE_FILE)
+    if train_config is not None:
+        save_json(train_config, tmp / CONFIG_FILE)
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         final.rename(old)
     tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
     pointer = {"step": step, "epoch": epoch, "model_config": model_config, "metrics": metrics or {}}
-    write_json_atomic(run_dir / CHECKPOINT_POINTER, pointer)
+    write_json_atomic(run_dir / f"{name}.json", pointer)
+    # Only now: until the pointer names the new step, the old directory is the committed checkpoint.
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def committed_dir(run_dir: str | Path) -> Path:
+    """The directory holding the checkpoint ``checkpoint_latest.json`` commits to.
+
+    Normally ``checkpoint_latest/``. A process killed (SIGKILL, OOM, preemption) between the two renames
+    of ``save_checkpoint`` leaves only ``checkpoint_latest.old/``; one killed after the swap but before
+    the pointer was written leaves a newer, uncommitted ``checkpoint_latest/`` next to the committed
+    ``.old``. Both are read from ``.old`` here, without writing anything (every rank may call this), and
+    the next ``save_checkpoint`` on rank 0 restores the layout.
+    """
+    run_dir = Path(run_dir)
+    final, old = run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.old"
+    pointer_path = run_dir / CHECKPOINT_POINTER
+    if not old.is_dir() or not pointer_path.is_file():
+        return final
+    step = str(json.loads(pointer_path.read_text())["step"])
+    if _weights_step(final) != step and _weights_step(old) == step:
+        return old
+    return final
+
+
+def _weights_step(directory: Path) -> str | None:
+    try:
+        with safe_open(directory / WEIGHTS_FILE, framework="pt") as weights:
+            return (weights.metadata() or {}).get("step")
+    except Exception:  # missing or half-written: not a checkpoint of any step
+        return None
+
+
+def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
+    return {key: tensor.detach().cpu().contiguous() for key, tensor in state.items()}
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
@@ -104,7 +169,7 @@ def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
 def load_training_state(run_dir: str | Path) -> dict[str, Any]:
     """``training_state.pt`` of the latest checkpoint, checked against ``checkpoint_latest.json``."""
     pointer = read_checkpoint_pointer(run_dir)
-    path = Path(run_dir) / CHECKPOINT_DIR / STATE_FILE
+    path = committed_dir(run_dir) / STATE_FILE
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state["step"] != pointer["step"]:
         raise RuntimeError(
@@ -114,8 +179,8 @@ def load_training_state(run_dir: str | Path) -> dict[str, Any]:
     return state
 
 
-def load_weights(run_dir: str | Path) -> dict[str, torch.Tensor]:
-    return load_file(Path(run_dir) / CHECKPOINT_DIR / WEIGHTS_FILE)
+def load_weights(run_dir: str | Path, file: str = WEIGHTS_FILE) -> dict[str, torch.Tensor]:
+    return load_file(committed_dir(run_dir) / file)
 
 
 def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
@@ -137,17 +202,37 @@ def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
     return model, config
 
 
+def rng_state(device: torch.device) -> dict[str, Tensor]:
+    """This process's RNG states (CPU, and the device's on CUDA), as saved per rank in training_state.pt."""
+    state = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng(state: dict[str, Tensor], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
 __all__ = [
+    "BEST_DIR",
+    "BEST_POINTER",
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",
     "STATE_FILE",
     "WEIGHTS_FILE",
     "build_model_from_config",
+    "committed_dir",
     "load_model_from_run",
     "load_training_state",
     "load_weights",
     "read_checkpoint_pointer",
+    "resolved_model_config",
+    "restore_rng",
+    "rng_state",
     "save_checkpoint",
     "write_json_atomic",
 ]

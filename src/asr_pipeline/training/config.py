@@ -91,7 +91,10 @@ class OptimConfig:
     lr_decay_power: float = 1.0  # 1: linear decay; 2: quadratic (polynomial) decay
     lr_min: float = 0.0
     gradient_clip_norm: float | None = 5.0  # None: no clipping (the norm is still logged)
+    gradient_clip_value: float | None = None  # clip each gradient element to [-v, v]; excludes the norm clip
     gradient_accumulation_steps: int = 1
+    ema_decay: float | None = None  # keep an exponential moving average of the weights (training.ema)
+    ema_start_step: int = 0  # before this optimizer step the average just copies the weights
 
     def __post_init__(self) -> None:
         _positive(
@@ -101,9 +104,20 @@ class OptimConfig:
             "lr_decay_steps",
             "lr_decay_power",
             "gradient_clip_norm",
+            "gradient_clip_value",
             "gradient_accumulation_steps",
         )
-        _non_negative(self, "weight_decay", "lr_warmup_steps", "lr_hold_steps", "lr_min")
+        _non_negative(self, "weight_decay", "lr_warmup_steps", "lr_hold_steps", "lr_min", "ema_start_step")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in (0, 1), e.g. 0.999, got {self.ema_decay}")
+        # Both at once would make the logged grad_norm and the applied update hard to reason about, and
+        # gradient_clip_norm has a non-None default, so a silent precedence rule would surprise someone.
+        if self.gradient_clip_value is not None and self.gradient_clip_norm is not None:
+            raise ValueError(
+                f"gradient_clip_value={self.gradient_clip_value} and gradient_clip_norm="
+                f"{self.gradient_clip_norm} are both set; clip by one of them: set gradient_clip_norm "
+                "to null (None) to clip by value"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,7 +130,11 @@ class RunConfig:
     precision: Literal["f32", "bf16", "f16"] = "f32"
     threads_per_rank: int | None = None  # CPU: torch threads per rank; None: max(1, cores // world size)
     checkpoint_every_steps: int | None = None  # extra mid-epoch checkpoints; one is always written per epoch
-    resume_from: str | None = None  # a run dir whose checkpoint_latest to continue from
+    resume_from: str | None = None  # a run dir whose checkpoint_latest to continue from (training.resume)
+    # Start from these weights (a run dir's checkpoint_latest, or a .safetensors file); tensors whose name
+    # or shape differ are skipped and reported. Ignored when resume_from is set: the checkpoint wins.
+    init_from: str | None = None
+    dry_run: bool = False  # forward + loss on the first batch only; no optimizer step, no checkpoint
 
     def __post_init__(self) -> None:
         _positive(self, "log_every", "threads_per_rank", "checkpoint_every_steps")

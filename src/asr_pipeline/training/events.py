@@ -3,12 +3,17 @@
 Rank 0 writes one JSON object per line to the run dir; the other ranks write nothing. A resumed run
 appends to the log it resumes from. Every event is::
 
-    {"type": "train"|"validation"|"epoch"|"checkpoint"|"summary", "step": int, "epoch": int,
-     "time": unix seconds, "values": {...}}
+    {"type": "init_from"|"dry_run"|"train"|"validation"|"epoch"|"checkpoint"|"summary", "step": int,
+     "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
 ``values`` by type, in the order a run writes them:
 
+``init_from``, once, first, only when ``run.init_from`` is set (and ``run.resume_from`` is not)
+    ``path`` (the .safetensors read), ``loaded`` (tensors copied), ``skipped`` ({name: "saved shape ->
+    model shape" or "not in the model"}), ``not_in_source`` (model tensors left as initialised).
+``dry_run``, once, only when ``run.dry_run`` is set; nothing follows it (no summary)
+    ``loss`` (per target token over every rank's first batch), ``tokens``, ``utterances``.
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),
@@ -22,7 +27,8 @@ over ranks
     ``train_loss`` (per target token, summed over ranks), ``batches`` (per rank), ``steps``,
     ``audio_hours`` (summed over ranks), ``duration_sec``, and the counters.
 ``checkpoint``, after every epoch
-    ``path``, ``train_loss``, ``val_cer``, ``val_wer`` (None without validation).
+    ``path``, ``train_loss``, ``val_cer``, ``val_wer`` (None without validation), and ``best_path`` (the
+    ``checkpoint_best`` directory) only when this epoch's val CER was the best so far and it was written.
 ``summary``, once, at the end (``epoch`` is the last one)
     ``train_loss``, ``val_cer``, ``val_wer``, ``steps``, ``epochs``, ``train_audio_hours`` (the same as
     ``metrics.json``), the counters, ``world_size``, ``parameter_digests`` (one per rank: equal when

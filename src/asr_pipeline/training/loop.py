@@ -12,6 +12,14 @@ target; ``infeasible_targets`` counts the clear cases, fewer output frames than 
 that still gets through makes this rank's gradients non-finite, DDP's all-reduce spreads that to every
 rank, and every rank then sees the same non-finite gradient norm and skips the same step (counted as
 ``skipped_steps``) -- no extra collective and no rank can disagree.
+
+Gradient accumulation divides each micro-batch's per-token loss by the window size, so k micro-batches
+with equal token counts give the gradient of one k-times larger batch; with unequal counts each
+micro-batch weighs 1/k, as each rank weighs 1/world_size under DDP.
+
+Starting points (``training.resume``): ``run.resume_from`` is checked against the saved config before
+anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` keeps a weight
+average (``training.ema``); validation scores the raw weights. ``run.dry_run`` stops after one forward.
 """
 
 from __future__ import annotations
@@ -25,18 +33,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.checkpoint import (
+    BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     build_model_from_config,
     load_training_state,
     load_weights,
+    resolved_model_config,
+    restore_rng,
+    rng_state,
     save_checkpoint,
     write_json_atomic,
 )
@@ -49,8 +61,11 @@ from asr_pipeline.training.distributed import (
     maybe_inject_fault,
     parameter_digest,
 )
+from asr_pipeline.training.dry_run import dry_run
+from asr_pipeline.training.ema import EMA_FILE, WeightEMA
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
 from asr_pipeline.training.loaders import DataBundle, build_data
+from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.schedule import default_decay_steps, warmup_hold_decay
 from asr_pipeline.training.validation import validate
 
@@ -87,7 +102,12 @@ class Trainer:
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
         self.model, self.model_config = build_model_from_config(config, vocab_size)
+        if config.run.init_from and not config.run.resume_from:  # the same file on every rank
+            events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
         self.model.to(ctx.device)
+        optim = config.optim
+        self.ema = WeightEMA(self.model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
+        self.best_val_cer = math.inf
         # ... but different dropout and SpecAugment draws per rank.
         torch.manual_seed(config.run.seed + 1 + ctx.rank)
         self.peak_lr = peak_learning_rate(config)
@@ -102,7 +122,6 @@ class Trainer:
         self.window = torch.zeros(4, dtype=torch.float64, device=ctx.device)  # + utterances, since last log
         self.window_started = time.perf_counter()
         self.grad_norm = torch.tensor(0.0)
-        optim = config.optim
         # Plans differ a little per epoch under a frames budget; epoch 0's length sets the decay horizon.
         steps_per_epoch = math.ceil(len(self.sampler.epoch_batches(0)) / optim.gradient_accumulation_steps)
         self.decay_steps = optim.lr_decay_steps or default_decay_steps(
@@ -134,8 +153,11 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         self.sampler.load_state_dict(state["sampler"])
         self.step, self.counters = state["step"], dict(state["counters"])
+        self.best_val_cer = state.get("best_val_cer", math.inf)
+        if self.ema is not None:
+            self.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
         self.epoch_totals = list(state["epoch_totals"][self.ctx.rank])
-        _restore_rng(state["rng"][self.ctx.rank], self.ctx.device)
+        restore_rng(state["rng"][self.ctx.rank], self.ctx.device)
         return self.sampler.epoch
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -212,8 +234,11 @@ class Trainer:
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
-        clip = self.config.optim.gradient_clip_norm or math.inf  # inf: measure the norm, clip nothing
+        optim = self.config.optim
+        clip = optim.gradient_clip_norm or math.inf  # inf: measure the norm, clip nothing
         self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if optim.gradient_clip_value is not None:  # after measuring: the logged norm is the unclipped one
+            torch.nn.utils.clip_grad_value_(self.model.parameters(), optim.gradient_clip_value)
         # Gradients are all-reduced, so every rank sees the same norm and makes the same choice here.
         if torch.isfinite(self.grad_norm):
             for group in self.optimizer.param_groups:
@@ -223,6 +248,8 @@ class Trainer:
             self.counters["skipped_steps"] += 1
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(self.model, self.step)
         self.step += 1
 
     def _log_train(self, epoch: int) -> float:
@@ -247,11 +274,22 @@ class Trainer:
         self.window_started = time.perf_counter()
         return loss
 
-    def checkpoint(self, epoch: int, sampler_state: dict[str, Any], metrics: dict[str, Any]) -> None:
-        """Collective: every rank's RNG state and running totals go into rank 0's checkpoint."""
-        rng, totals = gather(_rng_state(self.ctx.device)), gather(self.epoch_totals)
+    def checkpoint(
+        self, epoch: int, sampler_state: dict[str, Any], metrics: dict[str, Any], best: bool = False
+    ) -> None:
+        """Collective: every rank's RNG state and running totals go into rank 0's checkpoint.
+
+        ``best``: also write ``checkpoint_best`` -- first, so that a crash in between leaves a latest
+        checkpoint whose ``best_val_cer`` does not claim a best checkpoint that was never written.
+        """
+        rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals)
         if not self.ctx.is_main:
             return
+        ema = None if self.ema is None else self.ema.state_dict(self.model)
+        common = {"step": self.step, "epoch": epoch, "model_config": self.model_config, "metrics": metrics}
+        if best:
+            save_checkpoint(self.output_dir, model=self.model, training_state=None, ema_weights=ema,
+                            name=BEST_DIR, **common)  # fmt: skip
         training_state = {
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -259,40 +297,44 @@ class Trainer:
             "rng": rng,
             "counters": self.counters,
             "epoch_totals": totals,
+            "best_val_cer": self.best_val_cer,
         }
-        save_checkpoint(
-            self.output_dir,
-            model=self.model,
-            training_state=training_state,
-            step=self.step,
-            epoch=epoch,
-            model_config=self.model_config,
-            metrics=metrics,
-        )
-        self.events.write(
-            "checkpoint", self.step, epoch, {"path": str(self.output_dir / CHECKPOINT_DIR), **metrics}
-        )
+        save_checkpoint(self.output_dir, model=self.model, training_state=training_state, ema_weights=ema,
+                        train_config=self.config, **common)  # fmt: skip
+        values = {"path": str(self.output_dir / CHECKPOINT_DIR), **metrics}
+        if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
+            values["best_path"] = str(self.output_dir / BEST_DIR)
+        self.events.write("checkpoint", self.step, epoch, values)
 
 
 def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
     """Collective. Train as ``config`` says and write the run dir; returns the final metrics."""
     started = time.perf_counter()
     output_dir = Path(config.run.output_dir)
-    if ctx.is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        save_json(config, output_dir / CONFIG_FILE)
-    events = EventLog(
-        output_dir / EVENTS_FILE, enabled=ctx.is_main, append=config.run.resume_from is not None
-    )
     tokenizer = (
         CTCTokenizer.from_file(config.run.tokenizer, blank_id=config.model.blank_id)
         if config.run.tokenizer
         else None
     )
     vocab_size = _vocab_size(config, tokenizer)
+    if config.run.resume_from:  # before save_json: resuming in place would overwrite the saved config
+        check_resume_compatible(config, resolved_model_config(config, vocab_size), config.run.resume_from)
+    if ctx.is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        save_json(config, output_dir / CONFIG_FILE)
+    events = EventLog(
+        output_dir / EVENTS_FILE, enabled=ctx.is_main, append=config.run.resume_from is not None
+    )
     data = build_data(config, ctx)
     trainer = Trainer(config, ctx, data, vocab_size, events)
     start_epoch = trainer.resume(config.run.resume_from) if config.run.resume_from else 0
+    if config.run.dry_run:
+        values = dry_run(trainer.model, data.train_loader, config, ctx, vocab_size)
+        events.write("dry_run", trainer.step, start_epoch, values)
+        if ctx.is_main:
+            write_json_atomic(output_dir / METRICS_FILE, {"dry_run": True, "steps": 0, **values})
+        events.close()
+        return values
 
     metrics: dict[str, Any] = {"train_loss": None, "val_cer": None, "val_wer": None}
     for epoch in range(start_epoch, config.optim.epochs):
@@ -303,11 +345,15 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
             if scores is not None:
                 metrics.update(val_cer=scores["val_cer"], val_wer=scores["val_wer"])
                 events.write("validation", trainer.step, epoch, scores)
+        # Validation scores on rank 0 only: every rank must agree before the collective checkpoint.
+        best = gather(metrics["val_cer"] is not None and metrics["val_cer"] < trainer.best_val_cer)[0]
+        if best and ctx.is_main:  # rank 0's value is the one checkpointed and resumed on every rank
+            trainer.best_val_cer = metrics["val_cer"]
         events.write("epoch", trainer.step, epoch, epoch_values)
         if ctx.is_main:
             _print_epoch(epoch, config.optim.epochs, trainer.step, metrics, epoch_values["duration_sec"])
         trainer.checkpoint(
-            epoch, {**trainer.sampler.state_dict(batches_done=0), "epoch": epoch + 1}, dict(metrics)
+            epoch, {**trainer.sampler.state_dict(batches_done=0), "epoch": epoch + 1}, dict(metrics), best
         )
 
     digests = gather(parameter_digest(trainer.model))
@@ -363,19 +409,6 @@ def _vocab_size(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
             f"has {tokenizer.vocab_size} outputs (pieces + blank); unset model.vocab_size"
         )
     return tokenizer.vocab_size
-
-
-def _rng_state(device: torch.device) -> dict[str, Tensor]:
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _restore_rng(state: dict[str, Tensor], device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 __all__ = ["METRICS_FILE", "Trainer", "train"]

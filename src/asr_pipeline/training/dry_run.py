@@ -1,0 +1,42 @@
+"""``run.dry_run``: one forward pass and loss on the first batch, to check data, model and device fit
+together before a long job (a shard of the wrong dimension, targets outside the vocabulary, a batch that
+does not fit in memory for the forward pass). No backward pass, no optimizer step, no checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from asr_pipeline.training.config import TrainConfig
+from asr_pipeline.training.ctc import check_targets, ctc_losses
+from asr_pipeline.training.distributed import DistributedContext, all_reduce_sum
+
+
+def dry_run(
+    model: nn.Module,
+    loader: DataLoader,
+    config: TrainConfig,
+    ctx: DistributedContext,
+    vocab_size: int,
+) -> dict[str, Any]:
+    """Collective. The loss per target token of every rank's first batch of the sampler's current epoch
+    (epoch 0, or the resumed one)."""
+    batch = next(iter(loader))
+    check_targets(batch, vocab_size, config.model.blank_id)
+    batch = batch.to(ctx.device)
+    with torch.no_grad():
+        losses, _, _ = ctc_losses(model, batch, config)  # (B,)
+    stats = torch.tensor(
+        [float(losses.sum()), float(batch.target_lengths.sum()), len(batch)], dtype=torch.float64
+    )
+    loss_sum, tokens, utterances = all_reduce_sum(stats.to(ctx.device)).tolist()
+    values = {"loss": loss_sum / max(tokens, 1), "tokens": int(tokens), "utterances": int(utterances)}
+    if ctx.is_main:
+        print(f"[train] dry run: loss {values['loss']:.4f} on {values['utterances']} utterances", flush=True)
+    return values
+
+
+__all__ = ["dry_run"]

@@ -1,0 +1,146 @@
+"""Starting from saved weights: resuming a run (``run.resume_from``) and initialising a new one from
+another run's weights (``run.init_from``).
+
+Resume safety. A resumed run must be the run that was interrupted, or "exactly equal to an uninterrupted
+run" means nothing and a silently changed vocabulary or batch plan trains garbage from a good checkpoint.
+So before training starts, the new config is compared with the config the checkpoint was trained under
+(``checkpoint_latest/training_config.json``; older checkpoints: the run dir's ``training_config.json``)
+and the saved model config (``checkpoint_latest.json``), and any change to a training-critical key is
+refused with an old -> new diff. Critical: every model field (the resolved model config included, which
+catches a vocabulary change through the tokenizer), the data manifests and everything that shapes the
+batch plan, the seed, and every optimizer/schedule field except ``optim.epochs``. Everything else may
+change: epochs (to extend a run; with ``lr_decay_steps`` unset this also stretches the decay horizon),
+``log_every``, ``output_dir``, ``checkpoint_every_steps``, and the operational keys (threads, workers,
+tokenizer path, length index, ...).
+
+Init-from. Tensors whose name and shape match are copied; every other one is skipped and reported, so
+fine-tuning after a vocabulary change keeps the encoder and re-initialises the output head.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from asr_pipeline.training.checkpoint import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    committed_dir,
+    read_checkpoint_pointer,
+)
+from asr_pipeline.training.config import TrainConfig, to_dict
+
+CRITICAL_DATA_KEYS = (
+    "train_manifests",
+    "val_manifests",
+    "input_dim",
+    "max_train_samples",
+    "max_val_samples",
+    "batch_size",
+    "adaptive_batch_budget",
+    "adaptive_batch_max_samples",
+    "max_audio_duration_sec",
+    "sort_buffer_size",
+    "spec_time_masks",
+    "spec_time_mask_max_frames",
+    "spec_freq_masks",
+    "spec_freq_mask_max_bins",
+)
+CHANGEABLE_OPTIM_KEYS = ("epochs",)
+
+
+def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """The training-critical values of a config dict (``to_dict``), flattened to dotted keys."""
+    keys = {f"model.{name}": value for name, value in config["model"].items()}
+    keys |= {f"data.{name}": config["data"].get(name) for name in CRITICAL_DATA_KEYS}
+    keys |= {
+        f"optim.{name}": value for name, value in config["optim"].items() if name not in CHANGEABLE_OPTIM_KEYS
+    }
+    keys["run.seed"] = config["run"]["seed"]
+    return keys
+
+
+def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], run_dir: str | Path) -> None:
+    """Raise ValueError listing every training-critical key that differs from the checkpoint in ``run_dir``."""
+    run_dir = Path(run_dir)
+    pointer = read_checkpoint_pointer(run_dir)
+    saved_path = committed_dir(run_dir) / CONFIG_FILE
+    if not saved_path.is_file():  # checkpoints written before the config was kept beside them
+        saved_path = run_dir / CONFIG_FILE
+    # The raw JSON, not load_json: a key this version no longer knows must be reported, not crash.
+    saved = critical_keys(json.loads(saved_path.read_text()))
+    new = critical_keys(to_dict(config))
+    changes = [
+        f"  {key}: {saved.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}"
+        for key in sorted(saved.keys() | new.keys())
+        if saved.get(key) != new.get(key)
+    ]
+    saved_model = pointer["model_config"]
+    changes += [
+        f"  resolved model config {key}: {saved_model.get(key, '<absent>')!r} -> "
+        f"{model_config.get(key, '<absent>')!r}"
+        for key in sorted(saved_model.keys() | model_config.keys())
+        if saved_model.get(key) != model_config.get(key)
+    ]
+    if changes:
+        raise ValueError(
+            f"cannot resume from {run_dir}: the config changes training-critical keys "
+            f"(saved {saved_path} -> new):\n" + "\n".join(changes) + "\n"
+            "Resume with the saved values, or start a new run (run.init_from to start from its weights). "
+            "Only epochs, log_every, output_dir, checkpoint_every_steps and operational keys may change."
+        )
+
+
+def init_weights_path(source: str | Path) -> Path:
+    """A ``.safetensors`` file as is; a run dir: its ``checkpoint_latest/model.safetensors``."""
+    source = Path(source)
+    path = committed_dir(source) / WEIGHTS_FILE if source.is_dir() else source
+    if not path.is_file() or path.suffix != ".safetensors":
+        raise FileNotFoundError(
+            f"run.init_from={str(source)!r}: expected a .safetensors file or a run dir holding "
+            f"{CHECKPOINT_DIR}/{WEIGHTS_FILE}; {path} is not one"
+        )
+    return path
+
+
+def init_from_weights(model: nn.Module, source: str | Path, verbose: bool = True) -> dict[str, Any]:
+    """Copy the tensors of ``source`` whose name and shape match into ``model``; returns a report:
+    ``path``, ``loaded`` (count), ``skipped`` ({name: "saved shape -> model shape"}, or "not in the
+    model"), and ``not_in_source`` (model tensors left as initialised)."""
+    path = init_weights_path(source)
+    saved = load_file(path)
+    target = model.state_dict()
+    matching, skipped = {}, {}
+    for name, tensor in saved.items():
+        if name not in target:
+            skipped[name] = "not in the model"
+        elif tensor.shape != target[name].shape:
+            skipped[name] = f"{list(tensor.shape)} -> {list(target[name].shape)}"
+        else:
+            matching[name] = tensor
+    with torch.no_grad():
+        model.load_state_dict(matching, strict=False)
+    report = {
+        "path": str(path),
+        "loaded": len(matching),
+        "skipped": skipped,
+        "not_in_source": sorted(set(target) - set(saved)),
+    }
+    if verbose:
+        shown = ", ".join(f"{name} ({why})" for name, why in skipped.items()) or "none"
+        print(f"[train] init from {path}: {len(matching)} tensors loaded; skipped: {shown}", flush=True)
+    return report
+
+
+__all__ = [
+    "check_resume_compatible",
+    "critical_keys",
+    "init_from_weights",
+    "init_weights_path",
+]

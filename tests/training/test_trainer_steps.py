@@ -1,0 +1,122 @@
+"""The loop's step functions driven directly on the tiny model: loss normalisation, gradient
+accumulation, clipping and the EMA update, without a whole run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asr_pipeline.data.collate import collate_batch
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.config import resolve_config
+from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.events import EventLog
+from asr_pipeline.training.loaders import build_data
+from asr_pipeline.training.loop import Trainer
+from tests.factories import NUM_BINS
+
+from .conftest import tiny_config
+
+
+@pytest.fixture
+def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
+    def make(**optim) -> Trainer:
+        config_dict = tiny_config(corpus, tokenizer_path, tmp_path)
+        config_dict["model"]["dropout"] = 0.0  # deterministic forward passes
+        config_dict["optim"] |= optim
+        config = resolve_config(config_dict)
+        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+        vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
+        events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
+        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
+
+    return make
+
+
+def utterances(count: int, frames: int = 80, tokens: int = 6, seed: int = 0) -> list[dict]:
+    """Equal lengths: no padding, so a batch and its halves see exactly the same frames."""
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        {
+            "id": f"u{i}",
+            "text": "",
+            "features": torch.randn(frames, NUM_BINS, generator=generator),
+            "tokens": torch.randint(1, 10, (tokens,), generator=generator),  # 10 ids, 0 the blank
+            "duration_ms": frames * 10,
+        }
+        for i in range(count)
+    ]
+
+
+def gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in trainer.model.named_parameters() if p.grad is not None}
+
+
+def test_k_accumulated_micro_batches_give_the_gradient_of_one_k_times_larger_batch(make_trainer):
+    trainer, items, k = make_trainer(), utterances(6), 3
+    # Eval mode: the conv module's BatchNorm normalises by batch statistics in training mode, so there a
+    # micro-batch can never equal its share of a larger batch (measured: up to 150% relative gradient
+    # difference on the tiny model). With running statistics the arithmetic under test is all that differs.
+    trainer.model.eval()
+    trainer._backward(collate_batch(items), window_size=1, last_micro=True)
+    whole = gradients(trainer)
+    trainer.optimizer.zero_grad(set_to_none=True)
+
+    for i in range(k):
+        trainer._backward(collate_batch(items[2 * i : 2 * i + 2]), window_size=k, last_micro=i == k - 1)
+    accumulated = gradients(trainer)
+
+    assert whole.keys() == accumulated.keys() and len(whole) > 10
+    # float32 sums in another order (one batch of 6 vs three of 2, then += across micro-batches): a few
+    # ulps per element, ~1e-7 relative; 1e-5 relative leaves room for conv/matmul kernels that block
+    # differently by batch size, while a wrong normalisation (a factor of k = 3) fails by far.
+    for name in whole:
+        torch.testing.assert_close(accumulated[name], whole[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_accumulation_weighs_micro_batches_equally_whatever_their_token_counts(make_trainer):
+    # Spec of the documented caveat: per-micro-batch normalisation, so the 2-token micro-batch's tokens
+    # weigh 4x those of the 8-token one -- not the gradient of the merged batch.
+    trainer = make_trainer()
+    trainer.model.eval()  # as above: only the normalisation differs
+    short, long = utterances(2, tokens=2, seed=1), utterances(2, tokens=8, seed=2)
+    trainer._backward(collate_batch(short), window_size=2, last_micro=False)
+    trainer._backward(collate_batch(long), window_size=2, last_micro=True)
+    accumulated = gradients(trainer)
+    trainer.optimizer.zero_grad(set_to_none=True)
+    trainer._backward(collate_batch(short + long), window_size=1, last_micro=True)
+    merged = gradients(trainer)
+
+    assert any(not torch.allclose(accumulated[n], merged[n], rtol=1e-3) for n in merged)
+
+
+def test_gradient_clip_value_bounds_every_element_and_the_logged_norm_is_unclipped(make_trainer):
+    trainer = make_trainer(gradient_clip_norm=None, gradient_clip_value=1e-4)
+    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    unclipped = gradients(trainer)
+    seen: dict[str, torch.Tensor] = {}
+    trainer.optimizer.step = lambda *a, **k: seen.update(gradients(trainer))  # the grads the step would use
+
+    trainer._optimizer_step()
+
+    largest = max(float(g.abs().max()) for g in seen.values())
+    assert largest == pytest.approx(1e-4), "clipped to the value, and some element reached it"
+    expected_norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in unclipped.values()]))
+    assert float(trainer.grad_norm) == pytest.approx(float(expected_norm), rel=1e-5)
+    assert max(float(g.abs().max()) for g in unclipped.values()) > 1e-3
+
+
+def test_the_ema_copies_the_weights_before_its_start_step_and_averages_after(make_trainer):
+    trainer = make_trainer(ema_decay=0.5, ema_start_step=1)
+    assert trainer.ema is not None
+    name, param = next(iter(trainer.model.named_parameters()))
+
+    with torch.no_grad():
+        param.fill_(2.0)
+    trainer.ema.update(trainer.model, step=0)  # before the start: copy
+    assert torch.equal(trainer.ema.shadow[name], param)
+    with torch.no_grad():
+        param.fill_(4.0)
+    trainer.ema.update(trainer.model, step=1)  # 0.5 * 2 + 0.5 * 4
+
+    assert torch.equal(trainer.ema.shadow[name], torch.full_like(param, 3.0))
