@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.beam_search import BeamSearchOptions, load_lm
     from asr_pipeline.decoding.evaluation import decode_and_score
-    from asr_pipeline.pipelines.train.nodes import CONFIG_FILE, TOKENIZER_FILE
+    from asr_pipeline.training.run_layout import CONFIG_FILE, TOKENIZER_FILE
 
     run_dir = existing_path(args.run_dir, "--run-dir")
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")

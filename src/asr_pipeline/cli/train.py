@@ -142,7 +142,7 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     if config.run.tokenizer is None:
         return config, None
     # Like the train stage, keep the tokenizer in the run dir: the run is then self-contained for decoding.
-    from asr_pipeline.pipelines.train.nodes import TOKENIZER_FILE
+    from asr_pipeline.training.run_layout import TOKENIZER_FILE
 
     source = existing_path(config.run.tokenizer, "--tokenizer" if args.tokenizer else "run.tokenizer")
     in_run = str(Path(config.run.output_dir) / TOKENIZER_FILE)
@@ -150,9 +150,9 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.pipelines.train.nodes import CONFIG_FILE, METRICS_FILE
     from asr_pipeline.training.config import save_json
     from asr_pipeline.training.launch import launch_training
+    from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
 
     if args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")

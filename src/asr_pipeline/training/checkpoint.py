@@ -37,8 +37,8 @@ from torch import Tensor, nn
 
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
 from asr_pipeline.training.ema import EMA_FILE
+from asr_pipeline.training.run_layout import CONFIG_FILE
 
-CONFIG_FILE = "training_config.json"
 CHECKPOINT_DIR = "checkpoint_latest"
 CHECKPOINT_POINTER = "checkpoint_latest.json"
 BEST_DIR = "checkpoint_best"

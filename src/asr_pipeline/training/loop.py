@@ -66,10 +66,9 @@ from asr_pipeline.training.ema import EMA_FILE, WeightEMA
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
+from asr_pipeline.training.run_layout import METRICS_FILE
 from asr_pipeline.training.schedule import default_decay_steps, warmup_hold_decay
 from asr_pipeline.training.validation import validate
-
-METRICS_FILE = "metrics.json"
 
 
 def _decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -14,11 +14,7 @@ import polars as pl
 
 from asr_pipeline.training.config import resolve_config, save_json
 from asr_pipeline.training.launch import launch_training
-
-CONFIG_FILE = "training_config.json"
-TOKENIZER_FILE = "tokenizer.model"
-INDEX_FILE = "length_index.parquet"
-METRICS_FILE = "metrics.json"
+from asr_pipeline.training.run_layout import CONFIG_FILE, INDEX_FILE, METRICS_FILE, TOKENIZER_FILE
 
 
 def train_model(
