@@ -64,3 +64,21 @@ def keep_torch_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def single_process(monkeypatch, keep_torch_threads):
+    """An in-process run: no torchrun environment and no fault injection left over from the caller."""
+    from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
+
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", FAIL_RANK_ENV, FAIL_STEP_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run_in_process(config_dict: dict) -> dict:
+    """Train one rank in this process (with ``single_process``) and return its final metrics."""
+    from asr_pipeline.training.config import resolve_config
+    from asr_pipeline.training.worker import setup_distributed, train
+
+    config = resolve_config(config_dict)
+    return train(config, setup_distributed(config))

@@ -10,22 +10,13 @@ import torch
 from safetensors.torch import load_file
 
 from asr_pipeline.training.checkpoint import CONFIG_FILE
-from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.loop import Trainer
-from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV, setup_distributed, train
+from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
+from .conftest import run_in_process as run
 from .conftest import tiny_config
 
-
-@pytest.fixture(autouse=True)
-def single_process(monkeypatch, keep_torch_threads):
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", FAIL_RANK_ENV, FAIL_STEP_ENV):
-        monkeypatch.delenv(name, raising=False)
-
-
-def run(config_dict: dict) -> dict:
-    config = resolve_config(config_dict)
-    return train(config, setup_distributed(config))
+pytestmark = pytest.mark.usefixtures("single_process")
 
 
 def events(run_dir, kind: str) -> list[dict]:

@@ -9,27 +9,16 @@ import sys
 import pytest
 
 from asr_pipeline.training.checkpoint import load_model_from_run, load_training_state
-from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.worker import (
     FAIL_RANK_ENV,
     FAIL_STEP_ENV,
     parameter_digest,
-    setup_distributed,
-    train,
 )
 
+from .conftest import run_in_process as run
 from .conftest import tiny_config
 
-
-@pytest.fixture(autouse=True)
-def single_process(monkeypatch, keep_torch_threads):
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", FAIL_RANK_ENV, FAIL_STEP_ENV):
-        monkeypatch.delenv(name, raising=False)
-
-
-def run(config_dict: dict) -> dict:
-    config = resolve_config(config_dict)
-    return train(config, setup_distributed(config))
+pytestmark = pytest.mark.usefixtures("single_process")
 
 
 def summary(run_dir) -> dict:
