@@ -225,6 +225,35 @@ def test_a_bad_audio_file_in_strict_mode_exits_1_naming_the_file(tmp_path, token
     assert not (tmp_path / "out.parquet").exists()
 
 
+def test_extract_features_with_two_jobs_writes_the_same_bytes_as_one_job(
+    tmp_path, audio_folder, tokenizer_model, shard_folder, capsys
+):
+    output = tmp_path / "shards"
+
+    status = cli(
+        "extract-features", "--input", audio_folder, "--output", output, "--tokenizer", tokenizer_model,
+        "--shard-size", "3", "--jobs", "2",
+    )  # fmt: skip
+    report = printed_json(capsys)
+
+    assert status == 0 and report["kept"] == NUM_UTTERANCES
+    names = sorted(path.name for path in shard_folder.iterdir())  # written with the default --jobs 1
+    assert names == sorted(path.name for path in output.iterdir())
+    for name in names:
+        assert (output / name).read_bytes() == (shard_folder / name).read_bytes(), name
+
+
+def test_extract_features_rejects_jobs_below_one(tmp_path, audio_folder, tokenizer_model, capsys):
+    status = cli(
+        "extract-features", "--input", audio_folder, "--output", tmp_path / "out", "--tokenizer", tokenizer_model,
+        "--jobs", "0",
+    )  # fmt: skip
+
+    assert status == 2
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_id_repeated_across_inputs_is_skipped_and_counted(tmp_path, audio_folder, tokenizer_model, capsys):
     status = cli(
         "extract-features", "--input", audio_folder, "--input", audio_folder,
@@ -257,9 +286,15 @@ def test_index_has_one_row_per_example_with_its_lengths(tmp_path, shard_folder, 
 # --- train ----------------------------------------------------------------------------------------------
 TRAIN_FLAGS = [
     "--config", "--train-manifest", *VAL_MANIFEST_FLAGS, "--tokenizer", "--output-dir",
-    "--architecture", "--variant", "--d-model", "--num-layers", "--num-heads", "--blank-id", "--epochs",
-    "--learning-rate", "--weight-decay", "--lr-warmup-steps", "--batch-size", "--adaptive-batch-budget",
-    "--seed", "--init-from", "--log-every", "--backend", "--precision", "--nproc-per-node",
+    "--architecture", "--variant", "--d-model", "--num-layers", "--num-heads", "--dropout", "--vocab-size",
+    "--blank-id", "--epochs", "--learning-rate", "--weight-decay", "--lr-warmup-steps", "--lr-hold-steps",
+    "--lr-decay-steps", "--lr-min", "--gradient-clip-norm", "--gradient-clip-value",
+    "--gradient-accumulation-steps", "--ema-decay", "--ema-start-step", "--input-dim", "--batch-size",
+    "--adaptive-batch-budget", "--adaptive-batch-max-samples", "--sort-buffer-size", "--max-train-samples",
+    "--max-val-samples", "--max-audio-duration-sec", "--num-workers", "--spec-time-masks",
+    "--spec-time-mask-max-frames", "--spec-freq-masks", "--spec-freq-mask-max-bins", "--seed",
+    "--resume-from", "--init-from", "--dry-run", "--log-every", "--checkpoint-every-steps", "--backend",
+    "--precision", "--nproc-per-node",
 ]  # fmt: skip
 
 
@@ -307,6 +342,124 @@ def test_flags_override_a_config_file_and_everything_else_comes_from_the_file(tm
     assert config.run.output_dir == str(tmp_path / "from_file") and tokenizer is None
 
 
+# Values differ from the config defaults so a flag that lands nowhere (or in the wrong field) fails.
+FLAG_TO_FIELD = [
+    ("--dropout", "model.dropout", "0.05", 0.05),
+    ("--vocab-size", "model.vocab_size", "41", 41),
+    ("--lr-hold-steps", "optim.lr_hold_steps", "3", 3),
+    ("--lr-decay-steps", "optim.lr_decay_steps", "11", 11),
+    ("--lr-min", "optim.lr_min", "1e-6", 1e-6),
+    ("--gradient-clip-norm", "optim.gradient_clip_norm", "1.5", 1.5),
+    ("--gradient-accumulation-steps", "optim.gradient_accumulation_steps", "4", 4),
+    ("--ema-decay", "optim.ema_decay", "0.999", 0.999),
+    ("--ema-start-step", "optim.ema_start_step", "100", 100),
+    ("--input-dim", "data.input_dim", "64", 64),
+    ("--adaptive-batch-max-samples", "data.adaptive_batch_max_samples", "16", 16),
+    ("--sort-buffer-size", "data.sort_buffer_size", "128", 128),
+    ("--max-train-samples", "data.max_train_samples", "5", 5),
+    ("--max-val-samples", "data.max_val_samples", "2", 2),
+    ("--max-audio-duration-sec", "data.max_audio_duration_sec", "12.5", 12.5),
+    ("--num-workers", "data.num_workers", "2", 2),
+    ("--spec-time-masks", "data.spec_time_masks", "0", 0),
+    ("--spec-time-mask-max-frames", "data.spec_time_mask_max_frames", "20", 20),
+    ("--spec-freq-masks", "data.spec_freq_masks", "1", 1),
+    ("--spec-freq-mask-max-bins", "data.spec_freq_mask_max_bins", "7", 7),
+    ("--resume-from", "run.resume_from", "runs/previous", "runs/previous"),
+    ("--init-from", "run.init_from", "runs/base/model.safetensors", "runs/base/model.safetensors"),
+    ("--checkpoint-every-steps", "run.checkpoint_every_steps", "50", 50),
+]
+
+
+@pytest.mark.parametrize(
+    ("flag", "field", "given", "expected"), FLAG_TO_FIELD, ids=[f[0] for f in FLAG_TO_FIELD]
+)
+def test_each_training_flag_lands_in_its_config_field(flag, field, given, expected, shard_folder):
+    config, _ = train_config(
+        "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0, flag, given
+    )
+
+    section, name = field.split(".")
+    default, _ = train_config("--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0)
+    assert getattr(getattr(config, section), name) == expected
+    assert getattr(getattr(default, section), name) != expected, "the value must differ from the default"
+
+
+def test_dry_run_is_a_switch_that_sets_run_dry_run_and_is_off_unless_given(shard_folder):
+    common = ["--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0]
+
+    assert train_config(*common, "--dry-run")[0].run.dry_run is True
+    assert train_config(*common)[0].run.dry_run is False
+
+
+def test_unset_new_flags_keep_a_config_files_values(tmp_path, shard_folder):
+    config_file = tmp_path / "training_config.json"
+    save_json(
+        resolve_config(
+            {
+                "data": {"train_manifests": [str(shard_folder / "shard-00000.parquet")], "num_workers": 3},
+                "optim": {"epochs": 1, "lr_warmup_steps": 0, "ema_decay": 0.99, "gradient_clip_norm": 2.0},
+                "run": {"output_dir": str(tmp_path / "run"), "dry_run": True, "checkpoint_every_steps": 7},
+            }
+        ),
+        config_file,
+    )
+
+    config, _ = train_config("--config", config_file, "--seed", 1)
+
+    assert (config.data.num_workers, config.optim.ema_decay, config.optim.gradient_clip_norm) == (
+        3,
+        0.99,
+        2.0,
+    )
+    assert (config.run.dry_run, config.run.checkpoint_every_steps) == (True, 7)
+
+
+def test_gradient_clip_value_alone_turns_the_default_norm_clip_off(shard_folder):
+    common = ["--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0]
+
+    config, _ = train_config(*common, "--gradient-clip-value", 0.5)
+
+    assert train_config(*common)[0].optim.gradient_clip_norm == 5.0, "the norm clip is on by default"
+    assert (config.optim.gradient_clip_value, config.optim.gradient_clip_norm) == (0.5, None)
+
+
+def test_gradient_clip_norm_alone_overrides_a_config_files_value_clip(tmp_path, shard_folder):
+    config_file = tmp_path / "training_config.json"
+    save_json(
+        resolve_config(
+            {
+                "data": {"train_manifests": [str(shard_folder / "shard-00000.parquet")]},
+                "optim": {
+                    "epochs": 1,
+                    "lr_warmup_steps": 0,
+                    "gradient_clip_norm": None,
+                    "gradient_clip_value": 1.0,
+                },
+                "run": {"output_dir": str(tmp_path / "run")},
+            }
+        ),
+        config_file,
+    )
+
+    config, _ = train_config("--config", config_file, "--gradient-clip-norm", 2.0)
+
+    assert (config.optim.gradient_clip_norm, config.optim.gradient_clip_value) == (2.0, None)
+
+
+def test_both_gradient_clips_exit_1_with_the_configs_message(tmp_path, shard_folder, capsys):
+    status = cli(
+        "train", "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0,
+        "--output-dir", tmp_path / "run", "--gradient-clip-norm", 1.0, "--gradient-clip-value", 0.5,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+
+    assert status == 1
+    assert err.startswith("asr-pipeline train: error: ")
+    assert "gradient_clip_value=0.5 and gradient_clip_norm=1.0 are both set" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists(), "rejected before anything is written"
+
+
 def test_train_without_a_config_needs_manifests_epochs_and_warmup(capsys):
     status = main(["train", "--variant", "tiny"])
     err = capsys.readouterr().err
@@ -329,6 +482,25 @@ def test_train_runs_one_torchrun_process_and_writes_a_self_contained_run_dir(tra
     assert saved["run"]["tokenizer"] == str(trained_run / "tokenizer.model")
     assert (trained_run / "tokenizer.model").read_bytes() == tokenizer_model.read_bytes()
     assert any(event["type"] == "validation" for event in events)
+
+
+def test_dry_run_on_the_tiny_variant_runs_one_process_and_writes_dry_run_metrics(
+    tmp_path, shard_folder, tokenizer_model, capsys
+):
+    run_dir = tmp_path / "dry"
+
+    status = cli(
+        "train", "--train-manifest", shard_folder, "--tokenizer", tokenizer_model, "--output-dir", run_dir,
+        "--variant", "tiny", "--epochs", 1, "--lr-warmup-steps", 1, "--dry-run",
+    )  # fmt: skip
+    printed = printed_json(capsys)
+
+    assert status == 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["dry_run"] is True and metrics["steps"] == 0 and metrics["loss"] > 0
+    assert printed["dry_run"] is True and printed["run_dir"] == str(run_dir)
+    assert json.loads((run_dir / "training_config.json").read_text())["run"]["dry_run"] is True
+    assert not (run_dir / "checkpoint_latest.json").exists(), "a dry run writes no checkpoint"
 
 
 # --- decode ---------------------------------------------------------------------------------------------
@@ -441,11 +613,3 @@ def test_kedro_loads_the_project_cli_module_and_lists_every_stage():
     assert result.returncode == 0, result.stderr[-2000:]
     for stage in ("demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"):
         assert f"- {stage}" in result.stdout
-
-
-def test_init_from_lands_in_run_init_from(shard_folder, tmp_path):
-    config, _ = train_config(
-        "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0, "--init-from", tmp_path
-    )
-
-    assert config.run.init_from == str(tmp_path)

@@ -46,6 +46,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--shard-size", type=int, default=512, help="examples per shard when --output is a folder"
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes decoding audio and computing features (shards are identical for any N); "
+        "about the number of free CPU cores",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="fail on the first bad record (naming it) instead of skipping and counting it",
@@ -54,43 +62,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
-    from asr_pipeline.io.datasets import FeatureShardsDataset, ShardChunk
-    from asr_pipeline.io.shards import records_to_table, shard_name, write_shard
+    from asr_pipeline.features.extract import ExtractionOptions, extract_records
     from asr_pipeline.text.tokenizer import CTCTokenizer
 
     inputs = [existing_path(path, "--input") for path in args.input]
     tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
     if args.max_samples is not None and args.max_samples < 1:
         raise UsageError("--max-samples must be >= 1")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     options = ExtractionOptions.from_dict(
         {
             "shard_size": args.shard_size,
             "max_audio_duration_sec": args.max_audio_duration_sec,
             "strict": args.strict,
+            "jobs": args.jobs,
         }
     )
     tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
     rows, read_report = _read_manifest_rows(inputs, strict=args.strict)
     extraction_report = SkipReport(strict=args.strict)
     totals = {"frames": 0, "duration_ms": 0}
-    records = extract_records(rows, tokenizer, options, extraction_report, total=len(rows))
-    records = _count_frames(islice(records, args.max_samples), totals)  # islice(.., None): every record
-
-    output = Path(args.output)
-    if output.suffix == ".parquet":
-        output.parent.mkdir(parents=True, exist_ok=True)
-        write_shard(records_to_table(list(records)), output)
-        written = [output]
-    else:
-        shards = FeatureShardsDataset(str(output))  # replaces stale shards exactly as the features stage does
-        written = []
-        for index, table in enumerate(batch_into_shards(records, options.shard_size)):
-            shards.save(ShardChunk(index, table))
-            written.append(output / shard_name(index))
-        if not written:  # nothing survived: still write an (empty) shard so the result is explicit
-            shards.save(ShardChunk(0, records_to_table([])))
-            written.append(output / shard_name(0))
+    extracted = extract_records(rows, tokenizer, options, extraction_report, total=len(rows))
+    records = _count_frames(islice(extracted, args.max_samples), totals)  # islice(.., None): every record
+    try:
+        written = _write_records(records, Path(args.output), options.shard_size)
+    finally:
+        extracted.close()  # after --max-samples: stop the --jobs workers now
 
     report = _combine_reports(read_report, extraction_report)
     stopped = args.max_samples is not None and extraction_report.kept >= args.max_samples
@@ -104,6 +102,29 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+def _write_records(records: Iterable[dict], output: Path, shard_size: int) -> list[Path]:
+    """One .parquet file, or a folder of numbered shards; returns the paths written."""
+    from asr_pipeline.features.extract import batch_into_shards
+    from asr_pipeline.io.datasets import FeatureShardsDataset, ShardChunk
+    from asr_pipeline.io.shards import records_to_table, shard_name, write_shard
+
+    if output.suffix == ".parquet":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_shard(records_to_table(list(records)), output)
+        written = [output]
+    else:
+        shards = FeatureShardsDataset(str(output))  # replaces stale shards exactly as the features stage does
+        written = []
+        for index, table in enumerate(batch_into_shards(records, shard_size)):
+            shards.save(ShardChunk(index, table))
+            written.append(output / shard_name(index))
+        if not written:  # nothing survived: still write an (empty) shard so the result is explicit
+            shards.save(ShardChunk(0, records_to_table([])))
+            written.append(output / shard_name(0))
+
+    return written
 
 
 def _read_manifest_rows(inputs: list[Path], strict: bool) -> tuple[list[dict], SkipReport]:

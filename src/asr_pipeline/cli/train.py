@@ -8,7 +8,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json, shard_paths
 from asr_pipeline.training.config import (
@@ -24,31 +24,123 @@ _SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "ru
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
 
-# (flag, training config key, type, help, choices); defaults come from training.config, except output_dir.
-TRAIN_FLAGS: list[tuple[str, str, Callable[[str], Any], str, list[str] | None]] = [
-    ("--architecture", "model.architecture", str, "model architecture (models.registry)", None),
-    ("--variant", "model.variant", str, "named size of the architecture, e.g. tiny, demo, xs", None),
-    ("--d-model", "model.d_model", int, "model width; overrides the variant's", None),
-    ("--num-layers", "model.num_layers", int, "encoder blocks; overrides the variant's", None),
-    ("--num-heads", "model.num_heads", int, "attention heads; overrides the variant's", None),
-    ("--blank-id", "model.blank_id", int, "CTC blank id (as given to the tokenizer)", None),
-    ("--epochs", "optim.epochs", int, "passes over the training data", None),
-    ("--learning-rate", "optim.learning_rate", float, "peak learning rate; unset: the variant's", None),
-    ("--weight-decay", "optim.weight_decay", float, "AdamW weight decay", None),
-    ("--lr-warmup-steps", "optim.lr_warmup_steps", int, "optimizer steps of linear warmup", None),
-    ("--batch-size", "data.batch_size", int, "fixed batch size; unset: adaptive batches", None),
-    ("--adaptive-batch-budget", "data.adaptive_batch_budget", int, "padded frames per adaptive batch", None),
-    ("--seed", "run.seed", int, "random seed", None),
-    (
+
+class TrainFlag(NamedTuple):
+    """One flag that sets one training config field; its default is the field's (training.config)."""
+
+    flag: str  # the reference trainer's name for it
+    key: str  # dotted training config key, e.g. "optim.epochs"
+    type: Callable[[str], Any]  # bool: a switch that sets the field to True
+    help: str
+    choices: list[str] | None = None
+    metavar: str | None = None
+
+
+# Every flag has no argparse default (None), so an unset flag never overrides a --config file's value.
+TRAIN_FLAGS: list[TrainFlag] = [
+    # model
+    TrainFlag("--architecture", "model.architecture", str, "model architecture (models.registry)"),
+    TrainFlag("--variant", "model.variant", str, "named size of the architecture, e.g. tiny, demo, xs"),
+    TrainFlag("--d-model", "model.d_model", int, "model width; overrides the variant's"),
+    TrainFlag("--num-layers", "model.num_layers", int, "encoder blocks; overrides the variant's"),
+    TrainFlag("--num-heads", "model.num_heads", int, "attention heads; overrides the variant's"),
+    TrainFlag("--dropout", "model.dropout", float, "dropout probability; unset: the variant's"),
+    TrainFlag("--vocab-size", "model.vocab_size", int, "output classes incl. blank; unset: the tokenizer's"),
+    TrainFlag("--blank-id", "model.blank_id", int, "CTC blank id (as given to the tokenizer)"),
+    # optim
+    TrainFlag("--epochs", "optim.epochs", int, "passes over the training data"),
+    TrainFlag("--learning-rate", "optim.learning_rate", float, "peak learning rate; unset: the variant's"),
+    TrainFlag("--weight-decay", "optim.weight_decay", float, "AdamW weight decay"),
+    TrainFlag("--lr-warmup-steps", "optim.lr_warmup_steps", int, "optimizer steps of linear warmup"),
+    TrainFlag("--lr-hold-steps", "optim.lr_hold_steps", int, "optimizer steps at the peak after warmup"),
+    TrainFlag(
+        "--lr-decay-steps",
+        "optim.lr_decay_steps",
+        int,
+        "optimizer steps of decay to --lr-min; unset: all steps left after warmup and hold",
+    ),
+    TrainFlag("--lr-min", "optim.lr_min", float, "learning rate at the end of the decay"),
+    TrainFlag(
+        "--gradient-clip-norm",
+        "optim.gradient_clip_norm",
+        float,
+        "clip the global gradient norm to this; excludes --gradient-clip-value",
+    ),
+    TrainFlag(
+        "--gradient-clip-value",
+        "optim.gradient_clip_value",
+        float,
+        "clip each gradient element to [-v, v]; given alone, turns the norm clip off",
+    ),
+    TrainFlag(
+        "--gradient-accumulation-steps",
+        "optim.gradient_accumulation_steps",
+        int,
+        "batches summed into one optimizer step",
+    ),
+    TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
+    TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
+    # data
+    TrainFlag("--input-dim", "data.input_dim", int, "feature bins per frame (the shards' cols)"),
+    TrainFlag("--batch-size", "data.batch_size", int, "fixed batch size; unset: adaptive batches"),
+    TrainFlag(
+        "--adaptive-batch-budget", "data.adaptive_batch_budget", int, "padded frames per adaptive batch"
+    ),
+    TrainFlag(
+        "--adaptive-batch-max-samples",
+        "data.adaptive_batch_max_samples",
+        int,
+        "utterances per adaptive batch at most",
+    ),
+    TrainFlag("--sort-buffer-size", "data.sort_buffer_size", int, "examples sorted by length together"),
+    TrainFlag("--max-train-samples", "data.max_train_samples", int, "keep the first N training examples"),
+    TrainFlag("--max-val-samples", "data.max_val_samples", int, "keep the first N validation examples"),
+    TrainFlag(
+        "--max-audio-duration-sec",
+        "data.max_audio_duration_sec",
+        float,
+        "drop (and count) longer training examples",
+    ),
+    TrainFlag("--num-workers", "data.num_workers", int, "DataLoader worker processes per rank"),
+    TrainFlag("--spec-time-masks", "data.spec_time_masks", int, "SpecAugment time masks per example"),
+    TrainFlag(
+        "--spec-time-mask-max-frames", "data.spec_time_mask_max_frames", int, "frames per time mask at most"
+    ),
+    TrainFlag("--spec-freq-masks", "data.spec_freq_masks", int, "SpecAugment frequency masks per example"),
+    TrainFlag(
+        "--spec-freq-mask-max-bins", "data.spec_freq_mask_max_bins", int, "bins per frequency mask at most"
+    ),
+    # run
+    TrainFlag("--seed", "run.seed", int, "random seed"),
+    TrainFlag(
+        "--resume-from",
+        "run.resume_from",
+        str,
+        "continue the run in this run dir from its checkpoint_latest",
+        metavar="DIR",
+    ),
+    TrainFlag(
         "--init-from",
         "run.init_from",
         str,
-        "start from a run dir's or .safetensors weights (matching tensors)",
-        None,
+        "start from a run dir's or .safetensors weights (matching tensors); ignored with --resume-from",
+        metavar="PATH",
     ),
-    ("--log-every", "run.log_every", int, "optimizer steps between train events", None),
-    ("--backend", "run.backend", str, "device type", ["cpu", "cuda"]),
-    ("--precision", "run.precision", str, "training precision", ["f32", "bf16", "f16"]),
+    TrainFlag(
+        "--dry-run",
+        "run.dry_run",
+        bool,
+        "forward + loss on the first batch only, to check data, model and device; no step, no checkpoint",
+    ),
+    TrainFlag("--log-every", "run.log_every", int, "optimizer steps between train events"),
+    TrainFlag(
+        "--checkpoint-every-steps",
+        "run.checkpoint_every_steps",
+        int,
+        "optimizer steps between extra mid-epoch checkpoints; unset: one per epoch only",
+    ),
+    TrainFlag("--backend", "run.backend", str, "device type", ["cpu", "cuda"]),
+    TrainFlag("--precision", "run.precision", str, "training precision", ["f32", "bf16", "f16"]),
 ]
 
 
@@ -87,11 +179,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--output-dir", help=f"the run dir (default: {DEFAULT_OUTPUT_DIR}, or the config file's)"
     )
-    for flag, key, type_, text, choices in TRAIN_FLAGS:
-        section, name = key.split(".")
+    for spec in TRAIN_FLAGS:
+        section, name = spec.key.split(".")
         default = _config_default(_SECTIONS[section], name)
-        shown = "" if default is None else f" (default: {default}, or the config file's)"
-        parser.add_argument(flag, type=type_, choices=choices, help=text + shown)
+        # "is", not "in (None, False)": 0 == False, and a default of 0 should still be shown.
+        shown = "" if default is None or default is False else f" (default: {default}, or the config file's)"
+        if spec.type is bool:  # store_const keeps the default None: an unset switch leaves the file's value
+            parser.add_argument(spec.flag, action="store_const", const=True, help=spec.help + shown)
+        else:
+            parser.add_argument(
+                spec.flag, type=spec.type, choices=spec.choices, metavar=spec.metavar, help=spec.help + shown
+            )
     parser.add_argument(
         "--nproc-per-node",
         type=int,
@@ -104,6 +202,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _config_default(section: type, name: str) -> Any:
     field = {f.name: f for f in dataclasses.fields(section)}[name]
     return None if field.default is dataclasses.MISSING else field.default
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
 
 
 def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:
@@ -124,10 +226,16 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
             raise UsageError(f"without --config, {', '.join(missing)} must be given")
         base = {"run": {"output_dir": DEFAULT_OUTPUT_DIR}}
     overrides: dict[str, Any] = {}
-    for flag, key, *_ in TRAIN_FLAGS:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+    for spec in TRAIN_FLAGS:
+        value = getattr(args, _dest(spec.flag))
         if value is not None:
-            overrides[key] = value
+            overrides[spec.key] = value
+    # The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0: a clip flag given
+    # alone picks that clip and turns the other off (both given: the config's error, exit 1).
+    if args.gradient_clip_value is not None and args.gradient_clip_norm is None:
+        overrides["optim.gradient_clip_norm"] = None
+    if args.gradient_clip_norm is not None and args.gradient_clip_value is None:
+        overrides["optim.gradient_clip_value"] = None
     if args.train_manifest:
         overrides["data.train_manifests"] = shard_paths(args.train_manifest, "--train-manifest")
     if args.val_manifest:
