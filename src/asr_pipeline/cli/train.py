@@ -258,9 +258,7 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.training.config import save_json
-    from asr_pipeline.training.launch import launch_training
-    from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
+    from asr_pipeline.training.launch import run_training
 
     if args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
@@ -269,9 +267,6 @@ def run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve():
         shutil.copyfile(tokenizer_source, config.run.tokenizer)
-    config_path = run_dir / CONFIG_FILE
-    save_json(config, config_path)
-    launch_training(config_path, nproc_per_node=args.nproc_per_node)
-    metrics_path = run_dir / METRICS_FILE
-    print_json({"run_dir": str(run_dir), **json.loads(metrics_path.read_text())})
+    metrics = run_training(config, nproc_per_node=args.nproc_per_node)
+    print_json({"run_dir": str(run_dir), **metrics})
     return 0

@@ -5,7 +5,6 @@ The catalog owns every path; nodes see bytes, record streams, shard lists or a r
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import pyarrow as pa
 from kedro.io import AbstractDataset, DatasetError
 
 from asr_pipeline.io import shards
+from asr_pipeline.io.atomic import write_bytes_atomic
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
 
@@ -34,13 +34,6 @@ def _project_relative(path: Path) -> Path:
         return absolute
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 class BinaryFileDataset(AbstractDataset[bytes, bytes]):
     """A file's raw bytes (a SentencePiece model, a KenLM binary)."""
 
@@ -51,7 +44,7 @@ class BinaryFileDataset(AbstractDataset[bytes, bytes]):
         return self._filepath.read_bytes()
 
     def save(self, data: bytes) -> None:
-        _write_atomic(self._filepath, bytes(data))
+        write_bytes_atomic(self._filepath, bytes(data))
 
     def _exists(self) -> bool:
         return self._filepath.is_file()
@@ -95,7 +88,7 @@ class ManifestDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]],
             target = (root / relative).resolve()
             if root.resolve() not in target.parents:
                 raise DatasetError(f"refusing to write {relative!r} outside {root}")
-            _write_atomic(target, content() if callable(content) else content)
+            write_bytes_atomic(target, content() if callable(content) else content)
         if not self._path.exists():
             raise DatasetError(f"saved files did not include the manifest {self._path} itself")
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
 from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.run_layout import CONFIG_FILE
@@ -150,13 +150,6 @@ def _weights_step(directory: Path) -> str | None:
 def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
     return {key: tensor.detach().cpu().contiguous() for key, tensor in state.items()}
-
-
-def write_json_atomic(path: str | Path, payload: Any) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:

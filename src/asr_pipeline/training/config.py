@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from asr_pipeline.io.atomic import write_json_atomic
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,10 +169,7 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 def save_json(config: TrainConfig, path: str | Path) -> None:
     """Write atomically (tmp + rename): a reader never sees half a config."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_dict(config), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, to_dict(config))
 
 
 def load_json(path: str | Path) -> TrainConfig:

@@ -7,11 +7,16 @@ this call with ``TrainingFailedError``, which fails the node, so DVC records not
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asr_pipeline.training.config import TrainConfig
 
 
 class TrainingFailedError(RuntimeError):
@@ -99,3 +104,19 @@ def launch_training(
 
 
 __all__ = ["TrainingFailedError", "cpu_threads_per_rank", "launch_training", "torchrun_command"]
+
+
+def run_training(config: TrainConfig, nproc_per_node: int, **launch: Any) -> dict[str, Any]:
+    """Save ``config`` into its run dir, train there under torchrun, and return the run's final metrics.
+
+    The one path from a resolved config to a finished run, shared by the Kedro train node and
+    ``asr-pipeline train``; ``launch`` takes the multi-node options of ``launch_training``.
+    """
+    from asr_pipeline.training.config import save_json
+    from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
+
+    run_dir = Path(config.run.output_dir)
+    config_path = run_dir / CONFIG_FILE
+    save_json(config, config_path)
+    launch_training(config_path, nproc_per_node, **launch)
+    return json.loads((run_dir / METRICS_FILE).read_text())

@@ -6,15 +6,14 @@ imports Kedro, so the same training runs from the CLI, from torchrun directly or
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import polars as pl
 
-from asr_pipeline.training.config import resolve_config, save_json
-from asr_pipeline.training.launch import launch_training
-from asr_pipeline.training.run_layout import CONFIG_FILE, INDEX_FILE, METRICS_FILE, TOKENIZER_FILE
+from asr_pipeline.training.config import resolve_config
+from asr_pipeline.training.launch import run_training
+from asr_pipeline.training.run_layout import INDEX_FILE, TOKENIZER_FILE
 
 
 def train_model(
@@ -51,17 +50,14 @@ def train_model(
             },
         }
     )
-    config_path = run_dir / CONFIG_FILE
-    save_json(config, config_path)
     launch = params.get("launch", {})
-    launch_training(
-        config_path,
+    return run_training(
+        config,
         nproc_per_node=int(launch.get("nproc_per_node", 1)),
         nnodes=int(launch.get("nnodes", 1)),
         node_rank=int(launch.get("node_rank", 0)),
         rdzv_endpoint=launch.get("rdzv_endpoint"),
     )
-    return json.loads((run_dir / METRICS_FILE).read_text())
 
 
 def _empty_directory(path: Path) -> None:
