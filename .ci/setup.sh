@@ -9,7 +9,8 @@ VENV=${VENV:-.venv}
 STAMP_DIR="$VENV/.stamps"
 APT_PACKAGES=(espeak-ng sox libsndfile1 ffmpeg cmake build-essential
               libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
-              zlib1g-dev libbz2-dev liblzma-dev)
+              zlib1g-dev libbz2-dev liblzma-dev
+              sentencepiece)  # spm_train: the external trainer behind `tokenizer --sentencepiece-command`
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
