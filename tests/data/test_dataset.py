@@ -91,7 +91,7 @@ def test_select_examples_drops_long_audio_then_caps_the_count_and_reports_both(t
 def test_dataloader_workers_open_their_own_shards_and_yield_the_same_batches(two_shards):
     dataset = ShardDataset(build_length_index(two_shards))
     dataset[0]  # the parent has a table open; forked workers must not reuse it
-    sampler = LengthBucketedBatchSampler(dataset.num_frames, max_frames=60, shuffle=False)
+    sampler = LengthBucketedBatchSampler(dataset.num_frames, budget=60, shuffle=False)
 
     def batches(num_workers: int) -> list[tuple[list[str], torch.Tensor]]:
         loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_batch, num_workers=num_workers)

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from asr_pipeline.data.sampler import LengthBucketedBatchSampler
+from asr_pipeline.data.sampler import BATCH_UNITS, PADDED_UNITS, LengthBucketedBatchSampler, example_costs
 
 
 def random_lengths(count: int, seed: int = 0) -> np.ndarray:
@@ -25,7 +25,7 @@ def all_ranks(lengths, world: int, **options) -> list[list[list[int]]]:
 
 def test_every_batch_keeps_to_the_padded_frames_budget_and_sample_cap():
     lengths = random_lengths(500)
-    batches = list(LengthBucketedBatchSampler(lengths, max_frames=6000, max_samples=8, sort_buffer_size=64))
+    batches = list(LengthBucketedBatchSampler(lengths, budget=6000, max_samples=8, sort_buffer_size=64))
 
     assert all(padded_frames(b, lengths) <= 6000 for b in batches)
     assert all(len(b) <= 8 for b in batches)
@@ -34,7 +34,7 @@ def test_every_batch_keeps_to_the_padded_frames_budget_and_sample_cap():
 
 def test_an_example_over_the_budget_forms_a_batch_of_its_own():
     lengths = np.array([100, 120, 5000, 110, 90])
-    batches = list(LengthBucketedBatchSampler(lengths, max_frames=1000, sort_buffer_size=8, seed=3))
+    batches = list(LengthBucketedBatchSampler(lengths, budget=1000, sort_buffer_size=8, seed=3))
 
     assert [2] in batches
     assert sorted(i for b in batches for i in b) == [0, 1, 2, 3, 4]
@@ -72,7 +72,7 @@ def test_drop_mode_gives_every_rank_disjoint_batches_and_the_same_number_of_them
             list(
                 _at_epoch(
                     LengthBucketedBatchSampler(
-                        lengths, max_frames=3000, max_samples=8, num_replicas=world, rank=r, seed=7
+                        lengths, budget=3000, max_samples=8, num_replicas=world, rank=r, seed=7
                     ),
                     epoch,
                 )
@@ -83,9 +83,7 @@ def test_drop_mode_gives_every_rank_disjoint_batches_and_the_same_number_of_them
         seen = [i for batches in per_rank for b in batches for i in b]
         assert len(seen) == len(set(seen)), "an example on two ranks"
         single_rank_batches = len(
-            list(
-                _at_epoch(LengthBucketedBatchSampler(lengths, max_frames=3000, max_samples=8, seed=7), epoch)
-            )
+            list(_at_epoch(LengthBucketedBatchSampler(lengths, budget=3000, max_samples=8, seed=7), epoch))
         )
         assert len(per_rank[0]) * world > single_rank_batches - world, "at most world - 1 batches dropped"
 
@@ -93,7 +91,7 @@ def test_drop_mode_gives_every_rank_disjoint_batches_and_the_same_number_of_them
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_pad_mode_gives_every_rank_the_same_number_of_batches_covering_every_example(world):
     lengths = random_lengths(101, seed=5)
-    per_rank = all_ranks(lengths, world, max_frames=3000, max_samples=8, uneven="pad")
+    per_rank = all_ranks(lengths, world, budget=3000, max_samples=8, uneven="pad")
 
     assert len({len(batches) for batches in per_rank}) == 1
     assert {i for batches in per_rank for b in batches for i in b} == set(range(101))
@@ -107,8 +105,8 @@ def test_with_fewer_batches_than_ranks_every_rank_still_gets_one():
 
 def test_the_plan_is_reproducible_per_seed_and_epoch_and_changes_with_the_epoch():
     lengths = random_lengths(300)
-    sampler = LengthBucketedBatchSampler(lengths, max_frames=5000, sort_buffer_size=50, seed=1)
-    twin = LengthBucketedBatchSampler(lengths, max_frames=5000, sort_buffer_size=50, seed=1)
+    sampler = LengthBucketedBatchSampler(lengths, budget=5000, sort_buffer_size=50, seed=1)
+    twin = LengthBucketedBatchSampler(lengths, budget=5000, sort_buffer_size=50, seed=1)
 
     epoch0 = list(sampler)
     assert epoch0 == list(twin)
@@ -127,7 +125,7 @@ def test_without_shuffle_batches_follow_buffer_order_sorted_by_length():
 def test_resuming_from_state_dict_yields_exactly_the_remaining_batches(done):
     lengths = random_lengths(200)
     options = {
-        "max_frames": 4000,
+        "budget": 4000,
         "max_samples": 16,
         "sort_buffer_size": 64,
         "seed": 11,
@@ -184,7 +182,7 @@ def test_setting_another_epoch_drops_a_pending_resume_position():
         ("num_replicas", 4),
         ("num_examples", 99),
         ("seed", 5),
-        ("batching", [8, None, None, 4096, True, "drop"]),
+        ("batching", [8, "padded-frames", None, None, 4096, True, True, "drop"]),
     ],
 )
 def test_resuming_with_other_data_world_or_options_is_refused(key, value):
@@ -195,9 +193,27 @@ def test_resuming_with_other_data_world_or_options_is_refused(key, value):
         sampler.load_state_dict(state)
 
 
+def test_a_checkpoint_from_before_budget_units_resumes_a_padded_frames_plan():
+    lengths = random_lengths(100)
+    sampler = LengthBucketedBatchSampler(lengths, budget=4000, max_samples=16, sort_buffer_size=64)
+    legacy = {**sampler.state_dict(batches_done=3), "batching": [None, 4000, 16, 64, True, "drop"]}
+
+    sampler.load_state_dict(legacy)
+
+    assert (
+        list(sampler)
+        == list(LengthBucketedBatchSampler(lengths, budget=4000, max_samples=16, sort_buffer_size=64))[3:]
+    )
+    descending = LengthBucketedBatchSampler(
+        lengths, budget=4000, max_samples=16, sort_buffer_size=64, sort_descending=True
+    )
+    with pytest.raises(ValueError, match="batching"):
+        descending.load_state_dict(legacy)
+
+
 def test_exactly_one_of_batch_size_and_budget_is_required():
     with pytest.raises(ValueError, match="exactly one"):
-        LengthBucketedBatchSampler([1, 2], batch_size=2, max_frames=10)
+        LengthBucketedBatchSampler([1, 2], batch_size=2, budget=10)
     with pytest.raises(ValueError, match="exactly one"):
         LengthBucketedBatchSampler([1, 2])
 
@@ -205,3 +221,187 @@ def test_exactly_one_of_batch_size_and_budget_is_required():
 def _at_epoch(sampler: LengthBucketedBatchSampler, epoch: int) -> LengthBucketedBatchSampler:
     sampler.set_epoch(epoch)
     return sampler
+
+
+# --- budget units -------------------------------------------------------------------------------------
+FRAMES = np.array([10, 20, 30, 40])  # one sort buffer, ascending walk: 10, 20, 30, 40
+
+
+@pytest.mark.parametrize(
+    ("unit", "budget", "expected"),
+    [
+        # 1 + 1 + 1 <= 3, the 4th would make 4.
+        ("samples", 3, [[0, 1, 2], [3]]),
+        # 10 + 20 + 30 = 60 <= 60; 60 + 40 > 60.
+        ("frames", 60, [[0, 1, 2], [3]]),
+        # 2 * 20 = 40 <= 60, 3 * 30 = 90 > 60; 1 * 30 ok, 2 * 40 = 80 > 60.
+        ("padded-frames", 60, [[0, 1], [2], [3]]),
+        # T * F with F = 4: 40 + 80 + 120 = 240 <= 240; + 160 > 240.
+        ("feature-values", 240, [[0, 1, 2], [3]]),
+        # durations 100, 200, 300, 400 ms: 100 + 200 = 300 <= 350; + 300 > 350; 300 alone; 300 + 400 > 350.
+        ("duration-ms", 350, [[0, 1], [2], [3]]),
+        # 2 * 200 = 400 <= 600, 3 * 300 = 900 > 600; 300, 2 * 400 = 800 > 600.
+        ("padded-duration-ms", 600, [[0, 1], [2], [3]]),
+    ],
+)
+def test_each_budget_unit_counts_what_its_name_says(unit, budget, expected):
+    sampler = LengthBucketedBatchSampler(
+        FRAMES, budget=budget, unit=unit, durations_ms=FRAMES * 10, feature_dim=4, shuffle=False
+    )
+
+    assert list(sampler) == expected
+
+
+def batch_cost(batch: list[int], costs: np.ndarray, unit: str) -> int:
+    return len(batch) * int(costs[batch].max()) if unit in PADDED_UNITS else int(costs[batch].sum())
+
+
+@pytest.mark.parametrize("unit", BATCH_UNITS)
+def test_every_batch_of_two_or_more_keeps_the_budget_in_every_unit(unit):
+    lengths = random_lengths(400, seed=2)
+    durations = lengths * 10 + 15  # frames at 10 ms plus the 25 ms window's tail
+    costs = example_costs(unit, lengths, durations, feature_dim=80)
+    budget = 8 if unit == "samples" else int(np.median(costs)) * 8  # ~8 typical examples per batch
+    sampler = LengthBucketedBatchSampler(
+        lengths, budget=budget, unit=unit, durations_ms=durations, feature_dim=80, sort_buffer_size=128
+    )
+
+    batches = list(sampler)
+
+    assert sorted(i for b in batches for i in b) == list(range(400))
+    assert all(batch_cost(b, costs, unit) <= budget for b in batches if len(b) > 1)
+    assert sampler.plan_stats().oversized_batches == sampler.oversized_examples == int((costs > budget).sum())
+
+
+def test_summed_units_pack_short_examples_that_padded_units_would_not():
+    # Four short examples and a long one: 5 * 400 = 2000 padded frames, but only 800 real ones.
+    mixed = np.array([100, 100, 100, 100, 400])
+    assert list(LengthBucketedBatchSampler(mixed, budget=800, unit="frames", shuffle=False)) == [
+        [0, 1, 2, 3, 4]
+    ]
+    assert list(LengthBucketedBatchSampler(mixed, budget=800, unit="padded-frames", shuffle=False)) == [
+        [0, 1, 2, 3],
+        [4],
+    ]
+
+
+def test_examples_over_the_budget_form_batches_of_one_and_are_counted():
+    lengths = np.array([100, 120, 5000, 110, 90, 7000])
+    sampler = LengthBucketedBatchSampler(lengths, budget=1000, sort_buffer_size=8, seed=3)
+
+    batches = list(sampler)
+
+    assert [2] in batches and [5] in batches
+    assert sampler.oversized_examples == 2
+    stats = sampler.plan_stats()
+    assert stats.oversized_batches == 2
+    assert stats.examples == 6 and stats.batches == len(batches)
+    assert LengthBucketedBatchSampler(lengths, batch_size=2).oversized_examples == 0
+
+
+def test_plan_stats_measure_padding_as_real_over_padded_frames():
+    lengths = np.array([10, 20, 30, 40])
+    sampler = LengthBucketedBatchSampler(lengths, batch_size=2, shuffle=False)
+
+    stats = sampler.plan_stats()
+
+    # Batches [10, 20] and [30, 40]: real 100 frames, padded 2 * 20 + 2 * 40 = 120.
+    assert (stats.real_frames, stats.padded_frames) == (100, 120)
+    assert stats.padding_efficiency == pytest.approx(100 / 120)
+    assert stats.mean_batch_size == 2.0
+
+
+def test_an_unknown_unit_or_a_missing_amount_is_refused_with_what_is_needed():
+    with pytest.raises(ValueError, match="unknown batch unit 'tokens'"):
+        LengthBucketedBatchSampler([1, 2], budget=10, unit="tokens")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="durations"):
+        LengthBucketedBatchSampler([1, 2], budget=10, unit="duration-ms")
+    with pytest.raises(ValueError, match="feature dimension"):
+        LengthBucketedBatchSampler([1, 2], budget=10, unit="feature-values")
+
+
+# --- sort descending ----------------------------------------------------------------------------------
+def test_sort_descending_walks_each_buffer_longest_first_and_keeps_that_order():
+    lengths = random_lengths(300, seed=4)
+    sampler = LengthBucketedBatchSampler(
+        lengths, budget=6000, sort_buffer_size=100, sort_descending=True, seed=1
+    )
+
+    batches = list(sampler)
+    longest = [int(lengths[b].max()) for b in batches]
+
+    # Three buffers of 100 examples; within each, batch maxima never increase.
+    buffer_starts = [i for i in range(len(batches)) if i == 0 or longest[i] > longest[i - 1]]
+    assert len(buffer_starts) <= 3
+    first_buffer = batches[: buffer_starts[1]] if len(buffer_starts) > 1 else batches
+    members = [i for b in first_buffer for i in b]
+    assert longest[0] == lengths[members].max(), "the first batch holds the longest example of its buffer"
+    assert sorted(i for b in batches for i in b) == list(range(300))
+
+
+def test_with_one_buffer_sort_descending_puts_the_largest_batch_first_every_epoch():
+    lengths = random_lengths(200, seed=6)
+    sampler = LengthBucketedBatchSampler(lengths, budget=5000, sort_buffer_size=4096, sort_descending=True)
+
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        first = next(iter(sampler))
+        assert lengths[first].max() == lengths.max()
+
+
+def test_sort_descending_still_draws_other_buffers_every_epoch():
+    lengths = random_lengths(300, seed=4)
+    sampler = LengthBucketedBatchSampler(lengths, budget=6000, sort_buffer_size=50, sort_descending=True)
+
+    epoch0 = list(sampler)
+    sampler.set_epoch(1)
+
+    assert list(sampler) != epoch0
+
+
+# --- DDP and resume in every unit ---------------------------------------------------------------------
+@pytest.mark.parametrize("unit", BATCH_UNITS)
+@pytest.mark.parametrize("descending", [False, True])
+def test_every_unit_gives_ranks_disjoint_batches_of_equal_count(unit, descending):
+    lengths = random_lengths(101, seed=9)
+    durations = lengths * 10
+    budget = {"samples": 6, "feature-values": 3000 * 80}.get(unit, 3000 * (10 if "duration" in unit else 1))
+    options = {
+        "budget": budget,
+        "unit": unit,
+        "durations_ms": durations,
+        "feature_dim": 80,
+        "sort_descending": descending,
+        "seed": 2,
+    }
+    per_rank = all_ranks(lengths, 3, **options)
+
+    assert len({len(batches) for batches in per_rank}) == 1
+    seen = [i for batches in per_rank for b in batches for i in b]
+    assert len(seen) == len(set(seen)), "an example on two ranks"
+
+
+@pytest.mark.parametrize("unit", BATCH_UNITS)
+def test_every_unit_resumes_mid_epoch_with_exactly_the_remaining_batches(unit):
+    lengths = random_lengths(200, seed=3)
+    options = {
+        "budget": {"samples": 8, "feature-values": 4000 * 80}.get(
+            unit, 4000 * (10 if "duration" in unit else 1)
+        ),
+        "unit": unit,
+        "durations_ms": lengths * 10,
+        "feature_dim": 80,
+        "sort_buffer_size": 64,
+        "seed": 5,
+        "num_replicas": 2,
+        "rank": 0,
+    }
+    sampler = LengthBucketedBatchSampler(lengths, **options)
+    sampler.set_epoch(1)
+    full = list(sampler)
+
+    resumed = LengthBucketedBatchSampler(lengths, **options)
+    resumed.load_state_dict({**sampler.state_dict(batches_done=3), "epoch": 1})
+    resumed.set_epoch(1)
+
+    assert list(resumed) == full[3:]

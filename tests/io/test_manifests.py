@@ -116,7 +116,9 @@ BAD_JSON_FEATURES = [
     ({"features": [[1, 2], [3, 4]], "rows": 3}, "rows*cols does not match"),  # 2-D is (2, 2)
     ({"features": [1, 2, 3, 4]}, "invalid features"),  # flat without rows/cols
     ({"features": [[1, 2], [3]]}, "ragged features"),
-    ({"features": [[1, "x"]]}, "invalid features"),
+    ({"features": [[1, "x"]]}, "non-numeric features"),
+    ({"features": [[1.0, float("nan")]]}, "NaN/Inf features"),  # json.dumps writes NaN, json.loads reads it
+    ({"features": [1.0, float("inf")], "rows": 1, "cols": 2}, "NaN/Inf features"),
     ({"features": []}, "invalid features"),
     ({"features_path": "f.npy", "rows": "many", "cols": 80}, "invalid rows/cols"),
     ({"features_path": "f.npy", "rows": 0, "cols": 80}, "invalid rows/cols"),

@@ -21,10 +21,10 @@ def test_the_four_planned_architectures_are_named():
 
 @pytest.mark.parametrize("architecture", ["zipformer", "paraformer", "w2v-bert"])
 def test_planned_architectures_say_what_to_use_instead(architecture):
-    message = f"{architecture} is not available yet; use --architecture squeezeformer"
-    with pytest.raises(NotImplementedError, match=message):
+    message = f"not available yet: {architecture} lands with its own issue; use squeezeformer"
+    with pytest.raises(ValueError, match=message):
         build_model(architecture, input_dim=80, vocab_size=10)
-    with pytest.raises(NotImplementedError, match=message):
+    with pytest.raises(ValueError, match=message):
         list_variants(architecture)
 
 
@@ -50,11 +50,20 @@ def test_peak_learning_rates_follow_the_paper(variant, peak):
     assert variant_peak_lr("squeezeformer", variant) == peak
 
 
-def test_no_variant_means_the_config_defaults_which_are_xs():
+def test_no_variant_means_the_reference_defaults_256_wide_16_layers_4_heads():
     config = model_config("squeezeformer", None, input_dim=80, vocab_size=256)
 
-    assert config == SqueezeformerConfig()
-    assert config == model_config("squeezeformer", "xs", input_dim=80, vocab_size=256)
+    assert (config.d_model, config.num_layers, config.num_heads) == (256, 16, 4)
+    # Everything else is the config dataclass's default, the U-Net placed by the paper's rule for 16 blocks.
+    assert config == SqueezeformerConfig(d_model=256, num_layers=16, num_heads=4)
+    assert variant_peak_lr("squeezeformer", None) is None
+
+
+def test_without_a_variant_a_size_flag_overrides_only_its_own_field():
+    config = model_config("squeezeformer", None, input_dim=80, vocab_size=10, num_layers=8, num_heads=None)
+
+    assert (config.d_model, config.num_layers, config.num_heads) == (256, 8, 4)
+    assert (config.time_reduce_idx, config.time_recover_idx) == (3, 7), "the U-Net follows num_layers"
 
 
 def test_overrides_replace_the_variant_values_and_none_means_not_given():

@@ -11,15 +11,22 @@ from tests.pipelines.conftest import run_stage
 
 
 def _manifest(tmp_path, split, rows):
-    records = {name: [] for name in MANIFEST_SCHEMA}
+    records = []
     for i, (seconds, text, tokens) in enumerate(rows):
         path = tmp_path / f"{split}-{i}.wav"
         if seconds is not None:
             path.write_bytes(make_wav(seconds=seconds, sample_rate=22050))
-        for name, value in zip(
-            MANIFEST_SCHEMA, [f"{split}-{i}", f"m.jsonl:{i + 1}", str(path), text, tokens], strict=True
-        ):
-            records[name].append(value)
+        records.append(
+            {
+                "id": f"{split}-{i}",
+                "location": f"m.jsonl:{i + 1}",
+                "source": "m.jsonl",
+                "kind": "audio_file",
+                "audio_path": str(path),
+                "text": text,
+                "tokens": tokens,
+            }
+        )
     return pl.DataFrame(records, schema=MANIFEST_SCHEMA)
 
 
@@ -58,8 +65,8 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
 
     train_report = catalog.load("train.extraction_report")
     assert (train_report["seen"], train_report["kept"], train_report["shards"]) == (4, 3, 2)
-    assert train_report["skipped_by_reason"] == {"undecodable audio": 1}
-    assert "train-2.wav" in train_report["first_skipped"]["undecodable audio"][0]
+    assert train_report["skipped_by_reason"] == {"missing file": 1}
+    assert "train-2.wav" in train_report["first_skipped"]["missing file"][0]
     assert catalog.load("dev.extraction_report")["skipped_by_reason"] == {
         "token id outside the vocabulary": 1
     }

@@ -39,22 +39,17 @@ def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, pro
     )
     train = catalog.load("train.manifest")
     assert train["text"].to_list() == ["hello world", "good morning"]
-    assert train.columns == ["id", "location", "audio_path", "text", "tokens"]
+    assert train.columns == [
+        "id", "location", "source", "kind", "audio_path", "features_path", "rows", "cols", "text", "tokens"
+    ]  # fmt: skip
+    assert set(train["kind"]) == {"audio_file"}
     assert catalog.load("tokenizer_corpus") == "hello world\ngood morning\n"
     assert catalog.load("train.transcripts_report")["skipped_by_reason"] == {"empty transcript": 1}
     dev_report = catalog.load("dev.transcripts_report")
-    assert dev_report["skipped_by_reason"] == {"duplicate id": 1, "malformed JSON": 1, "no audio": 1}
+    assert dev_report["skipped_by_reason"] == {
+        "duplicate id": 1,
+        "malformed JSON": 1,
+        "no audio or features": 1,
+    }
     assert (dev_report["seen"], dev_report["kept"]) == (4, 1)
     assert catalog.load("test.manifest")["text"].to_list() == ["three"]
-
-
-def test_records_the_stages_cannot_use_yet_are_counted_not_lost(tmp_path, project_params):
-    splits = _raw_splits(tmp_path)
-    (tmp_path / "test.jsonl").write_text(
-        json.dumps({"id": "f1", "features_path": "f1.npy", "rows": 2, "cols": 2, "text": "x"}) + "\n"
-    )
-    catalog = run_stage(create_pipeline(), splits, params={"transcripts": project_params["transcripts"]})
-    report = catalog.load("test.transcripts_report")
-    assert report["skipped"] == 1
-    [reason] = report["skipped_by_reason"]
-    assert "precomputed features" in reason

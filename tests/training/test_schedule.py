@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from asr_pipeline.training.schedule import default_decay_steps, warmup_hold_decay
+from asr_pipeline.training.config import OptimConfig
+from asr_pipeline.training.schedule import default_decay_steps, lr_schedule, warmup_hold_decay
 
 PEAK, MIN = 1e-3, 1e-5
 SCHEDULE = {"peak_lr": PEAK, "warmup_steps": 10, "hold_steps": 5, "decay_steps": 20, "min_lr": MIN}
@@ -54,3 +55,101 @@ def test_a_negative_step_is_refused():
 def test_default_decay_covers_the_steps_left_after_warmup_and_hold():
     assert default_decay_steps(total_steps=100, warmup_steps=10, hold_steps=5) == 85
     assert default_decay_steps(total_steps=10, warmup_steps=10, hold_steps=5) == 1
+
+
+# --- lr_schedule: which schedule the config selects, and its phases in optimizer steps ----------------
+def optim(**values) -> OptimConfig:
+    return OptimConfig(**values)
+
+
+def test_without_step_options_the_epoch_schedule_turns_epochs_into_optimizer_steps():
+    # 500 epochs of 10 steps: warmup 20 epochs = 200 steps, hold 160 = 1600, decay 320 = 3200.
+    schedule = lr_schedule(optim(), peak_lr=PEAK, steps_per_epoch=10)
+
+    assert (schedule.kind, schedule.scaled) == ("epoch", False)
+    assert (schedule.warmup_steps, schedule.hold_steps, schedule.decay_steps) == (200, 1600, 3200)
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        (0, PEAK * 1 / 200),  # warmup is interpolated per optimizer step, not per epoch
+        (99, PEAK * 100 / 200),
+        (199, PEAK),
+        (200, PEAK),  # hold: steps 200..1799
+        (1799, PEAK),
+        (1800, PEAK),  # decay: min + (peak - min) * (1 - (step - 1800) / 3200) ** E
+        (2600, MIN + (PEAK - MIN) * (1 - 800 / 3200) ** 2),
+        (3400, MIN + (PEAK - MIN) * 0.5**2),
+        (4999, MIN + (PEAK - MIN) * (1 / 3200) ** 2),  # the last step of the run
+        (5000, MIN),
+    ],
+)
+def test_the_epoch_schedule_matches_its_formula_at_chosen_steps(step, expected):
+    schedule = lr_schedule(optim(lr_min=MIN, lr_decay_exponent=2.0), peak_lr=PEAK, steps_per_epoch=10)
+
+    assert schedule(step) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_run_shorter_than_warmup_plus_hold_scales_both_to_fill_half_of_it():
+    # 10 epochs of 9 steps, 20 + 160 epochs asked: factor 10 / (2 * 180); warmup 0.56 epochs = 5 steps,
+    # hold 4.44 epochs = 40 steps, and the other 5 epochs (45 steps) decay.
+    schedule = lr_schedule(optim(epochs=10), peak_lr=PEAK, steps_per_epoch=9)
+
+    assert schedule.scaled
+    assert (schedule.warmup_steps, schedule.hold_steps, schedule.decay_steps) == (5, 40, 45)
+    rates = [schedule(step) for step in range(90)]
+    assert rates[4] == PEAK and rates[44] == PEAK, "the peak is reached and held"
+    assert rates[89] == pytest.approx(PEAK / 45), "and the last step of the run decays to nearly lr_min"
+
+
+def test_warmup_plus_hold_exactly_the_run_length_is_scaled_too():
+    schedule = lr_schedule(optim(epochs=30, lr_warmup_epochs=10, lr_hold_epochs=20), PEAK, steps_per_epoch=4)
+
+    assert schedule.scaled and (schedule.warmup_steps, schedule.hold_steps, schedule.decay_steps) == (
+        20,
+        40,
+        60,
+    )
+
+
+def test_a_run_longer_than_warmup_plus_hold_is_not_scaled():
+    schedule = lr_schedule(optim(epochs=31, lr_warmup_epochs=10, lr_hold_epochs=20), PEAK, steps_per_epoch=4)
+
+    assert not schedule.scaled
+    assert (schedule.warmup_steps, schedule.hold_steps, schedule.decay_steps) == (40, 80, 4)
+
+
+@pytest.mark.parametrize(
+    ("steps", "phases"),
+    [
+        ({"lr_warmup_steps": 7}, (7, 0, 93)),  # unset hold: 0; unset decay: the rest of the run
+        ({"lr_hold_steps": 5}, (0, 5, 95)),  # any one step option selects the step schedule
+        ({"lr_decay_steps": 30}, (0, 0, 30)),
+        ({"lr_warmup_steps": 0}, (0, 0, 100)),  # 0 is "set": the step schedule with no warmup
+        ({"lr_warmup_steps": 10, "lr_hold_steps": 20, "lr_decay_steps": 50}, (10, 20, 50)),
+    ],
+)
+def test_any_step_option_selects_the_step_schedule_over_the_epoch_options(steps, phases):
+    # 10 epochs of 10 steps; the epoch options are set too and must be ignored.
+    config = optim(epochs=10, lr_warmup_epochs=2, lr_hold_epochs=3, **steps)
+
+    schedule = lr_schedule(config, peak_lr=PEAK, steps_per_epoch=10)
+
+    assert schedule.kind == "step" and not schedule.scaled
+    assert (schedule.warmup_steps, schedule.hold_steps, schedule.decay_steps) == phases
+
+
+@pytest.mark.parametrize(("step", "remaining"), [(30, 1.0), (40, 0.75), (50, 0.5), (69, 1 / 40)])
+def test_the_step_schedule_decays_with_the_exponent_to_lr_min(step, remaining):
+    config = optim(lr_warmup_steps=10, lr_hold_steps=20, lr_decay_steps=40, lr_min=MIN, lr_decay_exponent=3.0)
+
+    schedule = lr_schedule(config, peak_lr=PEAK, steps_per_epoch=10)
+
+    assert schedule(step) == pytest.approx(MIN + (PEAK - MIN) * remaining**3, rel=1e-12)
+    assert schedule(70) == MIN
+
+
+def test_an_lr_min_above_the_peak_is_refused_naming_both_flags():
+    with pytest.raises(ValueError, match=r"lr_min=0\.01 is above the peak learning rate 0\.001.*--lr-min"):
+        lr_schedule(optim(lr_min=0.01), peak_lr=PEAK, steps_per_epoch=10)

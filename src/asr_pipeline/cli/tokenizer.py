@@ -1,17 +1,22 @@
-"""``asr-pipeline tokenizer``: train a SentencePiece model on the normalized transcripts of the inputs."""
+"""``asr-pipeline tokenizer``: train a SentencePiece model on the normalized transcripts of the inputs.
+
+Flag names and defaults follow the reference Rust trainer. The transcripts are streamed into a corpus file
+(``<output-dir>/<model-prefix>.corpus.txt``, one normalized sentence per line) that the library or an
+external ``spm_train`` trains on; it is deleted afterwards unless ``--keep-corpus``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from asr_pipeline.cli.common import HelpFormatter, existing_path, print_json
+from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.text.normalize import NormalizationOptions, normalize_text
+from asr_pipeline.text.normalize import UNICODE_FORMS, NormalizationOptions, normalize_text, tokenizer_sidecar
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,18 +25,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=HelpFormatter,
         help="train a SentencePiece tokenizer on normalized transcripts",
         description="Train a SentencePiece model on the normalized transcripts of --input; write "
-        "<output-dir>/<model-prefix>.model and .vocab and print the training vocab_size (pieces + 1 blank).",
+        "<output-dir>/<model-prefix>.model, .vocab and .json (the training vocab_size, blank id and text "
+        "normalization) and print the training vocab_size (pieces + 1 blank).",
     )
     parser.add_argument(
         "--input",
         action="append",
-        required=True,
         metavar="PATH",
-        help="a JSONL/JSON manifest, an audio folder with .txt sidecars, or a .txt file with one sentence "
-        "per non-empty line; repeat for several",
+        help="a manifest (JSONL/JSON/TSV/Parquet), a folder of them, an audio folder with .txt/.lab/"
+        ".transcript sidecars, a plain-text file (one sentence per non-empty line) or a folder of such "
+        ".txt files; repeat for several",
+    )
+    parser.add_argument(
+        "--manifest-dir",
+        metavar="DIR",
+        help="train on DIR/train.jsonl (the training half of the split `train --manifest-dir` makes when "
+        "DIR has no val/validation/dev.jsonl, written under --output-dir); instead of or besides --input",
     )
     parser.add_argument("--output-dir", default="tokenizer", help="folder to write into")
-    parser.add_argument("--model-prefix", default="tokenizer", help="file name stem of .model/.vocab")
+    parser.add_argument("--model-prefix", default="tokenizer", help="file name stem of .model/.vocab/.json")
     parser.add_argument("--vocab-size", type=int, default=5000, help="SentencePiece pieces, blank excluded")
     parser.add_argument(
         "--model-type",
@@ -48,7 +60,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--shuffle-input-sentence",
         action="store_true",
-        help="shuffle before sampling --input-sentence-size sentences",
+        help="sample the --input-sentence-size sentences at random instead of taking the first ones",
+    )
+    parser.add_argument(
+        "--train-extremely-large-corpus",
+        action="store_true",
+        help="wider counters for unigram training on very large corpora (more memory)",
     )
     parser.add_argument(
         "--user-defined-symbols",
@@ -58,7 +75,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--byte-fallback", action="store_true", help="spell unknown characters as UTF-8 bytes"
     )
+    parser.add_argument(
+        "--keep-corpus",
+        action="store_true",
+        help="keep the training text (<model-prefix>.corpus.txt) next to the model instead of deleting it",
+    )
+    parser.add_argument(
+        "--sentencepiece-command",
+        metavar="PATH",
+        help="train with this external spm_train (same flags) instead of the Python library",
+    )
     parser.add_argument("--blank-id", type=int, default=0, help="CTC blank position among the model ids")
+    parser.add_argument(
+        "--unicode-form",
+        choices=[*UNICODE_FORMS, "none"],
+        default="NFKC",
+        help="Unicode normalization of the transcripts ('none' keeps them as they are)",
+    )
     parser.add_argument(
         "--no-lowercase", action="store_true", help="keep the transcripts' case (default: lowercase them)"
     )
@@ -67,63 +100,124 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep punctuation (default: strip it, keeping apostrophes inside words)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on the first bad record (naming file and line) instead of skipping and counting it",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.pipelines.tokenizer.nodes import train_tokenizer
-
-    inputs = [existing_path(path, "--input") for path in args.input]
-    normalization = NormalizationOptions(
-        lowercase=not args.no_lowercase, strip_punctuation=not args.keep_punctuation
+    from asr_pipeline.text.sentencepiece_training import (
+        SentencePieceOptions,
+        tokenizer_summary,
+        train_sentencepiece_file,
+        vocab_text,
     )
-    report = SkipReport()
-    sentences = list(_iter_sentences(inputs, normalization, report))
-    params: dict[str, Any] = {
-        "vocab_size": args.vocab_size,
-        "model_type": args.model_type,
-        "character_coverage": args.character_coverage,
-        "input_sentence_size": args.input_sentence_size,
-        "shuffle_input_sentence": args.shuffle_input_sentence,
-        "byte_fallback": args.byte_fallback,
-        "blank_id": args.blank_id,
-    }
-    if args.user_defined_symbols:
-        params["user_defined_symbols"] = [s for s in args.user_defined_symbols.split(",") if s]
-    corpus = "".join(sentence + "\n" for sentence in sentences)
-    model, vocab, info = train_tokenizer(corpus, params, dataclasses.asdict(normalization))
 
     output_dir = Path(args.output_dir)
+    inputs = [existing_path(path, "--input") for path in args.input or []]
+    if args.manifest_dir is not None:
+        from asr_pipeline.io.manifest_dir import resolve_manifest_dir
+
+        inputs.append(
+            resolve_manifest_dir(existing_path(args.manifest_dir, "--manifest-dir"), output_dir).train
+        )
+    if not inputs:
+        raise UsageError("give the training text with --input (repeatable) or --manifest-dir")
+    if args.sentencepiece_command is not None and shutil.which(args.sentencepiece_command) is None:
+        raise UsageError(
+            f"--sentencepiece-command {args.sentencepiece_command}: no such executable (a path, or a name "
+            "on PATH such as spm_train)"
+        )
+    normalization = NormalizationOptions(
+        unicode_form=None if args.unicode_form == "none" else args.unicode_form,
+        lowercase=not args.no_lowercase,
+        strip_punctuation=not args.keep_punctuation,
+    )
+    options = SentencePieceOptions.from_dict(
+        {
+            "vocab_size": args.vocab_size,
+            "model_type": args.model_type,
+            "character_coverage": args.character_coverage,
+            "input_sentence_size": args.input_sentence_size,
+            "shuffle_input_sentence": args.shuffle_input_sentence,
+            "train_extremely_large_corpus": args.train_extremely_large_corpus,
+            "user_defined_symbols": args.user_defined_symbols or (),
+            "byte_fallback": args.byte_fallback,
+            "blank_id": args.blank_id,
+            "sentencepiece_command": args.sentencepiece_command,
+        }
+    )
+    report = SkipReport(strict=args.strict)
     output_dir.mkdir(parents=True, exist_ok=True)
+    corpus = output_dir / f"{args.model_prefix}.corpus.txt"
+    try:
+        with corpus.open("w", encoding="utf-8") as handle:  # streamed: the corpus may exceed memory
+            sentences = 0
+            for sentence in _iter_sentences(inputs, normalization, report):
+                handle.write(sentence + "\n")
+                sentences += 1
+        if sentences == 0:
+            raise ValueError(
+                f"no usable transcripts in {', '.join(map(str, inputs))} "
+                f"(skipped: {report.to_dict()['skipped_by_reason']})"
+            )
+        model = train_sentencepiece_file(corpus, options)
+    finally:
+        if not args.keep_corpus:
+            corpus.unlink(missing_ok=True)
+    info = tokenizer_summary(model, options, normalization.to_dict(), sentences)
+
     model_path = output_dir / f"{args.model_prefix}.model"
     vocab_path = output_dir / f"{args.model_prefix}.vocab"
     model_path.write_bytes(model)
-    vocab_path.write_text(vocab, encoding="utf-8")
+    vocab_path.write_text(vocab_text(model), encoding="utf-8")
+    tokenizer_sidecar(model_path).write_text(
+        json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     print(
-        f"training vocab_size: {info['vocab_size']} ({info['num_pieces']} pieces + 1 blank at id "
+        f"training --vocab-size {info['vocab_size']} ({info['num_pieces']} pieces + 1 blank at id "
         f"{info['blank_id']}); wrote {model_path}",
         file=sys.stderr,
     )
-    print_json({**info, "model": str(model_path), "vocab": str(vocab_path), "report": report.to_dict()})
+    outputs = {"model": str(model_path), "vocab": str(vocab_path), "info": str(tokenizer_sidecar(model_path))}
+    if args.keep_corpus:
+        outputs["corpus"] = str(corpus)
+    print_json({**info, **outputs, "report": report.to_dict()})
     return 0
 
 
 def _iter_sentences(inputs: list[Path], options: NormalizationOptions, report: SkipReport) -> Iterator[str]:
     """Normalized transcripts of every input; records without a usable one are counted in ``report``."""
-    from asr_pipeline.io.manifests import iter_manifest, iter_text_lines  # heavy imports: not for --help
-
     for path in inputs:
-        if path.is_file() and path.suffix == ".txt":
-            transcripts = iter_text_lines(path, report)
-        else:
-            transcripts = ((record.location, record.text) for record in iter_manifest(path, report))
-        for location, text in transcripts:
+        for location, text in _iter_transcripts(path, report):
             if text is None:
-                report.skip("no transcript", location)
+                report.skip("no transcript", location, "the record has tokens or audio but no text")
                 continue
             normalized = normalize_text(text, options)
             if not normalized:
-                report.skip("empty transcript", location)
+                report.skip("empty transcript", location, "nothing left after normalization")
                 continue
             report.kept += 1
             yield normalized
+
+
+def _iter_transcripts(path: Path, report: SkipReport) -> Iterator[tuple[str, str | None]]:
+    """(location, transcript or None) of each record or text line of one --input."""
+    from asr_pipeline.io.audio import AUDIO_EXTENSIONS  # heavy imports: not for --help
+    from asr_pipeline.io.manifests import RECORD_FILE_SUFFIXES, iter_manifest, iter_text_lines
+
+    if path.is_file() and path.suffix.lower() == ".txt":
+        yield from iter_text_lines(path, report)
+        return
+    if path.is_dir():
+        has = {p.suffix.lower() for p in path.rglob("*") if p.is_file()}
+        if not has & {*RECORD_FILE_SUFFIXES, *AUDIO_EXTENSIONS} and ".txt" in has:
+            # Neither manifests nor audio (whose .txt files are sidecars): a folder of plain-text corpora.
+            for text_file in sorted(path.rglob("*.txt")):
+                yield from iter_text_lines(text_file, report)
+            return
+    for record in iter_manifest(path, report):
+        yield record.location, record.text

@@ -10,54 +10,175 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json, shard_paths
+from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.models.architectures import (
+    ARCHITECTURES,
+    DEFAULT_D_MODEL,
+    DEFAULT_NUM_HEADS,
+    DEFAULT_NUM_LAYERS,
+    SQUEEZEFORMER_VARIANTS,
+    check_available,
+)
 from asr_pipeline.training.config import (
     DataConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
     TrainConfig,
+    ValidationConfig,
     resolve_config,
 )
 
-_SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig}
+_SECTIONS = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "optim": OptimConfig,
+    "run": RunConfig,
+    "validation": ValidationConfig,
+}
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
 
 
 class TrainFlag(NamedTuple):
-    """One flag that sets one training config field; its default is the field's (training.config)."""
+    """One flag that sets one training config field; its default is the field's (training.config).
+
+    Several flags may set the same field (``--architecture`` and its switches ``--zipformer``, ...): given
+    together with different values they are a usage error, unless the later one ``yields`` (a shortcut
+    such as ``--mixed-precision``, which any ``--precision`` overrides).
+    """
 
     flag: str  # the reference trainer's name for it
     key: str  # dotted training config key, e.g. "optim.epochs"
-    type: Callable[[str], Any]  # bool: a switch that sets the field to True
+    type: Callable[[str], Any]  # bool: a switch that sets the field to ``const`` (True unless given)
     help: str
     choices: list[str] | None = None
     metavar: str | None = None
+    aliases: tuple[str, ...] = ()  # other names of the same flag, e.g. --warmup-epochs
+    const: Any = None  # switches: the value they set; None: True
+    default_help: str | None = None  # the default as --help and the README state it; None: the field's
+    yields: bool = False  # a shortcut that another flag setting the same key overrides
+
+
+def _index_list(text: str) -> list[int]:
+    """``"0,1"`` -> ``[0, 1]``: the reference trainer's comma-separated --device-indices."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated GPU indices such as 0,1, got {text!r}"
+        ) from None
 
 
 # Every flag has no argparse default (None), so an unset flag never overrides a --config file's value.
 TRAIN_FLAGS: list[TrainFlag] = [
     # model
-    TrainFlag("--architecture", "model.architecture", str, "model architecture (models.registry)"),
-    TrainFlag("--variant", "model.variant", str, "named size of the architecture, e.g. tiny, demo, xs"),
-    TrainFlag("--d-model", "model.d_model", int, "model width; overrides the variant's"),
-    TrainFlag("--num-layers", "model.num_layers", int, "encoder blocks; overrides the variant's"),
-    TrainFlag("--num-heads", "model.num_heads", int, "attention heads; overrides the variant's"),
-    TrainFlag("--dropout", "model.dropout", float, "dropout probability; unset: the variant's"),
-    TrainFlag("--vocab-size", "model.vocab_size", int, "output classes incl. blank; unset: the tokenizer's"),
+    TrainFlag(
+        "--architecture",
+        "model.architecture",
+        str,
+        "model architecture (models.registry); only squeezeformer is available yet",
+        list(ARCHITECTURES),
+    ),
+    *(
+        TrainFlag(f"--{name}", "model.architecture", bool, f"shortcut for --architecture {name}", const=name)
+        for name in ARCHITECTURES
+        if name != "squeezeformer"
+    ),
+    TrainFlag(
+        "--variant",
+        "model.variant",
+        str,
+        f"named size of the architecture: {', '.join(SQUEEZEFORMER_VARIANTS)}; unset: the sizes of "
+        "--d-model, --num-layers, --num-heads",
+        default_help="unset",
+    ),
+    TrainFlag(
+        "--d-model",
+        "model.d_model",
+        int,
+        "model width",
+        default_help=f"{DEFAULT_D_MODEL}; a --variant's own size when given",
+    ),
+    TrainFlag(
+        "--num-layers",
+        "model.num_layers",
+        int,
+        "encoder blocks",
+        default_help=f"{DEFAULT_NUM_LAYERS}; a --variant's own size when given",
+    ),
+    TrainFlag(
+        "--num-heads",
+        "model.num_heads",
+        int,
+        "attention heads",
+        default_help=f"{DEFAULT_NUM_HEADS}; a --variant's own size when given",
+    ),
+    TrainFlag(
+        "--dropout", "model.dropout", float, "dropout probability", default_help="the variant's, or 0.1"
+    ),
+    TrainFlag(
+        "--vocab-size",
+        "model.vocab_size",
+        int,
+        "output classes incl. blank",
+        default_help="inferred from --tokenizer (pieces + blank)",
+    ),
     TrainFlag("--blank-id", "model.blank_id", int, "CTC blank id (as given to the tokenizer)"),
-    # optim
+    # optim (AdamW)
     TrainFlag("--epochs", "optim.epochs", int, "passes over the training data"),
-    TrainFlag("--learning-rate", "optim.learning_rate", float, "peak learning rate; unset: the variant's"),
+    TrainFlag(
+        "--learning-rate",
+        "optim.learning_rate",
+        float,
+        "peak AdamW learning rate",
+        default_help="per architecture: squeezeformer min(variant peak, 3e-4), 3e-4 without --variant; "
+        "zipformer and paraformer 1e-3; w2v-bert 1e-4",
+    ),
     TrainFlag("--weight-decay", "optim.weight_decay", float, "AdamW weight decay"),
-    TrainFlag("--lr-warmup-steps", "optim.lr_warmup_steps", int, "optimizer steps of linear warmup"),
-    TrainFlag("--lr-hold-steps", "optim.lr_hold_steps", int, "optimizer steps at the peak after warmup"),
+    TrainFlag(
+        "--lr-warmup-epochs",
+        "optim.lr_warmup_epochs",
+        int,
+        "epoch schedule: epochs of linear warmup, interpolated per optimizer step (a run shorter than "
+        "warmup + hold scales both to fill half of it)",
+        aliases=("--warmup-epochs",),
+    ),
+    TrainFlag(
+        "--lr-hold-epochs",
+        "optim.lr_hold_epochs",
+        int,
+        "epoch schedule: epochs at the peak after warmup; the remaining epochs decay to --lr-min",
+        aliases=("--hold-epochs",),
+    ),
+    TrainFlag(
+        "--lr-decay-exponent",
+        "optim.lr_decay_exponent",
+        float,
+        "exponent of the polynomial decay to --lr-min, both schedules (1: linear)",
+        aliases=("--decay-exponent",),
+    ),
+    TrainFlag(
+        "--lr-warmup-steps",
+        "optim.lr_warmup_steps",
+        int,
+        "step schedule: optimizer steps of linear warmup; any --lr-*-steps flag replaces the epoch "
+        "schedule by the step schedule (unset ones: 0 warmup, 0 hold, decay over the rest)",
+        default_help="unset: the epoch schedule",
+    ),
+    TrainFlag(
+        "--lr-hold-steps",
+        "optim.lr_hold_steps",
+        int,
+        "step schedule: optimizer steps at the peak after warmup",
+        default_help="unset: 0 under the step schedule",
+    ),
     TrainFlag(
         "--lr-decay-steps",
         "optim.lr_decay_steps",
         int,
-        "optimizer steps of decay to --lr-min; unset: all steps left after warmup and hold",
+        "step schedule: optimizer steps of decay to --lr-min",
+        default_help="all steps left after warmup and hold",
     ),
     TrainFlag("--lr-min", "optim.lr_min", float, "learning rate at the end of the decay"),
     TrainFlag(
@@ -84,7 +205,19 @@ TRAIN_FLAGS: list[TrainFlag] = [
     TrainFlag("--input-dim", "data.input_dim", int, "feature bins per frame (the shards' cols)"),
     TrainFlag("--batch-size", "data.batch_size", int, "fixed batch size; unset: adaptive batches"),
     TrainFlag(
-        "--adaptive-batch-budget", "data.adaptive_batch_budget", int, "padded frames per adaptive batch"
+        "--adaptive-batch-unit",
+        "data.adaptive_batch_unit",
+        str,
+        "what --adaptive-batch-budget counts: padded-* units count batch size * longest example, the "
+        "others sum the examples' amounts (feature-values: frames * feature dim)",
+        ["samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"],
+    ),
+    TrainFlag(
+        "--adaptive-batch-budget",
+        "data.adaptive_batch_budget",
+        int,
+        "most an adaptive batch may cost, in --adaptive-batch-unit; a longer example forms a batch of "
+        "one, counted in the data event",
     ),
     TrainFlag(
         "--adaptive-batch-max-samples",
@@ -93,6 +226,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "utterances per adaptive batch at most",
     ),
     TrainFlag("--sort-buffer-size", "data.sort_buffer_size", int, "examples sorted by length together"),
+    TrainFlag(
+        "--sort-by-length-desc",
+        "data.sort_by_length_desc",
+        bool,
+        "sort each buffer longest first and keep that batch order (the largest batch of a buffer runs "
+        "first, so an out-of-memory batch fails early); unset: shortest first, batches shuffled",
+    ),
     TrainFlag("--max-train-samples", "data.max_train_samples", int, "keep the first N training examples"),
     TrainFlag("--max-val-samples", "data.max_val_samples", int, "keep the first N validation examples"),
     TrainFlag(
@@ -102,6 +242,19 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "drop (and count) longer training examples",
     ),
     TrainFlag("--num-workers", "data.num_workers", int, "DataLoader worker processes per rank"),
+    TrainFlag(
+        "--prefetch-factor",
+        "data.prefetch_factor",
+        int,
+        "batches each loader worker prepares ahead (needs --num-workers > 0); unset: torch's 2",
+    ),
+    TrainFlag(
+        "--pin-memory",
+        "data.pin_memory",
+        bool,
+        "page-locked host batches for asynchronous copies to the GPU; ignored with a warning without "
+        "CUDA; unset: on with --backend cuda",
+    ),
     TrainFlag("--spec-time-masks", "data.spec_time_masks", int, "SpecAugment time masks per example"),
     TrainFlag(
         "--spec-time-mask-max-frames", "data.spec_time_mask_max_frames", int, "frames per time mask at most"
@@ -109,6 +262,24 @@ TRAIN_FLAGS: list[TrainFlag] = [
     TrainFlag("--spec-freq-masks", "data.spec_freq_masks", int, "SpecAugment frequency masks per example"),
     TrainFlag(
         "--spec-freq-mask-max-bins", "data.spec_freq_mask_max_bins", int, "bins per frequency mask at most"
+    ),
+    TrainFlag(
+        "--waveform-gain-min-db",
+        "data.waveform_gain_min_db",
+        float,
+        "lowest random gain per training example, in dB (raw audio manifests only)",
+    ),
+    TrainFlag(
+        "--waveform-gain-max-db",
+        "data.waveform_gain_max_db",
+        float,
+        "highest random gain per training example, in dB (raw audio manifests only)",
+    ),
+    TrainFlag(
+        "--waveform-noise-std",
+        "data.waveform_noise_std",
+        float,
+        "standard deviation of Gaussian noise added to training waveforms in [-1, 1] (raw audio only)",
     ),
     # run
     TrainFlag("--seed", "run.seed", int, "random seed"),
@@ -140,7 +311,72 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "optimizer steps between extra mid-epoch checkpoints; unset: one per epoch only",
     ),
     TrainFlag("--backend", "run.backend", str, "device type", ["cpu", "cuda"]),
-    TrainFlag("--precision", "run.precision", str, "training precision", ["f32", "bf16", "f16"]),
+    TrainFlag(
+        "--device-index",
+        "run.device_index",
+        int,
+        "the CUDA device of a single-process run (cuda:N); several processes without --device-indices "
+        "use cuda:<local rank>",
+    ),
+    TrainFlag(
+        "--device-indices",
+        "run.device_indices",
+        _index_list,
+        "comma-separated CUDA devices, one torchrun process each: local rank i trains on cuda:LIST[i]; "
+        "--nproc-per-node defaults to their count and must equal it when given",
+        metavar="LIST",
+        default_help="unset",
+    ),
+    TrainFlag(
+        "--precision",
+        "run.precision",
+        str,
+        "training precision: bf16/f16 autocast the forward pass (f16 with a checkpointed gradient "
+        "scaler); weights stay float32",
+        ["f32", "bf16", "f16"],
+    ),
+    TrainFlag(
+        "--mixed-precision",
+        "run.precision",
+        bool,
+        "shortcut for --precision f16; a --precision flag given too wins",
+        const="f16",
+        yields=True,
+    ),
+    # validation
+    TrainFlag(
+        "--validate-every-steps",
+        "validation.every_steps",
+        int,
+        "optimizer steps between extra mid-epoch validations; unset: after every epoch only",
+    ),
+    TrainFlag("--val-beam-width", "validation.beam_width", int, "CTC prefix beam width; unset or 1: greedy"),
+    TrainFlag("--val-n-best", "validation.n_best", int, "hypotheses kept per utterance (beam search)"),
+    TrainFlag(
+        "--val-lm-path",
+        "validation.lm_path",
+        str,
+        "KenLM .arpa or binary fused into the validation beam search",
+        metavar="PATH",
+    ),
+    TrainFlag("--val-lm-weight", "validation.lm_weight", float, "LM weight of the shallow fusion"),
+    TrainFlag("--val-lm-word-bonus", "validation.lm_word_bonus", float, "score added per word (nats)"),
+    TrainFlag("--val-lm-no-bos", "validation.lm_no_bos", bool, "score the first word without <s>"),
+    TrainFlag("--val-lm-no-eos", "validation.lm_no_eos", bool, "do not score </s> at the end"),
+    TrainFlag(
+        "--val-log-samples",
+        "validation.log_samples",
+        int,
+        "sample predictions (id, reference, hypothesis, n-best) written into each validation event",
+    ),
+    # observability
+    TrainFlag("--tui", "run.tui", bool, "a live table of loss, throughput, LR and validation (rank 0)"),
+    TrainFlag(
+        "--max-non-finite-losses",
+        "run.max_non_finite_losses",
+        int,
+        "abort once more batches than this had a NaN/inf loss (summed over ranks)",
+    ),
 ]
 
 
@@ -150,7 +386,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=HelpFormatter,
         help="train a CTC model under torchrun",
         description="Resolve a training config (a --config file, flags, or both: flags win), save it as "
-        "<output-dir>/training_config.json and run the training worker under torchrun.",
+        "<output-dir>/training_config.json and run the training worker under torchrun. The defaults shown "
+        "apply without --config; with it, an unset flag keeps the file's value.",
     )
     parser.add_argument(
         "--config",
@@ -161,7 +398,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--train-manifest",
         action="append",
         metavar="PATH",
-        help="a feature shard or a folder of shards; repeat for several (required without --config)",
+        help="a feature shard or a folder of shards, or a raw manifest (JSONL/JSON/TSV/Parquet records "
+        "or an audio folder) featurized on the fly; repeat for several, one kind (required without --config)",
     )
     parser.add_argument(
         "--val-manifest",
@@ -169,34 +407,72 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         dest="val_manifest",
         action="append",
         metavar="PATH",
-        help="a validation shard or folder of shards; repeat for several (default: no validation)",
+        help="a validation shard, folder of shards or raw manifest; repeat for several (default: no "
+        "validation)",
     )
     parser.add_argument(
         "--tokenizer",
         metavar="MODEL",
         help="SentencePiece .model; copied into the run dir, sets the vocabulary size and scores text",
     )
-    parser.add_argument(
-        "--output-dir", help=f"the run dir (default: {DEFAULT_OUTPUT_DIR}, or the config file's)"
-    )
+    parser.add_argument("--output-dir", help=f"the run dir (default: {DEFAULT_OUTPUT_DIR})")
     for spec in TRAIN_FLAGS:
-        section, name = spec.key.split(".")
-        default = _config_default(_SECTIONS[section], name)
-        # "is", not "in (None, False)": 0 == False, and a default of 0 should still be shown.
-        shown = "" if default is None or default is False else f" (default: {default}, or the config file's)"
+        shown = _shown_default(spec)
+        help_text = spec.help + ("" if shown is None else f" (default: {shown})")
+        names, dest = (spec.flag, *spec.aliases), _dest(spec.flag)
         if spec.type is bool:  # store_const keeps the default None: an unset switch leaves the file's value
-            parser.add_argument(spec.flag, action="store_const", const=True, help=spec.help + shown)
+            const = True if spec.const is None else spec.const
+            parser.add_argument(*names, dest=dest, action="store_const", const=const, help=help_text)
         else:
             parser.add_argument(
-                spec.flag, type=spec.type, choices=spec.choices, metavar=spec.metavar, help=spec.help + shown
+                *names, dest=dest, type=spec.type, choices=spec.choices, metavar=spec.metavar, help=help_text
             )
+    _add_launch_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def _add_launch_flags(parser: argparse.ArgumentParser) -> None:
+    """torchrun's options (params.yaml train.launch): where the processes run, not what they train."""
+    from asr_pipeline.training.launch import DEFAULT_RDZV_ID, RDZV_BACKENDS
+
     parser.add_argument(
         "--nproc-per-node",
         type=int,
-        default=1,
-        help="training processes on this machine (CPU ranks, or one per GPU)",
+        help="training processes on this machine: CPU ranks, or one per GPU (default: the number of "
+        "--device-indices, else 1)",
     )
-    parser.set_defaults(handler=run)
+    parser.add_argument("--nnodes", type=int, default=1, help="machines in the job (multi-node: > 1)")
+    parser.add_argument(
+        "--node-rank", type=int, default=0, help="this machine's index in the job, 0 .. --nnodes - 1"
+    )
+    parser.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="multi-node: the rendezvous address on node 0, the same on every node",
+    )
+    parser.add_argument(
+        "--rdzv-id",
+        default=DEFAULT_RDZV_ID,
+        help="multi-node: job id; jobs sharing an endpoint need their own",
+    )
+    parser.add_argument(
+        "--rdzv-backend",
+        choices=RDZV_BACKENDS,
+        default="c10d",
+        help="multi-node: c10d assigns ranks as nodes join; static fixes them by --node-rank",
+    )
+
+
+def _shown_default(spec: TrainFlag) -> str | None:
+    """The default --help and the README state for ``spec``; None when there is none to state."""
+    if spec.default_help is not None:
+        return spec.default_help
+    if spec.type is bool:  # switches are off unless given
+        return None
+    section, name = spec.key.split(".")
+    default = _config_default(_SECTIONS[section], name)
+    # "is", not "in (None, False)": 0 == False, and a default of 0 should still be shown.
+    return None if default is None or default is False else str(default)
 
 
 def _config_default(section: type, name: str) -> Any:
@@ -208,6 +484,31 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def _manifest_paths(inputs: list[str], flag: str) -> list[str]:
+    """Feature shards (folders expanded to their shards) or raw manifests, one kind (data.sources)."""
+    from asr_pipeline.data.sources import resolve_manifests
+
+    for given in inputs:
+        existing_path(given, flag)
+    try:
+        return resolve_manifests(inputs, flag).paths
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _check_waveform_augmentation(config: TrainConfig) -> None:
+    """Refuse waveform flags on feature shards here, before torchrun starts (training.loaders)."""
+    if not config.data.waveform_augmentation:
+        return
+    from asr_pipeline.data.sources import resolve_manifests
+    from asr_pipeline.training.loaders import check_waveform_augmentation
+
+    try:
+        check_waveform_augmentation(resolve_manifests(config.data.train_manifests).kind, config.data)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
 def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:
     """The resolved config (the --config file, then flags) and the tokenizer to copy into the run dir."""
     if args.config:
@@ -216,20 +517,12 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
         except json.JSONDecodeError as error:
             raise ValueError(f"{args.config}: not a JSON training config ({error})") from None
     else:
-        required = {
-            "--train-manifest": args.train_manifest,
-            "--epochs": args.epochs,
-            "--lr-warmup-steps": args.lr_warmup_steps,
-        }
+        required = {"--train-manifest": args.train_manifest}
         missing = [flag for flag, value in required.items() if value is None]
         if missing:
             raise UsageError(f"without --config, {', '.join(missing)} must be given")
         base = {"run": {"output_dir": DEFAULT_OUTPUT_DIR}}
-    overrides: dict[str, Any] = {}
-    for spec in TRAIN_FLAGS:
-        value = getattr(args, _dest(spec.flag))
-        if value is not None:
-            overrides[spec.key] = value
+    overrides = _flag_overrides(args)
     # The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0: a clip flag given
     # alone picks that clip and turns the other off (both given: the config's error, exit 1).
     if args.gradient_clip_value is not None and args.gradient_clip_norm is None:
@@ -237,9 +530,9 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     if args.gradient_clip_norm is not None and args.gradient_clip_value is None:
         overrides["optim.gradient_clip_value"] = None
     if args.train_manifest:
-        overrides["data.train_manifests"] = shard_paths(args.train_manifest, "--train-manifest")
+        overrides["data.train_manifests"] = _manifest_paths(args.train_manifest, "--train-manifest")
     if args.val_manifest:
-        overrides["data.val_manifests"] = shard_paths(args.val_manifest, "--val-manifest")
+        overrides["data.val_manifests"] = _manifest_paths(args.val_manifest, "--val-manifest")
     if args.output_dir:
         overrides["run.output_dir"] = args.output_dir
     if args.tokenizer:
@@ -247,6 +540,7 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     config = resolve_config(base, overrides)
     for path in [*config.data.train_manifests, *config.data.val_manifests]:  # the config file's too
         existing_path(path, "training manifest")
+    _check_waveform_augmentation(config)
     if config.run.tokenizer is None:
         return config, None
     # Like the train stage, keep the tokenizer in the run dir: the run is then self-contained for decoding.
@@ -257,16 +551,47 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     return dataclasses.replace(config, run=dataclasses.replace(config.run, tokenizer=in_run)), source
 
 
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config keys the given TRAIN_FLAGS set; two flags setting one key differently: UsageError."""
+    overrides: dict[str, Any] = {}
+    set_by: dict[str, str] = {}
+    for spec in sorted(TRAIN_FLAGS, key=lambda spec: spec.yields):  # shortcuts after the flags they yield to
+        value = getattr(args, _dest(spec.flag))
+        if value is None:
+            continue
+        if spec.key not in set_by:
+            overrides[spec.key], set_by[spec.key] = value, spec.flag
+        elif not spec.yields and overrides[spec.key] != value:
+            raise UsageError(
+                f"{set_by[spec.key]} and {spec.flag} both set {spec.key} ({overrides[spec.key]!r} vs "
+                f"{value!r}); give one of them"
+            )
+    if "model.architecture" in overrides:  # refused here as a usage error (exit 2), before anything runs
+        try:
+            check_available(overrides["model.architecture"])
+        except ValueError as error:
+            raise UsageError(f"{set_by['model.architecture']}: {error}") from None
+    return overrides
+
+
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.training.launch import run_training
 
-    if args.nproc_per_node < 1:
+    if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
     config, tokenizer_source = train_config_from_args(args)
     run_dir = Path(config.run.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve():
         shutil.copyfile(tokenizer_source, config.run.tokenizer)
-    metrics = run_training(config, nproc_per_node=args.nproc_per_node)
+    metrics = run_training(
+        config,
+        nproc_per_node=args.nproc_per_node,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        rdzv_backend=args.rdzv_backend,
+    )
     print_json({"run_dir": str(run_dir), **metrics})
     return 0

@@ -9,8 +9,15 @@ Batch schema::
     ids              list[str] of B utterance ids
     texts            list[str] of B reference transcripts
     duration_ms      (B,)      int64    audio duration, for audio-seconds throughput
+    skipped          list[str] "location: reason" of the items dropped from this batch (see below)
 
     B utterances, T longest utterance in frames, F feature bins, U longest target in tokens.
+
+A dataset that featurizes audio on the fly (``data.audio_dataset``) returns a ``SkippedExample`` for an
+item it cannot produce (undecodable audio, ...). The collate drops it and lists it in ``skipped``, so the
+training loop counts it; raising in a DataLoader worker would end the run for one bad file, and in DDP a
+rank that stops stepping hangs the others. A batch whose items were all skipped has B = 0 (and T = 0);
+the training loop still takes part in the step's gradient all-reduce for it (``training.loop``).
 
 Targets are padded (B, U) rather than concatenated: ``torch.nn.functional.ctc_loss`` reads only the
 first ``target_lengths[b]`` entries of row b, so the pad value never matters, and the padded form
@@ -20,7 +27,7 @@ works with both the native CPU and CUDA kernels.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
@@ -35,6 +42,7 @@ class Batch:
     ids: list[str]
     texts: list[str]
     duration_ms: Tensor  # (B,)
+    skipped: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -47,15 +55,37 @@ class Batch:
         return self._map(Tensor.pin_memory)
 
     def _map(self, function: Callable[[Tensor], Tensor]) -> Batch:
-        tensors = {
-            f.name: function(getattr(self, f.name)) for f in fields(self) if f.name not in ("ids", "texts")
-        }
-        return Batch(**tensors, ids=self.ids, texts=self.texts)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Batch(**{k: function(v) if isinstance(v, Tensor) else v for k, v in values.items()})
 
 
-def collate_batch(items: list[dict]) -> Batch:
+@dataclass(frozen=True)
+class SkippedExample:
+    """What a dataset returns instead of an item it could not produce."""
+
+    id: str
+    location: str  # manifest file and line/row, or the audio file
+    reason: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+def collate_batch(items: list[dict | SkippedExample], feature_dim: int | None = None) -> Batch:
+    """Pad ``items`` into a ``Batch``, dropping ``SkippedExample``s (listed in ``Batch.skipped``).
+
+    ``feature_dim`` (F) shapes the (0, 0, F) features of a batch whose items were all skipped; without it
+    such a batch is an error.
+    """
     if not items:
         raise ValueError("cannot collate an empty batch")
+    skipped = [str(item) for item in items if isinstance(item, SkippedExample)]
+    items = [item for item in items if not isinstance(item, SkippedExample)]
+    if not items:
+        if feature_dim is None:
+            raise ValueError(f"every item of the batch was skipped ({'; '.join(skipped)})")
+        return _empty_batch(feature_dim, skipped)
     num_bins = {item["features"].shape[1] for item in items}
     if len(num_bins) != 1:
         ids = [item["id"] for item in items]
@@ -79,7 +109,22 @@ def collate_batch(items: list[dict]) -> Batch:
         ids=[item["id"] for item in items],
         texts=[item["text"] for item in items],
         duration_ms=torch.tensor([item["duration_ms"] for item in items], dtype=torch.int64),
+        skipped=skipped,
     )
 
 
-__all__ = ["Batch", "collate_batch"]
+def _empty_batch(feature_dim: int, skipped: list[str]) -> Batch:
+    nothing = torch.zeros(0, dtype=torch.int64)  # (0,)
+    return Batch(
+        features=torch.zeros(0, 0, feature_dim, dtype=torch.float32),  # (0, 0, F)
+        feature_lengths=nothing,
+        targets=torch.zeros(0, 0, dtype=torch.int64),  # (0, 0)
+        target_lengths=nothing.clone(),
+        ids=[],
+        texts=[],
+        duration_ms=nothing.clone(),
+        skipped=skipped,
+    )
+
+
+__all__ = ["Batch", "SkippedExample", "collate_batch"]

@@ -118,12 +118,17 @@ def _one_fingerprint_per_shard(index: pa.Table, shard_paths: list[str]) -> list[
 
 @dataclass(frozen=True)
 class SelectionReport:
-    """What ``select_examples`` kept and why it dropped the rest (reported, never lost silently)."""
+    """What ``select_examples`` kept and why it dropped the rest (reported, never lost silently).
+
+    ``skipped``: records of raw manifests left out before selection (unreadable audio, no tokens, ...;
+    ``data.audio_dataset``), not counted in ``available``; always 0 for feature shards.
+    """
 
     available: int
     kept: int
     too_long: int
     over_max_samples: int
+    skipped: int = 0
 
 
 def select_examples(

@@ -3,20 +3,38 @@
 One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replicas):
 
 1. Shuffle all example indices (or keep index order when ``shuffle=False``).
-2. Cut them into buffers of ``sort_buffer_size`` and sort each buffer by length. A bounded buffer keeps
-   randomness across epochs (a global sort would produce the same batches every epoch) while still
-   putting similar lengths together, which is what saves padding.
-3. Walk each sorted buffer, closing a batch when the next example would break the budget:
-   ``(batch size + 1) * longest <= max_frames`` and ``batch size + 1 <= max_samples``; or fixed
-   ``batch_size`` batches. An example longer than ``max_frames`` on its own still forms a batch of one:
-   dropping it would lose data silently, and the caller filters over-long audio explicitly upstream.
-4. Shuffle the batches, so the model does not see lengths in buffer order.
+2. Cut them into buffers of ``sort_buffer_size`` and sort each buffer by length (frames T), shortest
+   first, or longest first with ``sort_descending``. A bounded buffer keeps randomness across epochs (a
+   global sort would produce the same batches every epoch) while still putting similar lengths together,
+   which is what saves padding.
+3. Walk each sorted buffer, closing a batch when the next example would break the budget (below) or the
+   ``max_samples`` cap; or cut fixed ``batch_size`` batches. An example over the budget on its own still
+   forms a batch of one: dropping it would lose data silently, and the caller filters over-long audio
+   explicitly upstream (``max_audio_duration_sec``). Such examples are counted (``oversized_examples``,
+   ``BatchPlanStats.oversized_batches``) so a budget that is too small for the data shows in the report.
+4. Shuffle the batches, so the model does not see lengths in buffer order. With ``sort_descending`` the
+   batches are NOT shuffled: buffer after buffer (each a random draw of examples), longest batch first.
+   That is the point of sorting descending: the largest batches of a buffer come first, so a batch that
+   does not fit in memory fails at the start of the buffer -- with one buffer over the whole set, at the
+   first step -- rather than hours in; and consecutive batches (one per rank, see 6) have similar sizes.
 5. Even out for DDP: every rank must run the same number of steps, or the ranks that run out stop
    calling all-reduce and the others hang. ``uneven="drop"`` drops the last ``len % num_replicas``
    batches (every example at most once per epoch; which ones are dropped changes each epoch);
    ``uneven="pad"`` repeats batches from the start instead (every example at least once; duplicates are
    the caller's to remove, e.g. by id in validation). With fewer batches than ranks, "drop" pads too.
 6. Rank ``r`` takes batches ``r, r + R, r + 2R, ...`` (disjoint across ranks before padding).
+
+Budget units (names and semantics of the reference trainer's ``--adaptive-batch-unit``)::
+
+    samples             number of examples in the batch
+    frames              sum of the examples' frames T            (real work, padding not counted)
+    padded-frames       batch size * longest T                  (what the padded (B, T, F) tensor holds)
+    feature-values      sum of T * F                             (F: the feature dimension)
+    duration-ms         sum of the examples' audio durations
+    padded-duration-ms  batch size * longest duration
+
+Padded units bound the memory of the padded batch tensor; summed units bound the real audio per batch
+and let a batch of short examples pack more of them. ``padded-frames`` is the default.
 
 Resuming: ``state_dict()`` holds the epoch and the number of batches this rank has finished; after
 ``load_state_dict`` the next iteration rebuilds the same plan and starts after those batches, so nothing
@@ -26,25 +44,100 @@ is replayed and no data is read to skip them (the sampler only yields indices).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
 Uneven = Literal["drop", "pad"]
+BatchUnit = Literal[
+    "samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"
+]
+BATCH_UNITS: tuple[str, ...] = get_args(BatchUnit)
+# Units whose batch cost is batch size * the largest example's amount (the padded tensor), not a sum.
+PADDED_UNITS = ("padded-frames", "padded-duration-ms")
+
+
+def example_costs(
+    unit: str,
+    frames: np.ndarray,
+    durations_ms: np.ndarray | None = None,
+    feature_dim: int | None = None,
+) -> np.ndarray:
+    """Each example's amount in ``unit`` (int64, one per example); see the module docstring."""
+    frames = np.asarray(frames, dtype=np.int64)
+    if unit == "samples":
+        return np.ones_like(frames)
+    if unit in ("frames", "padded-frames"):
+        return frames
+    if unit == "feature-values":
+        if feature_dim is None or feature_dim < 1:
+            raise ValueError(
+                f"unit 'feature-values' needs the feature dimension, got feature_dim={feature_dim}"
+            )
+        return frames * feature_dim
+    if unit in ("duration-ms", "padded-duration-ms"):
+        if durations_ms is None:
+            raise ValueError(f"unit {unit!r} needs the examples' durations (durations_ms)")
+        durations = np.asarray(durations_ms, dtype=np.int64)
+        if durations.shape != frames.shape:
+            raise ValueError(f"{len(durations)} durations for {len(frames)} examples")
+        return durations
+    raise ValueError(f"unknown batch unit {unit!r}; expected one of {', '.join(BATCH_UNITS)}")
+
+
+@dataclass(frozen=True)
+class BatchPlanStats:
+    """One epoch's plan over all ranks (after evening out), in frames T.
+
+    ``padding_efficiency`` = real frames / padded frames (1.0: no padding). ``oversized_batches``: batches
+    of one example whose cost alone exceeds the budget (0 for fixed batch sizes).
+    """
+
+    batches: int
+    batches_per_rank: int
+    examples: int  # example slots, repeats from "pad" included
+    real_frames: int
+    padded_frames: int
+    oversized_batches: int
+
+    @property
+    def padding_efficiency(self) -> float:
+        return self.real_frames / self.padded_frames if self.padded_frames else 1.0
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.examples / self.batches if self.batches else 0.0
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "batches": self.batches,
+            "batches_per_rank": self.batches_per_rank,
+            "examples": self.examples,
+            "real_frames": self.real_frames,
+            "padded_frames": self.padded_frames,
+            "padding_efficiency": self.padding_efficiency,
+            "mean_batch_size": self.mean_batch_size,
+            "oversized_batches": self.oversized_batches,
+        }
 
 
 class LengthBucketedBatchSampler(Sampler[list[int]]):
     """Yields lists of dataset indices, one list per batch, for this rank.
 
     Args:
-        lengths: length of every example (frames T), indexed like the dataset.
+        lengths: length of every example in frames T, indexed like the dataset; the sort key.
         batch_size: fixed number of examples per batch; or else
-        max_frames: padded-frames budget, ``len(batch) * max(lengths in batch) <= max_frames``.
+        budget: the most a batch may cost in ``unit`` (module docstring), e.g. padded frames.
+        unit: what ``budget`` counts; one of ``BATCH_UNITS``.
         max_samples: cap on examples per batch in budget mode (None: only the budget limits).
+        durations_ms: audio duration of every example; needed by the duration units.
+        feature_dim: feature bins F; needed by ``feature-values``.
         sort_buffer_size: examples sorted together; batches never span two buffers, so make it many
             batches long.
+        sort_descending: sort each buffer longest first and keep that batch order (module docstring, 4).
         shuffle: shuffle examples and batches every epoch (off for validation: a fixed, sorted order).
         seed: with the epoch, the only source of randomness; every rank must pass the same seed.
         num_replicas, rank: the DDP world; default to the initialised process group, else (1, 0).
@@ -56,24 +149,22 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         lengths: Sequence[int] | np.ndarray,
         *,
         batch_size: int | None = None,
-        max_frames: int | None = None,
+        budget: int | None = None,
+        unit: BatchUnit = "padded-frames",
         max_samples: int | None = None,
+        durations_ms: Sequence[int] | np.ndarray | None = None,
+        feature_dim: int | None = None,
         sort_buffer_size: int = 4096,
+        sort_descending: bool = False,
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int | None = None,
         rank: int | None = None,
         uneven: Uneven = "drop",
     ) -> None:
-        if (batch_size is None) == (max_frames is None):
-            raise ValueError(
-                "give exactly one of batch_size (fixed batches) or max_frames (padded-frames budget)"
-            )
-        for name, value in [
-            ("batch_size", batch_size),
-            ("max_frames", max_frames),
-            ("max_samples", max_samples),
-        ]:
+        if (batch_size is None) == (budget is None):
+            raise ValueError(f"give exactly one of batch_size (fixed batches) or budget (in {unit})")
+        for name, value in [("batch_size", batch_size), ("budget", budget), ("max_samples", max_samples)]:
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if sort_buffer_size < 1:
@@ -88,9 +179,13 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             raise ValueError(f"rank {rank} is outside the world of {num_replicas} replicas")
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.batch_size = batch_size
-        self.max_frames = max_frames
+        self.budget = budget
+        self.unit = unit
+        # Costs are computed (and the unit checked) even for fixed batches, so a bad unit fails early.
+        self.costs = example_costs(unit, self.lengths, durations_ms, feature_dim)
         self.max_samples = max_samples
         self.sort_buffer_size = sort_buffer_size
+        self.sort_descending = sort_descending
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
@@ -100,6 +195,11 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         self._skip = 0  # batches of ``epoch`` already done before a resume
         self._yielded = 0  # batches of the current iteration handed out so far (skipped ones included)
         self._plan_cache: tuple[int, list[list[int]]] | None = None
+
+    @property
+    def oversized_examples(self) -> int:
+        """Examples whose cost alone exceeds the budget; each forms a batch of one every epoch."""
+        return 0 if self.budget is None else int((self.costs > self.budget).sum())
 
     # --- the plan ---------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -112,40 +212,61 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         """This rank's full batch list for ``epoch`` (default: the current one), resume ignored."""
         epoch = self.epoch if epoch is None else epoch
         if self._plan_cache is None or self._plan_cache[0] != epoch:
-            self._plan_cache = (epoch, self._plan(epoch))
+            self._plan_cache = (epoch, self._plan_all_ranks(epoch)[self.rank :: self.num_replicas])
         return self._plan_cache[1]
 
-    def _plan(self, epoch: int) -> list[list[int]]:
+    def plan_stats(self, epoch: int | None = None) -> BatchPlanStats:
+        """Padding and batch counts of ``epoch``'s plan over all ranks (default: the current epoch)."""
+        batches = self._plan_all_ranks(self.epoch if epoch is None else epoch)
+        real = sum(int(self.lengths[b].sum()) for b in batches)
+        padded = sum(len(b) * int(self.lengths[b].max()) for b in batches)
+        oversized = 0
+        if self.budget is not None:
+            oversized = sum(1 for b in batches if len(b) == 1 and self.costs[b[0]] > self.budget)
+        return BatchPlanStats(
+            batches=len(batches),
+            batches_per_rank=len(batches) // self.num_replicas,
+            examples=sum(len(b) for b in batches),
+            real_frames=real,
+            padded_frames=padded,
+            oversized_batches=oversized,
+        )
+
+    def _plan_all_ranks(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, epoch])
         count = len(self.lengths)
         order = rng.permutation(count) if self.shuffle else np.arange(count)
         batches: list[list[int]] = []
         for start in range(0, count, self.sort_buffer_size):
             buffer = order[start : start + self.sort_buffer_size]
-            buffer = buffer[np.argsort(self.lengths[buffer], kind="stable")]
-            batches.extend(self._batch_sorted(buffer))
-        if self.shuffle:
+            keys = -self.lengths[buffer] if self.sort_descending else self.lengths[buffer]
+            batches.extend(self._batch_sorted(buffer[np.argsort(keys, kind="stable")]))
+        if self.shuffle and not self.sort_descending:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        batches = self._even_out(batches)
-        return batches[self.rank :: self.num_replicas]
+        return self._even_out(batches)
 
     def _batch_sorted(self, indices: np.ndarray) -> list[list[int]]:
         if self.batch_size is not None:
             return [
                 indices[i : i + self.batch_size].tolist() for i in range(0, len(indices), self.batch_size)
             ]
-        assert self.max_frames is not None
+        assert self.budget is not None
+        padded = self.unit in PADDED_UNITS
         max_samples = self.max_samples or len(indices)
-        batches, current, longest = [], [], 0
+        batches: list[list[int]] = []
+        current: list[int] = []
+        largest = total = 0  # largest and summed cost of ``current``
         for index in indices.tolist():
-            length = int(self.lengths[index])
-            # Ascending lengths: the newcomer is the new longest, so the padded size is (n + 1) * length.
-            fits = (len(current) + 1) * max(longest, length) <= self.max_frames and len(current) < max_samples
+            cost = int(self.costs[index])
+            # The cost with the newcomer; max() because the sort key (frames) need not order the cost
+            # (duration units), and so that either sort direction works.
+            with_newcomer = (len(current) + 1) * max(largest, cost) if padded else total + cost
+            fits = with_newcomer <= self.budget and len(current) < max_samples
             if current and not fits:
                 batches.append(current)
-                current, longest = [], 0
+                current, largest, total = [], 0, 0
             current.append(index)
-            longest = max(longest, length)
+            largest, total = max(largest, cost), total + cost
         if current:
             batches.append(current)
         return batches
@@ -199,7 +320,24 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         # skip the wrong batches.
         return [
             self.batch_size,
-            self.max_frames,
+            self.unit,
+            self.budget,
+            self.max_samples,
+            self.sort_buffer_size,
+            self.sort_descending,
+            self.shuffle,
+            self.uneven,
+        ]
+
+    def _legacy_batching(self) -> list | None:
+        # Checkpoints written before budget units existed: [batch_size, max_frames, max_samples,
+        # sort_buffer_size, shuffle, uneven], which is this sampler's plan when the unit is padded frames
+        # and buffers sort ascending.
+        if self.unit != "padded-frames" or self.sort_descending:
+            return None
+        return [
+            self.batch_size,
+            self.budget,
             self.max_samples,
             self.sort_buffer_size,
             self.shuffle,
@@ -207,20 +345,29 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         ]
 
     def load_state_dict(self, state: dict) -> None:
-        for key, mine in [
-            ("seed", self.seed),
-            ("num_examples", len(self.lengths)),
-            ("num_replicas", self.num_replicas),
-            ("batching", self._batching()),
+        batching_matches = state["batching"] in (self._batching(), self._legacy_batching())
+        for key, saved, mine, same in [
+            ("seed", state["seed"], self.seed, None),
+            ("num_examples", state["num_examples"], len(self.lengths), None),
+            ("num_replicas", state["num_replicas"], self.num_replicas, None),
+            ("batching", state["batching"], self._batching(), batching_matches),
         ]:
-            if state[key] != mine:
+            if not (saved == mine if same is None else same):
                 raise ValueError(
-                    f"cannot resume the sampler: the checkpoint has {key}={state[key]} but this run has "
+                    f"cannot resume the sampler: the checkpoint has {key}={saved} but this run has "
                     f"{key}={mine}; resume with the same data, seed, batching options and number of ranks"
                 )
         self.epoch = int(state["epoch"])
         self._skip = int(state["batches_done"])
         self._yielded = self._skip
+        self._plan_cache = None
 
 
-__all__ = ["LengthBucketedBatchSampler"]
+__all__ = [
+    "BATCH_UNITS",
+    "PADDED_UNITS",
+    "BatchPlanStats",
+    "BatchUnit",
+    "LengthBucketedBatchSampler",
+    "example_costs",
+]

@@ -7,12 +7,16 @@ gives the least (the paper's own ablation, Table 6).
 Masked cells take the utterance's mean value by default rather than zero: for unnormalised log-mel
 features zero is a very loud value, whereas the mean is what the model sees on average (lhotse does the
 same). Pass ``mask_value=0.0`` for globally normalised features if preferred.
+
+``WaveformAugment`` works on the waveform, before features exist (so only where features are computed on
+the fly, ``data.audio_dataset``): a random gain and additive Gaussian noise per utterance.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -93,4 +97,37 @@ def _spans(
     return tuple(spans)
 
 
-__all__ = ["MaskSpans", "SpecAugment"]
+class WaveformAugment:
+    """A gain drawn uniformly in [``gain_min_db``, ``gain_max_db``] dB, then Gaussian noise of standard
+    deviation ``noise_std`` (in the [-1, 1] waveform scale), applied to one utterance's waveform.
+
+    Gain first, so the noise level is absolute rather than relative to the utterance: the model sees the
+    same noise floor under louder and quieter speech, which is what varies between recordings. Nothing is
+    clipped: the fbank frontend takes any float amplitude, and clipping would add distortion nobody
+    asked for. A uniform draw in dB (not in linear amplitude) spreads loudness evenly on the scale the ear
+    and the log-mel features use.
+    """
+
+    def __init__(self, gain_min_db: float = 0.0, gain_max_db: float = 0.0, noise_std: float = 0.0) -> None:
+        if gain_min_db > gain_max_db:
+            raise ValueError(f"gain_min_db={gain_min_db} must be <= gain_max_db={gain_max_db}")
+        if noise_std < 0:
+            raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+        self.gain_min_db = gain_min_db
+        self.gain_max_db = gain_max_db
+        self.noise_std = noise_std
+
+    @property
+    def active(self) -> bool:
+        return (self.gain_min_db, self.gain_max_db, self.noise_std) != (0.0, 0.0, 0.0)
+
+    def __call__(self, waveform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """An augmented float32 copy of ``waveform`` (N,); ``rng`` makes the draw reproducible."""
+        gain_db = rng.uniform(self.gain_min_db, self.gain_max_db)
+        augmented = waveform.astype(np.float32) * np.float32(10.0 ** (gain_db / 20.0))
+        if self.noise_std > 0:
+            augmented += rng.normal(0.0, self.noise_std, size=waveform.shape).astype(np.float32)
+        return augmented
+
+
+__all__ = ["MaskSpans", "SpecAugment", "WaveformAugment"]

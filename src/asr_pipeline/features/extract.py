@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
@@ -19,10 +19,18 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
-from asr_pipeline.features.fbank import FbankOptions, compute_fbank
+from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE, Frontend, frontend_for
+from asr_pipeline.features.precomputed import (
+    PAYLOAD_ERROR,
+    PRECOMPUTED_FRAME_SHIFT_MS,
+    FeatureError,
+    attach_payloads,
+    load_precomputed,
+)
 from asr_pipeline.io.audio import AudioDecodeError, load_audio
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.io.shards import records_to_table
+from asr_pipeline.io.shards import FEATURE_DTYPES, records_to_table
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -32,26 +40,61 @@ CHUNK_ROWS = 8
 # Chunks in flight per worker: keeps every worker busy while the main process tokenizes and writes, and
 # bounds memory to jobs * CHUNKS_IN_FLIGHT_PER_JOB * CHUNK_ROWS utterances however long the manifest is.
 CHUNKS_IN_FLIGHT_PER_JOB = 3
+# With jobs > 1, this process featurizes rows itself until a worker is up (see _featurize_parallel).
+HELP_WHILE_WORKERS_START = True
 
 
 @dataclass(frozen=True)
 class ExtractionOptions:
     fbank: FbankOptions = field(default_factory=FbankOptions)
+    # Picks the frontend (features/frontends.py): fbank-80 for squeezeformer/zipformer/paraformer,
+    # 160-dim stacked normalized fbank for w2v-bert.
+    architecture: str = DEFAULT_ARCHITECTURE
     shard_size: int = 512  # examples per shard: fewer, larger files keep DVC fast
     max_audio_duration_sec: float | None = 30.0
     strict: bool = False
-    jobs: int = 1  # worker processes for decode + resample + fbank; 1 runs everything in this process
+    jobs: int = 1  # worker processes for decode + resample + features; 1 runs everything in this process
+    # Width every shard row must have (F): precomputed features are checked against it. None: the
+    # frontend's width (``feature_dim`` gives the resolved value).
+    input_dim: int | None = None
+    feature_dtype: str = "float32"  # shard storage: float32, or float16 (half the size; readers widen it)
+
+    def __post_init__(self) -> None:
+        where = "params.yaml features"
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(
+                f"{where}: architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}"
+            )
+        if self.shard_size < 1:
+            raise ValueError(f"{where}: shard_size must be >= 1, got {self.shard_size}")
+        if self.jobs < 1:
+            raise ValueError(f"{where}: jobs must be >= 1, got {self.jobs}")
+        if self.input_dim is not None and self.input_dim < 1:
+            raise ValueError(f"{where}: input_dim must be >= 1 or null, got {self.input_dim}")
+        if self.feature_dtype not in FEATURE_DTYPES:
+            raise ValueError(
+                f"{where}: feature_dtype must be one of {', '.join(FEATURE_DTYPES)}, got {self.feature_dtype!r}"
+            )
 
     @classmethod
     def from_dict(cls, values: dict | None) -> ExtractionOptions:
         values = dict(values or {})
         values["fbank"] = FbankOptions.from_dict(values.get("fbank"))
-        options = options_from_dict(cls, values, "params.yaml features")
-        if options.shard_size < 1:
-            raise ValueError(f"params.yaml features: shard_size must be >= 1, got {options.shard_size}")
-        if options.jobs < 1:
-            raise ValueError(f"params.yaml features: jobs must be >= 1, got {options.jobs}")
-        return options
+        return options_from_dict(cls, values, "params.yaml features")
+
+    @property
+    def frontend(self) -> Frontend:
+        return frontend_for(self.architecture, self.fbank)
+
+    @property
+    def feature_dim(self) -> int:
+        """F of every shard row: ``input_dim`` when given, else the frontend's width (80 or 160)."""
+        return self.input_dim if self.input_dim is not None else self.frontend.feature_dim
+
+    @property
+    def frame_shift_ms(self) -> float:
+        """Audio time per feature frame (10 ms; 20 ms for w2v-bert's stacked frames)."""
+        return self.frontend.frame_shift_ms
 
 
 class AudioOutcome(NamedTuple):
@@ -64,29 +107,52 @@ class AudioOutcome(NamedTuple):
 
 
 def featurize_audio(
-    audio_path: str, fbank: FbankOptions, max_audio_duration_sec: float | None
+    audio: str | bytes, frontend: Frontend, max_audio_duration_sec: float | None
 ) -> AudioOutcome:
-    """Decode, resample and compute fbank for one file; audio problems become a skip reason, not an error."""
-    sample_rate = fbank.sample_rate
+    """Decode (a file path or encoded bytes), resample and compute the frontend's features; audio problems
+    become a skip reason (missing file, empty/truncated/undecodable/silent audio, ...), not an error."""
+    sample_rate = frontend.sample_rate
     try:
-        waveform = load_audio(audio_path, sample_rate)  # (N,)
+        waveform = load_audio(audio, sample_rate)  # (N,)
     except AudioDecodeError as error:
-        return AudioOutcome(None, 0, "undecodable audio", str(error))
+        return AudioOutcome(None, 0, error.reason, str(error))
     duration_ms = round(1000 * waveform.shape[0] / sample_rate)
     if max_audio_duration_sec is not None and duration_ms > 1000 * max_audio_duration_sec:
         return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
     if not waveform.any():
         return AudioOutcome(None, duration_ms, "silent audio")
-    features = compute_fbank(waveform, fbank)  # (T, F)
-    if features.shape[0] == 0:
+    features = frontend(waveform)  # (T, F)
+    if features.shape[0] == 0:  # fbank: < 25 ms; w2v-bert: < 35 ms (two frames stack into one)
         return AudioOutcome(None, duration_ms, "audio shorter than one frame", f"{duration_ms} ms")
     return AudioOutcome(features, duration_ms)
 
 
-def _featurize_chunk(
-    audio_paths: list[str], fbank: FbankOptions, max_audio_duration_sec: float | None
-) -> list[AudioOutcome]:
-    return [featurize_audio(path, fbank, max_audio_duration_sec) for path in audio_paths]
+def featurize_row(row: dict, options: ExtractionOptions) -> AudioOutcome:
+    """Features for one manifest row of any kind (see io/manifests.py ManifestRecord.kind).
+
+    Audio (a file, or bytes put back by ``attach_payloads``) goes through the frontend; precomputed features
+    (inline or a file) are checked and passed through, with ``duration_ms = rows * 10``.
+    """
+    if row.get(PAYLOAD_ERROR):
+        return AudioOutcome(None, 0, "record not found in its source", row[PAYLOAD_ERROR])
+    kind = row.get("kind") or "audio_file"  # rows made before kinds existed carry only an audio_path
+    if kind in ("features_inline", "features_file"):
+        # None: the width the audio frontend would produce, so precomputed and extracted rows can mix.
+        input_dim = options.feature_dim
+        try:
+            features = load_precomputed(row, input_dim)  # (T, F)
+        except FeatureError as error:
+            return AudioOutcome(None, 0, error.reason, error.detail)
+        duration_ms = PRECOMPUTED_FRAME_SHIFT_MS * features.shape[0]
+        if options.max_audio_duration_sec is not None and duration_ms > 1000 * options.max_audio_duration_sec:
+            return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
+        return AudioOutcome(features, duration_ms)
+    audio = row["audio_bytes"] if kind == "audio_bytes" else row["audio_path"]
+    return featurize_audio(audio, options.frontend, options.max_audio_duration_sec)
+
+
+def _featurize_chunk(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:
+    return [featurize_row(row, options) for row in rows]
 
 
 def _init_worker() -> None:
@@ -97,7 +163,7 @@ def _init_worker() -> None:
     # resampling + fbank-ing 150 clips of ~5 s: 1.2-1.35 s with 1 thread each, 6.5 s with 2 threads each,
     # and 50 s with 2 threads each while a third process was busy. One thread per worker makes jobs = cores
     # use the machine exactly. The thread count does not change the output (the jobs=1 vs jobs=2
-    # byte-identity test checks it).
+    # byte-identity tests check it, and benchmarks/bench_extract.py on 300 utterances).
     torch.set_num_threads(1)
 
 
@@ -105,7 +171,48 @@ def _featurize_serial(
     rows: Iterable[dict], options: ExtractionOptions
 ) -> Iterator[tuple[dict, AudioOutcome]]:
     for row in rows:
-        yield row, featurize_audio(row["audio_path"], options.fbank, options.max_audio_duration_sec)
+        yield row, featurize_row(row, options)
+
+
+def _warm_up() -> None:
+    """An empty task: its completion says a worker process is up."""
+
+
+def _featurize_chunk_single_threaded(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:
+    """``_featurize_chunk`` in this process with one torch thread, as a worker runs it (see _init_worker)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _featurize_chunk(rows, options)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Start method of the worker pool: forkserver, with this module (torch, torchaudio) preloaded.
+
+    Not plain fork: forking a process that has started torch's (or a Kedro session's) threads can deadlock
+    the child. Not spawn: every spawned worker imports torch itself, 1.2 s of CPU each on this machine, so
+    two workers cost 2.4 s of CPU before any audio. The forkserver is a fresh single-threaded interpreter
+    that imports torch once (1.2 s, one core); workers are forked from it in milliseconds, and it stays up
+    for later pools in the same process.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def start_worker_server() -> None:
+    """Start the forkserver now (it loads torch in the background) so a later pool starts at once.
+
+    The CLI calls this before reading manifests, which then overlap the server's 1.2 s start-up.
+    """
+    from multiprocessing import forkserver
+
+    worker_context()
+    forkserver.ensure_running()
 
 
 def _featurize_parallel(
@@ -113,24 +220,33 @@ def _featurize_parallel(
 ) -> Iterator[tuple[dict, AudioOutcome]]:
     """Like ``_featurize_serial``, in ``options.jobs`` processes, in the same order, a bounded window ahead.
 
-    Spawned workers, not forked ones: forking a process that has started torch's (or a Kedro session's)
-    threads can deadlock the child.
+    Until the first worker is up (the forkserver's torch import: about 1.2 s when it was not started
+    earlier), this process featurizes chunks itself, in order, so start-up is not idle time; then it hands
+    every further chunk to the pool. Both run ``_featurize_chunk`` with one torch thread, so which process
+    computed a row never changes its bytes.
     """
     executor = ProcessPoolExecutor(
-        max_workers=options.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
+        max_workers=options.jobs, mp_context=worker_context(), initializer=_init_worker
     )
     pending: deque[tuple[list[dict], Future]] = deque()
     row_iter = iter(rows)
 
+    def next_chunk() -> list[dict]:
+        return list(islice(row_iter, CHUNK_ROWS))
+
     def submit_next() -> bool:
-        chunk = list(islice(row_iter, CHUNK_ROWS))
+        chunk = next_chunk()
         if chunk:
-            paths = [row["audio_path"] for row in chunk]
-            future = executor.submit(_featurize_chunk, paths, options.fbank, options.max_audio_duration_sec)
-            pending.append((chunk, future))
+            pending.append((chunk, executor.submit(_featurize_chunk, chunk, options)))
         return bool(chunk)
 
     try:
+        workers_up = [executor.submit(_warm_up) for _ in range(options.jobs)]
+        while HELP_WHILE_WORKERS_START and not any(future.done() for future in workers_up):
+            chunk = next_chunk()
+            if not chunk:
+                return
+            yield from zip(chunk, _featurize_chunk_single_threaded(chunk, options), strict=True)
         while len(pending) < options.jobs * CHUNKS_IN_FLIGHT_PER_JOB and submit_next():
             pass
         while pending:
@@ -142,6 +258,11 @@ def _featurize_parallel(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
+# Called after each manifest row with the row, its shard record (None when skipped) and the report so far;
+# the --tui view of extract-features is one.
+RowObserver = Callable[[dict, "dict | None", SkipReport], None]
+
+
 def extract_records(
     rows: Iterable[dict],
     tokenizer: CTCTokenizer,
@@ -149,48 +270,69 @@ def extract_records(
     report: SkipReport,
     total: int | None = None,
     desc: str = "features",
+    on_row: RowObserver | None = None,
 ) -> Iterator[dict]:
     """Yield shard records (features as (T, F)) for manifest rows, skipping and counting bad ones."""
     featurize = _featurize_parallel if options.jobs > 1 else _featurize_serial
-    outcomes = featurize(rows, options)
+    # Embedded audio and inline features are re-read here, streaming, from the raw manifest.
+    outcomes = featurize(attach_payloads(rows), options)
     try:
         for row, audio in tqdm(outcomes, total=total, desc=desc, unit="utt", mininterval=2.0):
-            report.seen += 1
-            location = row["location"]
-            if audio.skip_reason is not None:
-                report.skip(audio.skip_reason, location, audio.skip_detail)
-                continue
-            tokens = row["tokens"] if row.get("tokens") is not None else tokenizer.encode(row["text"])
-            if not tokens:
-                report.skip("no tokens", location)
-                continue
-            bad = [t for t in tokens if not 0 <= t < tokenizer.vocab_size or t == tokenizer.blank_id]
-            if bad:
-                report.skip(
-                    "token id outside the vocabulary",
-                    location,
-                    f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}",
-                )
-                continue
-            report.kept += 1
-            yield {
-                "id": row["id"],
-                "features": audio.features,
-                "tokens": tokens,
-                "duration_ms": audio.duration_ms,
-                "text": row["text"],
-            }
+            record = _record_or_skip(row, audio, tokenizer, options, report)
+            if on_row is not None:
+                on_row(row, record, report)
+            if record is not None:
+                yield record
     finally:
         outcomes.close()  # stops the worker pool now, not when the generator is garbage-collected
 
 
-def batch_into_shards(records: Iterable[dict], shard_size: int) -> Iterator[pa.Table]:
+def _record_or_skip(
+    row: dict, audio: AudioOutcome, tokenizer: CTCTokenizer, options: ExtractionOptions, report: SkipReport
+) -> dict | None:
+    """The shard record of one featurized row, or None after counting why it is skipped."""
+    report.seen += 1
+    location = row["location"]
+    if audio.skip_reason is not None:
+        report.skip(audio.skip_reason, location, audio.skip_detail)
+        return None
+    width = audio.features.shape[1]
+    if width != options.feature_dim:  # a configuration error, not a bad row: every audio row would fail
+        raise ValueError(
+            f"{location}: the {options.architecture} frontend makes {width}-dim features but input_dim is "
+            f"{options.feature_dim}; drop --input-dim (params.yaml features.input_dim) or set it to {width}"
+        )
+    tokens = row["tokens"] if row.get("tokens") is not None else tokenizer.encode(row["text"])
+    if not tokens:
+        report.skip("no tokens", location)
+        return None
+    bad = [t for t in tokens if not 0 <= t < tokenizer.vocab_size or t == tokenizer.blank_id]
+    if bad:
+        report.skip(
+            "token id outside the vocabulary",
+            location,
+            f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}",
+        )
+        return None
+    report.kept += 1
+    return {
+        "id": row["id"],
+        "features": audio.features,
+        "tokens": tokens,
+        "duration_ms": audio.duration_ms,
+        "text": row["text"],
+    }
+
+
+def batch_into_shards(
+    records: Iterable[dict], shard_size: int, feature_dtype: str = "float32"
+) -> Iterator[pa.Table]:
     """Group records into shard tables of ``shard_size`` rows (the last may be shorter)."""
     pending: list[dict] = []
     for record in records:
         pending.append(record)
         if len(pending) == shard_size:
-            yield records_to_table(pending)
+            yield records_to_table(pending, feature_dtype)
             pending = []
     if pending:
-        yield records_to_table(pending)
+        yield records_to_table(pending, feature_dtype)

@@ -9,6 +9,7 @@ longer than what decodes, ffmpeg decode errors); silent audio is decoded like an
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import shutil
@@ -30,7 +31,14 @@ _WAV_TRUNCATED = re.compile(r"^data\s*:.*should be", re.MULTILINE)
 
 
 class AudioDecodeError(ValueError):
-    """The audio could not be decoded; the message names the source."""
+    """The audio could not be decoded; the message names the source.
+
+    ``reason`` is the short key a skip report counts it under; the message carries the detail.
+    """
+
+    def __init__(self, message: str, reason: str = "undecodable audio") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def load_audio(source: str | Path | bytes, sample_rate: int = 16000, name: str | None = None) -> np.ndarray:
@@ -42,14 +50,14 @@ def load_audio(source: str | Path | bytes, sample_rate: int = 16000, name: str |
     label = name or (str(source) if not isinstance(source, bytes) else "<audio bytes>")
     if isinstance(source, bytes):
         if not source:
-            raise AudioDecodeError(f"{label}: audio is empty (0 bytes)")
+            raise AudioDecodeError(f"{label}: audio is empty (0 bytes)", "empty audio")
         suffix = Path(name).suffix.lower() if name else ""
     else:
         path = Path(source)
         if not path.is_file():
-            raise AudioDecodeError(f"{label}: audio file not found")
+            raise AudioDecodeError(f"{label}: audio file not found", "missing file")
         if path.stat().st_size == 0:
-            raise AudioDecodeError(f"{label}: audio file is empty (0 bytes)")
+            raise AudioDecodeError(f"{label}: audio file is empty (0 bytes)", "empty audio")
         suffix = path.suffix.lower()
     if suffix in FFMPEG_ONLY_EXTENSIONS:
         data, rate = _decode_ffmpeg_or_raise(source, sample_rate, label, suffix, "")
@@ -59,15 +67,28 @@ def load_audio(source: str | Path | bytes, sample_rate: int = 16000, name: str |
         except (soundfile.LibsndfileError, RuntimeError, TypeError) as sf_error:
             data, rate = _decode_ffmpeg_or_raise(source, sample_rate, label, suffix, f"{sf_error}; ")
     if data.size == 0:
-        raise AudioDecodeError(f"{label}: audio has no samples (truncated or empty stream)")
+        raise AudioDecodeError(f"{label}: audio has no samples (truncated or empty stream)", "empty audio")
     mono = data.mean(axis=1) if data.ndim == 2 else data  # (N, C) -> (N,)
     if rate != sample_rate:
         # Imported here so that reading manifests (which only needs AUDIO_EXTENSIONS) does not load torch.
         import torch
-        import torchaudio.functional as AF
 
-        mono = AF.resample(torch.from_numpy(np.ascontiguousarray(mono)), rate, sample_rate).numpy()
+        mono = _resampler(rate, sample_rate)(torch.from_numpy(np.ascontiguousarray(mono))).numpy()
     return np.ascontiguousarray(mono, dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def _resampler(orig_rate: int, new_rate: int):  # -> torchaudio.transforms.Resample
+    """torchaudio's windowed-sinc resampler with its kernel built once per rate pair.
+
+    ``torchaudio.functional.resample`` rebuilds the (320, 1, 459) kernel for 22.05 -> 16 kHz on every call:
+    measured on 100 espeak-ng clips (559 s), one thread, 0.139 s per pass against 0.071 s with the kernel
+    cached here. (The kernel is computed in float64 here, so values differ from the functional's float32
+    kernel by up to 1.3e-5.)
+    """
+    import torchaudio.transforms
+
+    return torchaudio.transforms.Resample(orig_rate, new_rate)
 
 
 def _decode_soundfile(source: str | Path | bytes, label: str) -> tuple[np.ndarray, int]:
@@ -78,10 +99,13 @@ def _decode_soundfile(source: str | Path | bytes, label: str) -> tuple[np.ndarra
         data = sound.read(dtype="float32", always_2d=False)
         rate = sound.samplerate
     if _WAV_TRUNCATED.search(log):
-        raise AudioDecodeError(f"{label}: truncated WAV (the header declares more audio than the file holds)")
+        raise AudioDecodeError(
+            f"{label}: truncated WAV (the header declares more audio than the file holds)", "truncated audio"
+        )
     if declared > 0 and len(data) < declared * (1 - TRUNCATION_TOLERANCE):
         raise AudioDecodeError(
-            f"{label}: truncated audio (the header declares {declared} frames, only {len(data)} decode)"
+            f"{label}: truncated audio (the header declares {declared} frames, only {len(data)} decode)",
+            "truncated audio",
         )
     return data, rate
 

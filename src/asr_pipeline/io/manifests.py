@@ -5,17 +5,28 @@ record (``file:record 3``) or Parquet row (``file.parquet:row 0``, counted from 
 a bad record can be reported precisely. Relative paths resolve against the manifest's folder. Field names
 and aliases follow the reference Rust trainer (issue 3). Plain-text ``.txt`` files hold tokenizer text, not
 records: read them with ``iter_text_lines``.
+
+Record kinds (``ManifestRecord.kind``), in the order a record carrying several is taken as: inline features
+(``features_inline``), a feature file (``features_file``), embedded audio bytes (``audio_bytes``), an audio
+file (``audio_file``). Inline feature values are only materialized on request (``inline_features=True``):
+the transcripts stage checks their shape without holding them, the features stage re-reads them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asr_pipeline.io.audio import AUDIO_EXTENSIONS
 from asr_pipeline.io.report import InputError, SkipReport
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TEXT_FIELDS = ("text", "transcript", "transcription", "sentence", "normalized_text")
 TOKEN_FIELDS = ("tokens", "target", "targets")
@@ -49,16 +60,38 @@ class ManifestRecord:
     features_path: str | None = None  # precomputed features, resolved like audio_path
     rows: int | None = None  # feature frames (T), from the manifest or a .rows/.frames hint
     cols: int | None = None  # feature dimension (F)
-    # Inline features were present and their shape checked; they are not carried here: the features stage
-    # re-reads them from the source.
+    # Inline features were present and their shape (and, for JSON, their values) checked. The values are
+    # carried in ``features`` only when the reader was asked for them (``inline_features=True``).
     has_inline_features: bool = False
+    features: np.ndarray | None = None  # (rows, cols) float32, only with inline_features=True
+    source: str = ""  # the manifest file (or audio folder) the record was read from
+
+    @property
+    def kind(self) -> str | None:
+        """``features_inline``, ``features_file``, ``audio_bytes``, ``audio_file``, or None (nothing usable).
+
+        Precomputed features win over audio: they need no extraction, and a manifest giving both most likely
+        lists the audio for reference only.
+        """
+        if self.has_inline_features:
+            return "features_inline"
+        if self.features_path is not None:
+            return "features_file"
+        if self.audio_bytes is not None:
+            return "audio_bytes"
+        if self.audio_path is not None:
+            return "audio_file"
+        return None
 
 
-def iter_manifest(path: str | Path, report: SkipReport) -> Iterator[ManifestRecord]:
+def iter_manifest(
+    path: str | Path, report: SkipReport, inline_features: bool = False
+) -> Iterator[ManifestRecord]:
     """Stream the records of a manifest file or folder; malformed records go to ``report``.
 
     A folder is read through the record files inside it (``.jsonl``, ``.json``, ``.parquet``, ``.tsv``,
-    sorted by name); a folder without any is scanned for audio files with sidecars.
+    sorted by name); a folder without any is scanned for audio files with sidecars. With
+    ``inline_features`` the records carry their inline feature values as a (rows, cols) float32 array.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -68,17 +101,17 @@ def iter_manifest(path: str | Path, report: SkipReport) -> Iterator[ManifestReco
         )
         if record_files:
             for record_file in record_files:
-                yield from iter_manifest(record_file, report)
+                yield from iter_manifest(record_file, report, inline_features)
         else:
             yield from _iter_audio_folder(path, report)
     elif not path.exists():
         raise FileNotFoundError(f"manifest not found: {path}")
     elif suffix in (".jsonl", ".json"):
-        yield from _iter_json_records(path, report)
+        yield from _iter_json_records(path, report, inline_features)
     elif suffix == ".tsv":
         yield from _iter_tsv_records(path, report)
     elif suffix == ".parquet":
-        yield from _iter_parquet_records(path, report)
+        yield from _iter_parquet_records(path, report, inline_features)
     elif suffix == ".txt":
         raise ValueError(
             f"{path}: a .txt file holds tokenizer text, not manifest records; point the manifest at a "
@@ -123,7 +156,7 @@ def _iter_decoded_lines(path: Path, report: SkipReport) -> Iterator[tuple[int, s
 # --- JSON ------------------------------------------------------------------------------------------------
 
 
-def _iter_json_records(path: Path, report: SkipReport) -> Iterator[ManifestRecord]:
+def _iter_json_records(path: Path, report: SkipReport, inline_features: bool) -> Iterator[ManifestRecord]:
     with path.open("rb") as handle:
         is_array = path.suffix.lower() == ".json" and handle.read(len(UTF8_BOM) + 64).lstrip(
             UTF8_BOM + b" \t\r\n"
@@ -138,7 +171,8 @@ def _iter_json_records(path: Path, report: SkipReport) -> Iterator[ManifestRecor
                     f"{path}: not a valid JSON array ({error}); fix it or convert to JSONL"
                 ) from None
         for number, obj in enumerate(objects, start=1):
-            record = _record_from_object(obj, path, f"{path}:record {number}", number, report)
+            location = f"{path}:record {number}"
+            record = _record_from_object(obj, path, location, number, report, inline_features)
             if record is not None:
                 yield record
         return
@@ -150,13 +184,13 @@ def _iter_json_records(path: Path, report: SkipReport) -> Iterator[ManifestRecor
             report.seen += 1
             report.skip("malformed JSON", location, str(error))
             continue
-        record = _record_from_object(obj, path, location, number, report)
+        record = _record_from_object(obj, path, location, number, report, inline_features)
         if record is not None:
             yield record
 
 
 def _record_from_object(
-    obj: object, path: Path, location: str, number: int, report: SkipReport
+    obj: object, path: Path, location: str, number: int, report: SkipReport, inline_features: bool = False
 ) -> ManifestRecord | None:
     report.seen += 1
     if not isinstance(obj, dict):
@@ -199,7 +233,17 @@ def _record_from_object(
         rows=rows,
         cols=cols,
         has_inline_features=features is not None,
+        features=_as_array(features, rows, cols) if inline_features and features is not None else None,
+        source=str(path),
     )
+
+
+def _as_array(values: object, rows: int | None, cols: int | None) -> np.ndarray:
+    """Checked inline features (a 2-D or flat list of numbers) as a (rows, cols) float32 array."""
+    import numpy as np
+
+    assert rows is not None and cols is not None  # set by _inline_feature_shape
+    return np.asarray(values, dtype=np.float32).reshape(rows, cols)
 
 
 def _inline_feature_shape(features: object, rows: int | None, cols: int | None) -> tuple[int, int]:
@@ -227,8 +271,14 @@ def _inline_feature_shape(features: object, rows: int | None, cols: int | None) 
             )
         shape = (rows, cols)
         values = iter(features)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        raise ValueError("invalid features: every feature value must be a number")
+    finite = True
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"non-numeric features: every feature value must be a number, got {value!r:.40}")
+        # Python's json accepts NaN and Infinity; one of them poisons every gradient of a batch.
+        finite = finite and math.isfinite(value)
+    if not finite:
+        raise ValueError("NaN/Inf features: every feature value must be a finite number")
     return shape
 
 
@@ -284,13 +334,14 @@ def _iter_tsv_records(path: Path, report: SkipReport) -> Iterator[ManifestRecord
             features_path=str(path.parent / features_path),
             rows=rows,
             cols=cols,
+            source=str(path),
         )
 
 
 # --- Parquet ---------------------------------------------------------------------------------------------
 
 
-def _iter_parquet_records(path: Path, report: SkipReport) -> Iterator[ManifestRecord]:
+def _iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) -> Iterator[ManifestRecord]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -317,10 +368,10 @@ def _iter_parquet_records(path: Path, report: SkipReport) -> Iterator[ManifestRe
     if hf_audio is not None and not pa.types.is_struct(parquet.schema_arrow.field(hf_audio).type):
         raise InputError(f"{path}: column 'audio' must be a struct {{bytes, path}} (the Hugging Face layout)")
     features_type = parquet.schema_arrow.field(columns["features"]).type if columns["features"] else None
-    if features_type is not None and not _is_list_type(features_type):
+    if features_type is not None and not _is_numeric_list_type(features_type):
         raise InputError(
             f"{path}: column {columns['features']!r} has type {features_type}; expected a list of "
-            "numbers (with rows/cols columns) or a list of lists"
+            "numbers (with rows/cols columns) or a list of lists of numbers"
         )
     selected = sorted({name for name in [*columns.values(), hf_audio] if name is not None})
     row_number = 0
@@ -333,12 +384,37 @@ def _iter_parquet_records(path: Path, report: SkipReport) -> Iterator[ManifestRe
                     row, columns, hf_audio, shapes[index] if shapes else None, path, row_number, report
                 )
                 row_number += 1
+                if record is not None and inline_features and record.has_inline_features:
+                    values = _flat_values(batch.column(columns["features"])[index])
+                    record = dataclasses.replace(
+                        record, features=values.reshape(record.rows or 0, record.cols or 0)
+                    )
                 if record is not None:
                     yield record
     except pa.ArrowException as error:
         raise InputError(
             f"{path}: unreadable Parquet data after row {row_number} ({error}); re-export it"
         ) from None
+
+
+def _is_numeric_list_type(arrow_type) -> bool:
+    """A list (of lists) whose leaves are integers or floats."""
+    import pyarrow as pa
+
+    while _is_list_type(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+
+
+def _flat_values(cell) -> np.ndarray:
+    """One Parquet features cell (a flat or 2-D list scalar) as a flat float32 array; nulls become NaN."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    values = cell.values
+    while _is_list_type(values.type):
+        values = pc.list_flatten(values)
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float32)
 
 
 def _is_list_type(arrow_type) -> bool:
@@ -437,6 +513,7 @@ def _record_from_parquet_row(
         rows=rows,
         cols=cols,
         has_inline_features=shape is not None,
+        source=str(path),
     )
 
 
@@ -496,6 +573,7 @@ def _iter_audio_folder(folder: Path, report: SkipReport) -> Iterator[ManifestRec
             text=text,
             tokens=tokens,
             rows=rows,
+            source=str(folder),
         )
 
 

@@ -3,14 +3,17 @@
 One row is one example. Columns (names follow the reference Rust trainer):
 
     id           string         utterance id, unique within a split
-    features     list<float32>  (rows * cols) values, row-major: frame t, bin f at t * cols + f
+    features     list<float32>  (rows * cols) values, row-major: frame t, bin f at t * cols + f; or
+                 list<float16>  with ``features.feature_dtype: float16`` (half the disk and page cache)
     rows         int32          number of frames T
     cols         int32          feature dimension F
     tokens       list<int32>    CTC model ids (blank excluded, see text.tokenizer)
     duration_ms  int32          audio duration
     text         string         normalized transcript
 
-A shard written by ``extract-features`` is directly usable as a training manifest.
+A shard written by ``extract-features`` is directly usable as a training manifest. float16 shards are
+stored natively (Parquet's FLOAT16 logical type, which pyarrow and polars read back as halffloat / f16);
+the readers here always return float32 arrays, so training code never sees the storage dtype.
 """
 
 from __future__ import annotations
@@ -24,17 +27,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SHARD_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("features", pa.list_(pa.float32())),
-        ("rows", pa.int32()),
-        ("cols", pa.int32()),
-        ("tokens", pa.list_(pa.int32())),
-        ("duration_ms", pa.int32()),
-        ("text", pa.string()),
-    ]
-)
+# Storage dtypes of the features column: name (params.yaml features.feature_dtype) -> NumPy, Arrow types.
+FEATURE_DTYPES: dict[str, tuple[type[np.floating], pa.DataType]] = {
+    "float32": (np.float32, pa.float32()),
+    "float16": (np.float16, pa.float16()),
+}
+FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504
+
+
+def _feature_types(feature_dtype: str) -> tuple[type[np.floating], pa.DataType]:
+    if feature_dtype not in FEATURE_DTYPES:
+        raise ValueError(f"feature dtype must be one of {sorted(FEATURE_DTYPES)}, got {feature_dtype!r}")
+    return FEATURE_DTYPES[feature_dtype]
+
+
+def shard_schema(feature_dtype: str = "float32") -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("features", pa.list_(_feature_types(feature_dtype)[1])),
+            ("rows", pa.int32()),
+            ("cols", pa.int32()),
+            ("tokens", pa.list_(pa.int32())),
+            ("duration_ms", pa.int32()),
+            ("text", pa.string()),
+        ]
+    )
+
+
+SHARD_SCHEMA = shard_schema("float32")
 METADATA_COLUMNS = ["id", "rows", "cols", "tokens", "duration_ms", "text"]
 SHARD_GLOB = "shard-*.parquet"
 
@@ -43,13 +64,21 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.parquet"
 
 
-def records_to_table(records: Iterable[dict]) -> pa.Table:
-    """Build a shard table from dicts with ``features`` as a (T, F) float array."""
-    columns: dict[str, list] = {name: [] for name in SHARD_SCHEMA.names}
+def records_to_table(records: Iterable[dict], feature_dtype: str = "float32") -> pa.Table:
+    """Build a shard table from dicts with ``features`` as a (T, F) float array, stored as ``feature_dtype``."""
+    numpy_dtype, arrow_dtype = _feature_types(feature_dtype)
+    schema = shard_schema(feature_dtype)
+    columns: dict[str, list] = {name: [] for name in schema.names}
     for record in records:
-        features = np.asarray(record["features"], dtype=np.float32)
+        features = np.asarray(record["features"])
         if features.ndim != 2:
             raise ValueError(f"{record['id']}: features must be 2-D (T, F), got shape {features.shape}")
+        if numpy_dtype is np.float16 and features.size and np.abs(features).max() > FLOAT16_MAX:
+            raise ValueError(
+                f"{record['id']}: a feature value of magnitude {np.abs(features).max():.4g} does not fit "
+                f"float16 (max {FLOAT16_MAX:.0f}); store these features as float32 (feature_dtype float32)"
+            )
+        features = features.astype(numpy_dtype, copy=False)
         columns["id"].append(record["id"])
         columns["features"].append(features.reshape(-1))
         columns["rows"].append(features.shape[0])
@@ -61,7 +90,7 @@ def records_to_table(records: Iterable[dict]) -> pa.Table:
         pa.array(columns["id"], pa.string()),
         pa.ListArray.from_arrays(
             _offsets(columns["rows"], columns["cols"]),
-            pa.array(np.concatenate(columns["features"]) if columns["features"] else [], pa.float32()),
+            pa.array(np.concatenate(columns["features"]) if columns["features"] else [], arrow_dtype),
         ),
         pa.array(columns["rows"], pa.int32()),
         pa.array(columns["cols"], pa.int32()),
@@ -69,7 +98,7 @@ def records_to_table(records: Iterable[dict]) -> pa.Table:
         pa.array(columns["duration_ms"], pa.int32()),
         pa.array(columns["text"], pa.string()),
     ]
-    return pa.Table.from_arrays(arrays, schema=SHARD_SCHEMA)
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _offsets(rows: list[int], cols: list[int]) -> pa.Array:
@@ -80,13 +109,19 @@ def _offsets(rows: list[int], cols: list[int]) -> pa.Array:
 def write_shard(table: pa.Table, path: str | Path) -> None:
     """Write atomically: a killed writer leaves a ``.tmp`` file, never a complete-looking shard.
 
-    Statistics and a fixed writer make the bytes a pure function of the table, so DVC deduplicates.
+    The ``.tmp`` name (``shard-00003.parquet.tmp``) does not match ``SHARD_GLOB``, so ``list_shards`` never
+    lists it. The data is fsync'ed before the rename, so after a power cut the name cannot point at blocks
+    that never reached the disk. Statistics and a fixed writer make the bytes a pure function of the table,
+    so DVC deduplicates.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(
-        table, tmp, compression="zstd", row_group_size=256, write_statistics=False, store_schema=True
-    )
+    with tmp.open("wb") as handle:
+        pq.write_table(
+            table, handle, compression="zstd", row_group_size=256, write_statistics=False, store_schema=True
+        )
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
@@ -100,19 +135,25 @@ def read_metadata(path: str | Path) -> pa.Table:
 
 
 def iter_examples(path: str | Path, batch_size: int = 256) -> Iterator[dict]:
-    """Yield examples with ``features`` as a (T, F) float32 array."""
+    """Yield examples with ``features`` as a (T, F) float32 array, whatever the stored dtype."""
     parquet = pq.ParquetFile(path)
     for batch in parquet.iter_batches(batch_size=batch_size):
-        for row in batch.to_pylist():
-            row["features"] = np.asarray(row["features"], dtype=np.float32).reshape(row["rows"], row["cols"])
+        features = batch.column("features")
+        metadata = batch.select(METADATA_COLUMNS).to_pylist()  # the features never become Python floats
+        for index, row in enumerate(metadata):
+            flat = features[index].values.to_numpy(zero_copy_only=False)
+            row["features"] = flat.astype(np.float32, copy=False).reshape(row["rows"], row["cols"])
             yield row
 
 
 def read_example(table: pa.Table, row: int) -> dict:
-    """Example ``row`` of an already-loaded shard table, features as a (T, F) array."""
+    """Example ``row`` of an already-loaded shard table, features as a (T, F) float32 array.
+
+    A float16 shard's values are widened here (a copy); a float32 shard's stay a zero-copy view.
+    """
     record = {name: table.column(name)[row].as_py() for name in METADATA_COLUMNS}
     flat = table.column("features")[row].values.to_numpy(zero_copy_only=False)
-    record["features"] = flat.reshape(record["rows"], record["cols"])
+    record["features"] = flat.astype(np.float32, copy=False).reshape(record["rows"], record["cols"])
     return record
 
 

@@ -5,8 +5,10 @@ training worker turn ``--architecture``/``--variant`` flags into a model.
     model = build_model("squeezeformer", "demo", input_dim=80, vocab_size=257)
 
 Overrides are config fields and win over the variant's numbers; ``None`` means "not given", so optional
-command-line flags can be passed straight through. Configs are frozen dataclasses of plain values:
-``dataclasses.asdict`` -> JSON -> ``build_from_config`` rebuilds the same model from a run directory.
+command-line flags can be passed straight through. With no variant the model gets the reference trainer's
+defaults (``d_model`` 256, 16 layers, 4 heads: ``models.architectures``), again unless overridden.
+Configs are frozen dataclasses of plain values: ``dataclasses.asdict`` -> JSON -> ``build_from_config``
+rebuilds the same model from a run directory.
 """
 
 from __future__ import annotations
@@ -16,29 +18,36 @@ from collections.abc import Mapping
 
 from torch import nn
 
+from asr_pipeline.models.architectures import (
+    ARCHITECTURES,
+    AVAILABLE_ARCHITECTURES,
+    DEFAULT_D_MODEL,
+    DEFAULT_NUM_HEADS,
+    DEFAULT_NUM_LAYERS,
+    check_available,
+)
 from asr_pipeline.models.squeezeformer import (
     SIZES,
     SqueezeformerConfig,
     build_squeezeformer,
+    paper_time_indices,
     squeezeformer_config,
 )
 
-ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
-AVAILABLE = ("squeezeformer",)
-DEFAULT_VARIANT = {"squeezeformer": "xs"}  # what variant=None means: the config dataclass's defaults
+AVAILABLE = AVAILABLE_ARCHITECTURES
+# What variant=None builds: the reference trainer's default sizes; every other field is the config
+# dataclass's default (kernel 31, dropout 0.1) and the U-Net follows num_layers by the paper's rule.
+DEFAULT_SIZE = {"d_model": DEFAULT_D_MODEL, "num_layers": DEFAULT_NUM_LAYERS, "num_heads": DEFAULT_NUM_HEADS}
 
 
 def _check_architecture(architecture: str) -> str:
-    name = architecture.lower()
-    if name not in ARCHITECTURES:
-        raise ValueError(f"unknown architecture {architecture!r}; choose one of: {', '.join(ARCHITECTURES)}")
-    if name not in AVAILABLE:
-        raise NotImplementedError(f"{name} is not available yet; use --architecture squeezeformer")
-    return name
+    return check_available(architecture)
 
 
-def _check_variant(architecture: str, variant: str | None) -> str:
-    name = DEFAULT_VARIANT[architecture] if variant is None else variant.lower()
+def _check_variant(architecture: str, variant: str | None) -> str | None:
+    if variant is None:
+        return None
+    name = variant.lower()
     valid = list_variants(architecture)
     if name not in valid:
         raise ValueError(f"unknown {architecture} variant {variant!r}; choose one of: {', '.join(valid)}")
@@ -54,7 +63,7 @@ def list_variants(architecture: str) -> list[str]:
 def model_config(
     architecture: str, variant: str | None = None, *, input_dim: int, vocab_size: int, **overrides: object
 ) -> SqueezeformerConfig:
-    """The resolved config of ``variant`` (None: the default variant) with ``overrides`` applied."""
+    """The resolved config of ``variant`` (None: the default sizes, ``DEFAULT_SIZE``) with ``overrides``."""
     architecture = _check_architecture(architecture)
     variant = _check_variant(architecture, variant)
     given = {key: value for key, value in overrides.items() if value is not None}
@@ -64,6 +73,12 @@ def model_config(
         raise ValueError(
             f"unknown {architecture} config field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(fields))}"
         )
+    if variant is None:
+        values: dict[str, object] = {**DEFAULT_SIZE, **given}
+        reduce, recover = paper_time_indices(int(values["num_layers"]))  # type: ignore[arg-type]
+        values.setdefault("time_reduce_idx", reduce)
+        values.setdefault("time_recover_idx", recover)
+        return SqueezeformerConfig(input_dim=input_dim, vocab_size=vocab_size, **values)  # type: ignore[arg-type]
     return squeezeformer_config(variant, input_dim=input_dim, vocab_size=vocab_size, **given)
 
 
@@ -97,6 +112,21 @@ def build_from_config(architecture: str, config: SqueezeformerConfig | Mapping[s
 
 
 def variant_peak_lr(architecture: str, variant: str | None) -> float | None:
-    """The peak learning rate the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3)."""
+    """The peak learning rate the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3);
+    None for no variant (the default sizes have no published peak)."""
     architecture = _check_architecture(architecture)
-    return SIZES[_check_variant(architecture, variant)].peak_lr
+    name = _check_variant(architecture, variant)
+    return None if name is None else SIZES[name].peak_lr
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "AVAILABLE",
+    "DEFAULT_SIZE",
+    "build_from_config",
+    "build_model",
+    "config_from_dict",
+    "list_variants",
+    "model_config",
+    "variant_peak_lr",
+]

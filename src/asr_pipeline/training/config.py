@@ -22,26 +22,43 @@ from pathlib import Path
 from typing import Any, Literal
 
 from asr_pipeline.io.atomic import write_json_atomic
+from asr_pipeline.models.architectures import RECIPE_PEAK_LR, SQUEEZEFORMER_PEAK_LR_CAP, check_available
 
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    train_manifests: list[str]  # feature shard files (io.shards), read in this order
+    # Feature shard files (io.shards) or raw manifests (io.manifests: JSONL/JSON/TSV/Parquet records or
+    # audio folders, featurized on the fly, see data.audio_dataset), read in this order; one kind per split.
+    train_manifests: list[str]
     val_manifests: list[str] = field(default_factory=list)  # empty: no validation
     length_index: str | None = None  # Parquet from the index stage; rebuilt in memory when stale or absent
     input_dim: int = 80  # feature bins F; every shard row must have cols == input_dim
     max_train_samples: int | None = None  # keep the first N training examples (after the duration filter)
     max_val_samples: int | None = None
-    batch_size: int | None = None  # fixed batches; None: adaptive batches under the padded-frames budget
-    adaptive_batch_budget: int = 20000  # padded frames per batch: batch size * longest utterance
+    batch_size: int | None = None  # fixed batches; None: adaptive batches under adaptive_batch_budget
+    # What adaptive_batch_budget counts (data.sampler): padded units count batch size * longest example,
+    # the others sum the examples' amounts. Must list the same names as data.sampler.BATCH_UNITS.
+    adaptive_batch_unit: Literal[
+        "samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"
+    ] = "padded-frames"
+    adaptive_batch_budget: int = 20000  # in adaptive_batch_unit; padded frames: batch size * longest T
     adaptive_batch_max_samples: int = 64
     max_audio_duration_sec: float | None = None  # longer training examples are dropped and counted
     sort_buffer_size: int = 4096  # examples sorted by length together (see data.sampler)
-    num_workers: int = 0  # DataLoader worker processes per rank
+    sort_by_length_desc: bool = False  # longest first within a buffer, batch order kept (data.sampler)
+    num_workers: int = 0  # DataLoader worker processes per rank (persistent across epochs when > 0)
+    prefetch_factor: int | None = None  # batches each worker loads ahead; None: torch's default (2)
+    pin_memory: bool | None = None  # page-locked host batches; None: when run.backend is cuda
     spec_time_masks: int = 2
     spec_time_mask_max_frames: int = 40
     spec_freq_masks: int = 2
     spec_freq_mask_max_bins: int = 15
+    # Waveform augmentation, raw manifests only (an error with feature shards): a uniform gain in
+    # [min, max] dB and Gaussian noise of this standard deviation (waveform in [-1, 1]) per training
+    # example, before the features; seeded by (run.seed, epoch, example). Never on validation.
+    waveform_gain_min_db: float = 0.0
+    waveform_gain_max_db: float = 0.0
+    waveform_noise_std: float = 0.0
 
     def __post_init__(self) -> None:
         _positive(
@@ -54,6 +71,7 @@ class DataConfig:
             "max_train_samples",
             "max_val_samples",
             "max_audio_duration_sec",
+            "prefetch_factor",
         )
         _non_negative(
             self,
@@ -62,16 +80,35 @@ class DataConfig:
             "spec_time_mask_max_frames",
             "spec_freq_masks",
             "spec_freq_mask_max_bins",
+            "waveform_noise_std",
         )
+        if self.waveform_gain_min_db > self.waveform_gain_max_db:
+            raise ValueError(
+                f"waveform_gain_min_db={self.waveform_gain_min_db} is above waveform_gain_max_db="
+                f"{self.waveform_gain_max_db}; give min <= max (equal values apply a fixed gain)"
+            )
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            raise ValueError(
+                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0 (it counts batches each "
+                "worker loads ahead); set num_workers or leave prefetch_factor unset"
+            )
+
+    @property
+    def waveform_augmentation(self) -> bool:
+        """True when any waveform augmentation is configured."""
+        return (self.waveform_gain_min_db, self.waveform_gain_max_db, self.waveform_noise_std) != (0, 0, 0)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    architecture: str = "squeezeformer"  # a name known to models.registry
-    variant: str | None = "demo"  # a named size of that architecture ("tiny" in tests)
+    # One of models.architectures.ARCHITECTURES; those not built yet are refused here, before torchrun.
+    architecture: str = "squeezeformer"
+    variant: str | None = None  # a named size ("xs", "demo"; "tiny" in tests); None: the default sizes
     vocab_size: int | None = None  # None: the tokenizer's vocab_size (pieces + blank)
     blank_id: int = 0
-    d_model: int | None = None  # None: the variant's value
+    # Size overrides. None: the variant's value, or with no variant the reference trainer's defaults
+    # (d_model 256, 16 layers, 4 heads: models.architectures.DEFAULT_*).
+    d_model: int | None = None
     num_layers: int | None = None
     num_heads: int | None = None
     dropout: float | None = None
@@ -79,17 +116,27 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _positive(self, "vocab_size", "d_model", "num_layers", "num_heads")
         _non_negative(self, "blank_id", "dropout")
+        check_available(self.architecture)
 
 
 @dataclass(frozen=True, kw_only=True)
 class OptimConfig:
-    epochs: int
-    learning_rate: float | None = None  # peak; None: see peak_learning_rate
+    """AdamW and its learning-rate schedule (``training.schedule``).
+
+    Two schedules, both warmup -> hold -> polynomial decay to ``lr_min``: the epoch schedule (the
+    reference recipe: 20 epochs of warmup, 160 of hold, decay over the rest) unless any ``lr_*_steps``
+    field is set, which selects the step schedule.
+    """
+
+    epochs: int = 500
+    learning_rate: float | None = None  # peak; None: the architecture's recipe, see peak_learning_rate
     weight_decay: float = 5e-4
-    lr_warmup_steps: int
-    lr_hold_steps: int = 0
+    lr_warmup_epochs: int = 20  # epoch schedule: warmup, interpolated per optimizer step
+    lr_hold_epochs: int = 160
+    lr_decay_exponent: float = 1.0  # both schedules: 1 decays linearly, 2 quadratically (polynomial)
+    lr_warmup_steps: int | None = None  # step schedule, selected when any of these three is set
+    lr_hold_steps: int | None = None  # None under the step schedule: 0
     lr_decay_steps: int | None = None  # None: decay over all steps left after warmup and hold
-    lr_decay_power: float = 1.0  # 1: linear decay; 2: quadratic (polynomial) decay
     lr_min: float = 0.0
     gradient_clip_norm: float | None = 5.0  # None: no clipping (the norm is still logged)
     gradient_clip_value: float | None = None  # clip each gradient element to [-v, v]; excludes the norm clip
@@ -103,12 +150,26 @@ class OptimConfig:
             "epochs",
             "learning_rate",
             "lr_decay_steps",
-            "lr_decay_power",
+            "lr_decay_exponent",
             "gradient_clip_norm",
             "gradient_clip_value",
             "gradient_accumulation_steps",
         )
-        _non_negative(self, "weight_decay", "lr_warmup_steps", "lr_hold_steps", "lr_min", "ema_start_step")
+        _non_negative(
+            self,
+            "weight_decay",
+            "lr_warmup_epochs",
+            "lr_hold_epochs",
+            "lr_warmup_steps",
+            "lr_hold_steps",
+            "lr_min",
+            "ema_start_step",
+        )
+        if self.learning_rate is not None and self.lr_min > self.learning_rate:
+            raise ValueError(
+                f"lr_min={self.lr_min} is above the peak learning_rate={self.learning_rate}; the decay "
+                "would raise the rate: lower lr_min (--lr-min) or raise learning_rate (--learning-rate)"
+            )
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in (0, 1), e.g. 0.999, got {self.ema_decay}")
         # Both at once would make the logged grad_norm and the applied update hard to reason about, and
@@ -120,14 +181,27 @@ class OptimConfig:
                 "to null (None) to clip by value"
             )
 
+    @property
+    def uses_step_schedule(self) -> bool:
+        """True when any ``lr_*_steps`` field is set: the step schedule replaces the epoch schedule (as
+        in the reference trainer, where any step option overrides the epoch options)."""
+        return any(v is not None for v in (self.lr_warmup_steps, self.lr_hold_steps, self.lr_decay_steps))
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    output_dir: str  # the run dir: config, events, checkpoints, metrics
+    output_dir: str = "runs/asr"  # the run dir: config, events, checkpoints, metrics
     tokenizer: str | None = None  # SentencePiece .model; needed for vocab inference and text CER/WER
     seed: int = 0
     log_every: int = 10  # optimizer steps between "train" events
     backend: Literal["cpu", "cuda"] = "cpu"
+    # CUDA devices (training.distributed.select_device): device_indices lists one GPU per process of a
+    # node (local rank i uses cuda:device_indices[i]); without it a single process uses cuda:device_index
+    # and several processes use cuda:<local rank>.
+    device_index: int = 0
+    device_indices: list[int] = field(default_factory=list)
+    # f16 and bf16 run the forward pass under torch.autocast (CTC stays float32); f16 also scales the loss
+    # with a GradScaler, whose state is checkpointed. Weights and optimizer state stay float32.
     precision: Literal["f32", "bf16", "f16"] = "f32"
     threads_per_rank: int | None = None  # CPU: torch threads per rank; None: max(1, cores // world size)
     checkpoint_every_steps: int | None = None  # extra mid-epoch checkpoints; one is always written per epoch
@@ -136,17 +210,72 @@ class RunConfig:
     # or shape differ are skipped and reported. Ignored when resume_from is set: the checkpoint wins.
     init_from: str | None = None
     dry_run: bool = False  # forward + loss on the first batch only; no optimizer step, no checkpoint
+    tui: bool = False  # rank 0 draws a live table (tui.LiveView) instead of the tqdm progress bar
+    # Abort once more micro-batches than this (summed over ranks, over the whole run) had a NaN/inf loss.
+    # 100: a few broken batches are skipped and survived, while a diverged model fails every batch and
+    # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.
+    max_non_finite_losses: int | None = 100
 
     def __post_init__(self) -> None:
         _positive(self, "log_every", "threads_per_rank", "checkpoint_every_steps")
+        _non_negative(self, "max_non_finite_losses", "device_index")
+        if any(index < 0 for index in self.device_indices):
+            raise ValueError(f"device_indices must be >= 0, got {self.device_indices}")
+        if len(set(self.device_indices)) != len(self.device_indices):
+            raise ValueError(
+                f"device_indices={self.device_indices} names a GPU twice; give each process its own GPU"
+            )
+        if self.backend != "cuda" and (self.device_indices or self.device_index != 0):
+            raise ValueError(
+                f"device_index={self.device_index} / device_indices={self.device_indices} choose CUDA "
+                f"devices, but backend is {self.backend!r}: set backend 'cuda' (--backend cuda) or drop them"
+            )
+        if self.device_indices and self.device_index != 0:
+            raise ValueError(
+                f"device_index={self.device_index} and device_indices={self.device_indices} are both set; "
+                "give one GPU with --device-index or one per process with --device-indices"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationConfig:
+    """Scoring the validation manifests: after every epoch, and every ``every_steps`` optimizer steps.
+
+    Greedy decoding unless ``beam_width > 1`` or an LM is given: then CTC prefix beam search
+    (``decoding.beam_search``) with KenLM shallow fusion, as the `evaluate` stage decodes.
+    """
+
+    every_steps: int | None = None  # extra validations mid-epoch; one always follows every epoch
+    beam_width: int | None = None  # None or 1: greedy (best path)
+    n_best: int = 1  # hypotheses kept per utterance (beam search); the best one is scored
+    lm_path: str | None = None  # KenLM .arpa or binary for shallow fusion (the `lm` stage's lm.binary)
+    lm_weight: float = 0.45
+    lm_word_bonus: float = 0.0  # nats per word; offsets the LM's per-word cost, which favours deletions
+    lm_no_bos: bool = False  # score the first word without the sentence-start context <s>
+    lm_no_eos: bool = False  # do not add the sentence end </s> to a finished hypothesis
+    log_samples: int = 0  # predictions (id, reference, hypothesis[, n-best]) written per validation event
+
+    def __post_init__(self) -> None:
+        _positive(self, "every_steps", "beam_width", "n_best")
+        _non_negative(self, "lm_weight", "log_samples")
+        if self.n_best > (self.beam_width or 1):
+            raise ValueError(
+                f"n_best={self.n_best} needs beam_width >= {self.n_best} (got {self.beam_width}): "
+                "the beam search only ever holds beam_width hypotheses; set validation.beam_width"
+            )
+
+    @property
+    def uses_beam_search(self) -> bool:
+        return (self.beam_width or 1) > 1 or self.lm_path is not None
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     data: DataConfig
     model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig
-    run: RunConfig
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
 
 
 # --- the one merge function ----------------------------------------------------------------------------
@@ -173,27 +302,52 @@ def save_json(config: TrainConfig, path: str | Path) -> None:
 
 
 def load_json(path: str | Path) -> TrainConfig:
-    return resolve_config(json.loads(Path(path).read_text()))
+    return resolve_config(upgrade_saved(json.loads(Path(path).read_text())))
+
+
+# Keys renamed since a config may have been saved: old dotted name -> new. Only saved configs are
+# upgraded (load_json, training.resume); params and flags must use the current names.
+RENAMED_KEYS = {"optim.lr_decay_power": "optim.lr_decay_exponent"}
+
+
+def upgrade_saved(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config dict with renamed keys moved to their current names (a copy)."""
+    upgraded = {key: dict(value) if isinstance(value, Mapping) else value for key, value in values.items()}
+    for old, new in RENAMED_KEYS.items():
+        (old_section, old_name), (new_section, new_name) = old.split("."), new.split(".")
+        section = upgraded.get(old_section)
+        if isinstance(section, dict) and old_name in section:
+            upgraded.setdefault(new_section, {})[new_name] = section.pop(old_name)
+    return upgraded
 
 
 def peak_learning_rate(config: TrainConfig) -> float:
-    """``optim.learning_rate`` when set; else the variant's published peak, capped at 3e-4 for Squeezeformer.
-
-    The cap: the Squeezeformer paper's peaks belong to its large-batch LibriSpeech recipe, while this
-    pipeline trains on small adaptive batches, so it starts from a more conservative peak. A run that
-    wants another peak (the demo params may) sets ``optim.learning_rate``.
-    """
+    """``optim.learning_rate`` when set; else ``default_peak_learning_rate`` of the model."""
     if config.optim.learning_rate is not None:
         return config.optim.learning_rate
+    return default_peak_learning_rate(config.model.architecture, config.model.variant)
+
+
+def default_peak_learning_rate(architecture: str, variant: str | None) -> float:
+    """The reference trainer's recipe peak: Squeezeformer min(variant peak, 3e-4) (3e-4 with no variant),
+    Zipformer and Paraformer 1e-3, W2V-BERT 1e-4.
+
+    The Squeezeformer cap: the paper's peaks (2e-3 for XS) belong to its large-batch LibriSpeech recipe,
+    while this pipeline trains on small adaptive batches, so it starts from a more conservative peak. A
+    run that wants another peak (the demo params do) sets ``optim.learning_rate``.
+    """
+    name = architecture.lower()
+    if name in RECIPE_PEAK_LR:
+        return RECIPE_PEAK_LR[name]
+    if name != "squeezeformer":
+        check_available(name)  # raises, naming the known architectures
+        raise ValueError(f"{name} has no recipe learning rate; set optim.learning_rate (--learning-rate)")
+    if variant is None:
+        return SQUEEZEFORMER_PEAK_LR_CAP
     from asr_pipeline.models.registry import variant_peak_lr  # the registry imports torch models
 
-    peak = variant_peak_lr(config.model.architecture, config.model.variant)
-    if peak is None:
-        raise ValueError(
-            f"optim.learning_rate is unset and {config.model.architecture} variant "
-            f"{config.model.variant!r} has no published peak; set optim.learning_rate"
-        )
-    return min(peak, 3e-4) if config.model.architecture == "squeezeformer" else peak
+    peak = variant_peak_lr(name, variant)
+    return SQUEEZEFORMER_PEAK_LR_CAP if peak is None else min(peak, SQUEEZEFORMER_PEAK_LR_CAP)
 
 
 # --- helpers -------------------------------------------------------------------------------------------
@@ -309,6 +463,8 @@ __all__ = [
     "OptimConfig",
     "RunConfig",
     "TrainConfig",
+    "ValidationConfig",
+    "default_peak_learning_rate",
     "load_json",
     "peak_learning_rate",
     "resolve_config",

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from asr_pipeline.training.config import TrainConfig
-from asr_pipeline.training.launch import cpu_threads_per_rank
+from asr_pipeline.training.launch import cpu_threads_per_rank, cuda_device_index
 
 FAIL_RANK_ENV = "ASR_PIPELINE_FAIL_RANK"
 FAIL_STEP_ENV = "ASR_PIPELINE_FAIL_STEP"
@@ -44,16 +44,21 @@ class DistributedContext:
 
 
 def setup_distributed(config: TrainConfig) -> DistributedContext:
+    """This process's rank and device (``launch.cuda_device_index`` picks the GPU), and the process group."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    # Processes on this node (torchrun sets it); threads and GPUs are shared per node, not per job.
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
     if config.run.backend == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError("run.backend is 'cuda' but CUDA is not available here; use backend 'cpu'")
-        device = torch.device("cuda", local_rank)
+            raise RuntimeError(
+                "run.backend is 'cuda' but CUDA is not available in this process; train with --backend cpu"
+            )
+        device = torch.device("cuda", cuda_device_index(config.run, local_rank, local_world_size))
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-        torch.set_num_threads(config.run.threads_per_rank or cpu_threads_per_rank(world_size))
+        torch.set_num_threads(config.run.threads_per_rank or cpu_threads_per_rank(local_world_size))
     if world_size > 1:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return DistributedContext(rank, local_rank, world_size, device)

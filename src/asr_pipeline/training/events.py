@@ -3,8 +3,8 @@
 Rank 0 writes one JSON object per line to the run dir; the other ranks write nothing. A resumed run
 appends to the log it resumes from. Every event is::
 
-    {"type": "init_from"|"dry_run"|"train"|"validation"|"epoch"|"checkpoint"|"summary", "step": int,
-     "epoch": int, "time": unix seconds, "values": {...}}
+    {"type": "init_from"|"dry_run"|"data"|"train"|"validation"|"epoch"|"checkpoint"|"summary"|"abort",
+     "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
 ``values`` by type, in the order a run writes them:
@@ -14,18 +14,33 @@ appends to the log it resumes from. Every event is::
     model shape" or "not in the model"}), ``not_in_source`` (model tensors left as initialised).
 ``dry_run``, once, only when ``run.dry_run`` is set; nothing follows it (no summary)
     ``loss`` (per target token over every rank's first batch), ``tokens``, ``utterances``.
+``data``, once per start (a resumed run writes another), before training; rank 0's view
+    ``train``: ``kind`` ("shards" or "raw"), ``selection`` (``data.dataset.SelectionReport``),
+    ``skipped``, ``skipped_by_reason``, ``first_skipped`` (raw manifest records left out while indexing);
+    ``val``: ``kind``, ``examples`` and the same skip fields, or None; ``batching``: ``batch_size`` or
+    ``unit``/``budget``/``max_samples``, ``sort_buffer_size``, ``sort_by_length_desc``,
+    ``oversized_examples`` (over the budget alone: each is a batch of one) and ``epoch0``
+    (``data.sampler.BatchPlanStats`` of epoch 0 over all ranks: batches, padding_efficiency, ...);
+    ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),
-    ``audio_seconds_per_sec``, ``utterances``, and the counters.
+    ``audio_seconds_per_sec`` (throughput: seconds of training audio per wall-clock second, all ranks),
+    ``utterances``, and the counters.
 ``checkpoint``, every ``run.checkpoint_every_steps`` steps when that is set
     ``path`` (the ``checkpoint_latest`` directory).
-``validation``, after every epoch when there are validation manifests
+``validation``, every ``validation.every_steps`` steps when that is set, and after every epoch (unless
+that epoch's last step was just validated), when there are validation manifests
     ``val_loss`` (per target token), ``val_cer`` and ``val_wer`` (percent), ``utterances``, ``words``,
-    ``chars``.
+    ``chars``, ``decoding`` ("greedy" or "beam"), ``duration_sec``, ``trigger`` ("step" or "epoch"),
+    ``best`` (the lowest val CER so far: ``checkpoint_best`` holds these weights), and with
+    ``validation.log_samples`` = N ``samples``: N ``{"id", "reference", "hypothesis"}`` (plus ``n_best``:
+    ``[{"text", "score"}]`` when ``validation.n_best > 1``), the first N utterances by id.
 ``epoch``, after every epoch
-    ``train_loss`` (per target token, summed over ranks), ``batches`` (per rank), ``steps``,
-    ``audio_hours`` (summed over ranks), ``duration_sec``, and the counters.
+    ``train_loss`` (per target token, summed over ranks), ``batches`` (per rank), ``skipped_examples``
+    (summed over ranks: examples whose audio failed to decode during the epoch, see ``data.collate``;
+    after a mid-epoch resume, of the resumed part only), ``steps``, ``audio_hours`` (summed over ranks),
+    ``duration_sec``, and the counters.
 ``checkpoint``, after every epoch
     ``path``, ``train_loss``, ``val_cer``, ``val_wer`` (None without validation), and ``best_path`` (the
     ``checkpoint_best`` directory) only when this epoch's val CER was the best so far and it was written.
@@ -34,38 +49,58 @@ over ranks
     ``metrics.json``), the counters, ``world_size``, ``parameter_digests`` (one per rank: equal when
     DDP kept the ranks in sync), ``train_selection`` (``data.dataset.SelectionReport``: the training
     examples available, kept, and dropped by cause), ``wall_sec``.
+``abort``, last, when the run stops because of ``run.max_non_finite_losses``
+    ``reason`` (the message the run fails with) and the counters.
 
-The counters run over the whole run (a resumed run continues them) and are rank 0's: ``skipped_steps``
-(non-finite gradient norm; the same on every rank), ``non_finite_losses`` and ``infeasible_targets``
-(fewer output frames than target tokens), see ``training.loop``.
+The counters run over the whole run (a resumed run continues them) and are summed over ranks:
+``skipped_steps`` (non-finite gradient norm; every rank skips the same steps, so counted once),
+``non_finite_losses`` (micro-batches with a NaN/inf loss) and ``infeasible_targets`` (utterances with
+fewer output frames than target tokens), see ``training.loop``.
+
+Listeners (``EventListener``) see every event rank 0 writes: the live progress view
+(``training.live``) and the DVCLive logger (``training.dvclive_logger``) are fed this way, so the
+terminal, the plots and the log never disagree.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 EVENTS_FILE = "events.jsonl"
 
 
+class EventListener(Protocol):
+    """Something that reacts to each event rank 0 writes (a progress view, a metrics logger)."""
+
+    def on_event(self, kind: str, step: int, epoch: int, values: dict[str, Any]) -> None: ...
+
+
 class EventLog:
     """Appends events to ``events.jsonl`` on rank 0; a no-op elsewhere. Flushed per line, so a crashed
-    run's log ends at its last event."""
+    run's log ends at its last event. ``listeners`` are called after each line is written."""
 
-    def __init__(self, path: Path, enabled: bool, append: bool) -> None:
+    def __init__(
+        self, path: Path, enabled: bool, append: bool, listeners: Sequence[EventListener] = ()
+    ) -> None:
         self._file = path.open("a" if append else "w") if enabled else None
+        self.listeners = list(listeners) if enabled else []
 
     def write(self, kind: str, step: int, epoch: int, values: dict[str, Any]) -> None:
         if self._file is not None:
             event = {"type": kind, "step": step, "epoch": epoch, "time": time.time(), "values": values}
             self._file.write(json.dumps(event) + "\n")
             self._file.flush()
+        for listener in self.listeners:
+            listener.on_event(kind, step, epoch, values)
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+            self._file = None
 
 
-__all__ = ["EVENTS_FILE", "EventLog"]
+__all__ = ["EVENTS_FILE", "EventListener", "EventLog"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from asr_pipeline.training.config import TrainConfig
+    from asr_pipeline.training.config import RunConfig, TrainConfig
 
 
 class TrainingFailedError(RuntimeError):
@@ -31,6 +31,12 @@ class TrainingFailedError(RuntimeError):
         )
 
 
+RDZV_BACKENDS = ("c10d", "static")
+DEFAULT_RDZV_ID = "asr-pipeline"
+# The keys of params.yaml's train.launch (and the matching `asr-pipeline train` flags).
+LAUNCH_KEYS = ("nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint", "rdzv_id", "rdzv_backend")
+
+
 def torchrun_command(
     config_path: str | Path,
     nproc_per_node: int,
@@ -38,25 +44,45 @@ def torchrun_command(
     nnodes: int = 1,
     node_rank: int = 0,
     rdzv_endpoint: str | None = None,
+    rdzv_id: str = DEFAULT_RDZV_ID,
+    rdzv_backend: str = "c10d",
 ) -> list[str]:
-    """The torchrun command line; single node uses ``--standalone`` (a local rendezvous on a free port)."""
+    """The torchrun command line for this node.
+
+    One node: ``--standalone`` (a local rendezvous on a free port; the rendezvous options are unused).
+    Several: every node runs this command with its own ``node_rank`` and the same ``rdzv_endpoint``
+    (host:port on node 0) and ``rdzv_id``. ``c10d`` lets torchrun assign ranks as nodes arrive;
+    ``static`` fixes this node's ranks by ``node_rank`` (the endpoint acts as the master address).
+    Jobs sharing an endpoint must use different ``rdzv_id``s.
+    """
     if nproc_per_node < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
+    if nnodes < 1:
+        raise ValueError(f"nnodes must be >= 1, got {nnodes}")
     command = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         command.append("--standalone")
     else:
         if rdzv_endpoint is None:
-            raise ValueError(f"a {nnodes}-node run needs rdzv_endpoint (host:port of the rendezvous node)")
+            raise ValueError(
+                f"a {nnodes}-node run needs rdzv_endpoint (host:port of the rendezvous node, the same "
+                "on every node): set train.launch.rdzv_endpoint or --rdzv-endpoint"
+            )
+        if not 0 <= node_rank < nnodes:
+            raise ValueError(f"node_rank must lie in [0, {nnodes}) for nnodes={nnodes}, got {node_rank}")
+        if rdzv_backend not in RDZV_BACKENDS:
+            raise ValueError(f"rdzv_backend must be one of {list(RDZV_BACKENDS)}, got {rdzv_backend!r}")
         command += [
             "--nnodes",
             str(nnodes),
             "--node-rank",
             str(node_rank),
             "--rdzv-backend",
-            "c10d",
+            rdzv_backend,
             "--rdzv-endpoint",
             rdzv_endpoint,
+            "--rdzv-id",
+            rdzv_id,
         ]
     command += [
         "--nproc-per-node",
@@ -67,6 +93,92 @@ def torchrun_command(
         str(config_path),
     ]
     return command
+
+
+def launch_options(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``train.launch`` params as keyword arguments of ``run_training``; unknown keys are refused.
+
+    An absent (or null) ``nproc_per_node`` stays None: one process per ``run.device_indices`` entry, or 1.
+    """
+    unknown = sorted(set(params) - set(LAUNCH_KEYS))
+    if unknown:
+        raise ValueError(
+            f"unknown train.launch key(s) {', '.join(unknown)}; train.launch accepts: {', '.join(LAUNCH_KEYS)}"
+        )
+    options: dict[str, Any] = {key: value for key, value in params.items() if value is not None}
+    for key in ("nproc_per_node", "nnodes", "node_rank"):
+        if key in options:
+            options[key] = int(options[key])
+    return options
+
+
+def resolve_nproc_per_node(config: TrainConfig, nproc_per_node: int | None) -> int:
+    """Processes on this node: as given, else one per ``run.device_indices`` entry, else 1.
+
+    With ``device_indices`` each process owns one listed GPU, so an explicit count must match the list.
+    """
+    indices = config.run.device_indices
+    if nproc_per_node is not None and nproc_per_node < 1:
+        raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
+    if not indices:
+        return nproc_per_node or 1
+    if nproc_per_node is not None and nproc_per_node != len(indices):
+        raise ValueError(
+            f"nproc_per_node={nproc_per_node} but device_indices={indices} lists {len(indices)} GPU(s): "
+            "each process trains on one listed GPU; drop --nproc-per-node or list one GPU per process"
+        )
+    return len(indices)
+
+
+def cuda_device_index(run: RunConfig, local_rank: int, local_world_size: int) -> int:
+    """The CUDA device of local rank ``local_rank`` among ``local_world_size`` processes on its node.
+
+    ``run.device_indices`` given: its ``local_rank``-th entry. Else one process: ``run.device_index``;
+    several: ``cuda:<local rank>``, and then ``device_index`` must be left at 0 (it names one GPU).
+    """
+    if run.device_indices:
+        if len(run.device_indices) != local_world_size:
+            raise ValueError(
+                f"device_indices={run.device_indices} lists {len(run.device_indices)} GPU(s) but "
+                f"{local_world_size} process(es) run on this node; start one process per listed GPU "
+                f"(--nproc-per-node {len(run.device_indices)})"
+            )
+        return run.device_indices[local_rank]
+    if local_world_size == 1:
+        return run.device_index
+    if run.device_index != 0:
+        raise ValueError(
+            f"device_index={run.device_index} picks one GPU, but {local_world_size} processes run on this "
+            "node; list one GPU per process with device_indices (--device-indices 0,1)"
+        )
+    return local_rank
+
+
+def check_devices(config: TrainConfig, nproc_per_node: int, cuda_device_count: int | None = None) -> None:
+    """Refuse a CUDA run this machine cannot start, before torchrun spawns anything.
+
+    ``cuda_device_count`` defaults to ``torch.cuda.device_count()`` (after CUDA_VISIBLE_DEVICES).
+    """
+    run = config.run
+    if run.backend != "cuda":
+        return
+    if cuda_device_count is None:
+        import torch  # here, not at the top: the CLI imports this module and --help must stay fast
+
+        cuda_device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if cuda_device_count == 0:
+        raise ValueError(
+            "backend 'cuda' (--backend cuda) but no CUDA device is usable here (no GPU, no driver, a CPU "
+            "build of torch, or CUDA_VISIBLE_DEVICES empty); train with --backend cpu or fix the CUDA setup"
+        )
+    wanted = [cuda_device_index(run, rank, nproc_per_node) for rank in range(nproc_per_node)]
+    missing = [index for index in wanted if index >= cuda_device_count]
+    if missing:
+        raise ValueError(
+            f"the run would use CUDA device(s) {wanted} but only {cuda_device_count} are visible "
+            f"(indices 0..{cuda_device_count - 1}, after CUDA_VISIBLE_DEVICES); lower --device-index / "
+            "--device-indices / --nproc-per-node"
+        )
 
 
 def cpu_threads_per_rank(nproc_per_node: int) -> int:
@@ -82,20 +194,17 @@ def launch_training(
     config_path: str | Path,
     nproc_per_node: int,
     *,
-    nnodes: int = 1,
-    node_rank: int = 0,
-    rdzv_endpoint: str | None = None,
     env: Mapping[str, str] | None = None,
+    **rendezvous: Any,
 ) -> None:
     """Run the worker on ``nproc_per_node`` ranks of this node; output streams to this console.
 
-    ``env`` adds to (and overrides) this process's environment. ``OMP_NUM_THREADS`` is set to the cores
-    per rank unless ``env`` names it, so ranks do not each start one OpenMP thread per core and
-    oversubscribe the machine (torchrun's own default is 1, which leaves CPU ranks on one core each).
+    ``rendezvous``: the multi-node options of ``torchrun_command``. ``env`` adds to (and overrides)
+    this process's environment. ``OMP_NUM_THREADS`` is set to the cores per rank unless ``env`` names it,
+    so ranks do not each start one OpenMP thread per core and oversubscribe the machine (torchrun's own
+    default is 1, which leaves CPU ranks on one core each).
     """
-    command = torchrun_command(
-        config_path, nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint
-    )
+    command = torchrun_command(config_path, nproc_per_node, **rendezvous)
     child_env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(nproc_per_node)), **(env or {})}
     try:
         subprocess.run(command, env=child_env, check=True)
@@ -103,20 +212,38 @@ def launch_training(
         raise TrainingFailedError(error.returncode, config_path) from None
 
 
-__all__ = ["TrainingFailedError", "cpu_threads_per_rank", "launch_training", "torchrun_command"]
+__all__ = [
+    "DEFAULT_RDZV_ID",
+    "LAUNCH_KEYS",
+    "RDZV_BACKENDS",
+    "TrainingFailedError",
+    "check_devices",
+    "cpu_threads_per_rank",
+    "cuda_device_index",
+    "launch_options",
+    "launch_training",
+    "resolve_nproc_per_node",
+    "run_training",
+    "torchrun_command",
+]
 
 
-def run_training(config: TrainConfig, nproc_per_node: int, **launch: Any) -> dict[str, Any]:
+def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launch: Any) -> dict[str, Any]:
     """Save ``config`` into its run dir, train there under torchrun, and return the run's final metrics.
 
     The one path from a resolved config to a finished run, shared by the Kedro train node and
-    ``asr-pipeline train``; ``launch`` takes the multi-node options of ``launch_training``.
+    ``asr-pipeline train``. ``nproc_per_node`` None: one process per ``run.device_indices`` entry, else 1.
+    ``launch`` takes the rendezvous options of ``torchrun_command``. The device checks run first, so a
+    CUDA run on a machine without CUDA fails here, naming the fix, and writes nothing.
     """
     from asr_pipeline.training.config import save_json
     from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
 
+    nproc = resolve_nproc_per_node(config, nproc_per_node)
+    check_devices(config, nproc)
+    torchrun_command("-", nproc, **launch)  # the rendezvous options' checks, before anything is written
     run_dir = Path(config.run.output_dir)
     config_path = run_dir / CONFIG_FILE
     save_json(config, config_path)
-    launch_training(config_path, nproc_per_node, **launch)
+    launch_training(config_path, nproc, **launch)
     return json.loads((run_dir / METRICS_FILE).read_text())

@@ -1,21 +1,52 @@
-"""The training and validation DataLoaders of one rank: examples selected from the shards' length
-index, length-bucketed batches split across ranks, SpecAugment on training examples only."""
+"""The training and validation DataLoaders of one rank.
+
+Two sources (``data.sources``): feature shards, read through their length index (the fast path), or raw
+manifests, decoded and featurized per item (``data.audio_dataset``). Either way the examples are selected
+(``max_audio_duration_sec``, ``max_*_samples``), batched by length under the configured budget unit and
+split across ranks (``data.sampler``); SpecAugment applies to training examples only, waveform
+augmentation to raw training audio only.
+
+Waveform augmentation with feature shards is an error, not a warning: the features were computed before
+any gain or noise could be applied, so the flags would silently do nothing and the run would not be the
+run that was asked for.
+
+Loader options: ``num_workers`` worker processes per rank, persistent across epochs (no re-fork and no
+re-opened shards every epoch); ``prefetch_factor`` batches per worker ahead; ``pin_memory`` unset pins on
+the cuda backend only -- page-locked memory only pays for asynchronous host-to-GPU copies, and set to
+true without CUDA it is turned off with a warning (torch would warn on every loader anyway).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import functools
+import logging
+from dataclasses import asdict, dataclass
 from typing import Any
 
+import pyarrow as pa
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, Sampler
 
+from asr_pipeline.data.audio_dataset import (
+    AudioDataset,
+    EpochTaggedBatchSampler,
+    Frontend,
+    build_audio_index,
+    frontend_for,
+)
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
 from asr_pipeline.data.length_index import load_length_index
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
-from asr_pipeline.features.augment import SpecAugment
-from asr_pipeline.training.config import TrainConfig
+from asr_pipeline.data.sources import ManifestKind, resolve_manifests
+from asr_pipeline.features.augment import SpecAugment, WaveformAugment
+from asr_pipeline.io.report import SkipReport
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.config import DataConfig, TrainConfig
 from asr_pipeline.training.distributed import DistributedContext
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -25,91 +56,230 @@ class DataBundle:
     val_loader: DataLoader | None
     train_selection: SelectionReport
     train_audio_hours: float
+    report: dict[str, Any]  # the "data" event's values (training.events)
+
+
+def check_waveform_augmentation(kind: ManifestKind, data: DataConfig) -> None:
+    """Refuse waveform augmentation on feature shards (module docstring)."""
+    if kind == "shards" and data.waveform_augmentation:
+        raise ValueError(
+            "waveform augmentation (waveform_gain_min_db/max_db, waveform_noise_std) needs raw audio "
+            f"manifests, but the training manifests are feature shards ({data.train_manifests[0]}, ...): "
+            "their features were computed without it. Train on the raw manifests, or drop the waveform "
+            "options"
+        )
 
 
 def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     data = config.data
     if not data.train_manifests:
-        raise ValueError("data.train_manifests is empty: give at least one training shard")
+        raise ValueError("data.train_manifests is empty: give at least one training shard or manifest")
+    train_source = resolve_manifests(data.train_manifests, "training manifest")
+    check_waveform_augmentation(train_source.kind, data)
     max_duration_ms = (
         None if data.max_audio_duration_sec is None else round(data.max_audio_duration_sec * 1000)
     )
+    sources = _Sources(config)
+    train_index, train_skips = sources.index(train_source.kind, train_source.paths)
     train_index, selection = select_examples(
-        load_length_index(data.train_manifests, data.length_index),
-        max_duration_ms=max_duration_ms,
-        max_samples=data.max_train_samples,
+        train_index, max_duration_ms=max_duration_ms, max_samples=data.max_train_samples
     )
+    selection = dataclasses.replace(selection, skipped=train_skips.skipped)
     if train_index.num_rows == 0:
         raise ValueError(
             f"no training examples left of {selection.available} in {data.train_manifests} "
-            f"({selection.too_long} longer than max_audio_duration_sec={data.max_audio_duration_sec})"
+            f"({selection.too_long} longer than max_audio_duration_sec={data.max_audio_duration_sec}, "
+            f"{selection.skipped} unusable records: {dict(train_skips.counts)})"
         )
     _check_feature_dim(train_index, data.input_dim)
-    augment = SpecAugment(
+    spec_augment = SpecAugment(
         data.spec_time_masks,
         data.spec_time_mask_max_frames,
         data.spec_freq_masks,
         data.spec_freq_mask_max_bins,
     )
-    train_set = ShardDataset(train_index, transform=augment)
-    batching = {
-        "batch_size": data.batch_size,
-        "sort_buffer_size": data.sort_buffer_size,
-        "num_replicas": ctx.world_size,
-        "rank": ctx.rank,
-    }
-    if data.batch_size is None:
-        batching.update(max_frames=data.adaptive_batch_budget, max_samples=data.adaptive_batch_max_samples)
-    train_sampler = LengthBucketedBatchSampler(
-        train_set.num_frames, shuffle=True, seed=config.run.seed, uneven="drop", **batching
-    )
-    train_loader = _loader(train_set, train_sampler, data.num_workers, ctx, config.run.seed)
-
-    val_loader = None
-    if data.val_manifests:
-        val_index, _ = select_examples(
-            load_length_index(data.val_manifests, data.length_index), max_samples=data.max_val_samples
+    train_set: ShardDataset | AudioDataset
+    if train_source.kind == "shards":
+        train_set = ShardDataset(train_index, transform=spec_augment)
+    else:
+        waveform_augment = WaveformAugment(
+            data.waveform_gain_min_db, data.waveform_gain_max_db, data.waveform_noise_std
         )
+        train_set = AudioDataset(
+            train_index,
+            sources.frontend,
+            waveform_augment=waveform_augment,
+            spec_augment=spec_augment,
+            seed=config.run.seed,
+        )
+    train_sampler = _batch_sampler(train_set, data, ctx, shuffle=True, seed=config.run.seed, uneven="drop")
+    loader_sampler: Sampler = train_sampler
+    if train_source.kind == "raw":  # the dataset needs the epoch to seed its augmentation
+        loader_sampler = EpochTaggedBatchSampler(train_sampler)
+    pin_memory = _pin_memory(data.pin_memory, ctx)
+    train_loader = _loader(train_set, loader_sampler, data, pin_memory, ctx, config.run.seed)
+
+    val_loader, val_report = None, None
+    if data.val_manifests:
+        val_source = resolve_manifests(data.val_manifests, "validation manifest")
+        val_index, val_skips = sources.index(val_source.kind, val_source.paths)
+        val_index, _ = select_examples(val_index, max_samples=data.max_val_samples)
+        if val_index.num_rows == 0:
+            raise ValueError(f"no validation examples in {data.val_manifests}: {val_skips.to_dict()}")
         _check_feature_dim(val_index, data.input_dim)
-        val_set = ShardDataset(val_index)
+        val_set = (
+            ShardDataset(val_index)
+            if val_source.kind == "shards"
+            else AudioDataset(val_index, sources.frontend)  # never augmented
+        )
         # "pad" so no rank has zero batches; the duplicates are removed by utterance id after gathering.
-        val_sampler = LengthBucketedBatchSampler(val_set.num_frames, shuffle=False, uneven="pad", **batching)
-        val_loader = _loader(val_set, val_sampler, data.num_workers, ctx, config.run.seed)
+        val_sampler = _batch_sampler(val_set, data, ctx, shuffle=False, seed=0, uneven="pad")
+        val_loader = _loader(val_set, val_sampler, data, pin_memory, ctx, config.run.seed)
+        val_report = {"kind": val_source.kind, "examples": val_index.num_rows, **_skips(val_skips)}
+    report = {
+        "train": {"kind": train_source.kind, "selection": asdict(selection), **_skips(train_skips)},
+        "val": val_report,
+        "batching": _batching_report(train_sampler, data),
+        "loader": {
+            "num_workers": data.num_workers,
+            "prefetch_factor": data.prefetch_factor,
+            "persistent_workers": data.num_workers > 0,
+            "pin_memory": pin_memory,
+        },
+    }
     hours = float(train_set.duration_ms.sum()) / 3.6e6
-    return DataBundle(train_loader, train_sampler, val_loader, selection, hours)
+    return DataBundle(train_loader, train_sampler, val_loader, selection, hours, report)
+
+
+class _Sources:
+    """Index tables of either kind; the tokenizer and frontend are loaded once, and only for raw data."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+
+    @functools.cached_property
+    def frontend(self) -> Frontend:
+        frontend = frontend_for(self.config.model.architecture)
+        if frontend.feature_dim != self.config.data.input_dim:
+            raise ValueError(
+                f"raw manifests are featurized with {type(frontend).__name__} ({frontend.feature_dim} bins "
+                f"per frame) but data.input_dim={self.config.data.input_dim}; set input_dim (--input-dim) "
+                f"to {frontend.feature_dim}"
+            )
+        return frontend
+
+    @functools.cached_property
+    def tokenizer(self) -> CTCTokenizer | None:
+        run = self.config.run
+        return CTCTokenizer.from_file(run.tokenizer, self.config.model.blank_id) if run.tokenizer else None
+
+    def index(self, kind: ManifestKind, paths: list[str]) -> tuple[pa.Table, SkipReport]:
+        report = SkipReport(strict=False)
+        if kind == "shards":
+            return load_length_index(paths, self.config.data.length_index), report
+        if self.config.data.length_index is not None:
+            logger.info("data.length_index applies to feature shards only; raw manifests are indexed anew")
+        return build_audio_index(paths, self.frontend, self.tokenizer, report), report
+
+
+def _batch_sampler(
+    dataset: ShardDataset | AudioDataset,
+    data: DataConfig,
+    ctx: DistributedContext,
+    *,
+    shuffle: bool,
+    seed: int,
+    uneven: str,
+) -> LengthBucketedBatchSampler:
+    budget = {} if data.batch_size is not None else {"budget": data.adaptive_batch_budget}
+    return LengthBucketedBatchSampler(
+        dataset.num_frames,
+        batch_size=data.batch_size,
+        unit=data.adaptive_batch_unit,
+        max_samples=None if data.batch_size is not None else data.adaptive_batch_max_samples,
+        durations_ms=dataset.duration_ms,
+        feature_dim=data.input_dim,
+        sort_buffer_size=data.sort_buffer_size,
+        sort_descending=data.sort_by_length_desc,
+        shuffle=shuffle,
+        seed=seed,
+        num_replicas=ctx.world_size,
+        rank=ctx.rank,
+        uneven=uneven,  # type: ignore[arg-type]
+        **budget,
+    )
+
+
+def _batching_report(sampler: LengthBucketedBatchSampler, data: DataConfig) -> dict[str, Any]:
+    fixed = data.batch_size is not None
+    return {
+        "batch_size": data.batch_size,
+        "unit": None if fixed else data.adaptive_batch_unit,
+        "budget": None if fixed else data.adaptive_batch_budget,
+        "max_samples": None if fixed else data.adaptive_batch_max_samples,
+        "sort_buffer_size": data.sort_buffer_size,
+        "sort_by_length_desc": data.sort_by_length_desc,
+        # Each forms a batch of one over the budget, every epoch: a budget too small for the data shows.
+        "oversized_examples": sampler.oversized_examples,
+        "epoch0": sampler.plan_stats(0).to_dict(),
+    }
+
+
+def _skips(report: SkipReport) -> dict[str, Any]:
+    values = report.to_dict()
+    return {key: values[key] for key in ("skipped", "skipped_by_reason", "first_skipped")}
+
+
+def _pin_memory(requested: bool | None, ctx: DistributedContext) -> bool:
+    if requested is None:
+        return ctx.device.type == "cuda"
+    if requested and not torch.cuda.is_available():
+        logger.warning("data.pin_memory is set but CUDA is not available; loading into pageable memory")
+        return False
+    return requested
 
 
 def _loader(
-    dataset: ShardDataset,
-    sampler: LengthBucketedBatchSampler,
-    num_workers: int,
+    dataset: Dataset,
+    batch_sampler: Sampler,
+    data: DataConfig,
+    pin_memory: bool,
     ctx: DistributedContext,
     seed: int,
 ) -> DataLoader:
     # A generator of its own: otherwise every new DataLoader iterator (one per epoch) draws its worker
     # base seed from the global RNG, and a run resumed mid-epoch would draw other SpecAugment masks.
     generator = torch.Generator().manual_seed(seed + ctx.rank)
+    workers: dict[str, Any] = {}
+    if data.num_workers > 0:
+        workers["persistent_workers"] = True
+        if data.prefetch_factor is not None:
+            workers["prefetch_factor"] = data.prefetch_factor
     return DataLoader(
         dataset,
-        batch_sampler=sampler,
-        collate_fn=collate_batch,
-        num_workers=num_workers,
-        pin_memory=ctx.device.type == "cuda",
-        persistent_workers=num_workers > 0,
+        batch_sampler=batch_sampler,
+        collate_fn=functools.partial(collate_batch, feature_dim=data.input_dim),
+        num_workers=data.num_workers,
+        pin_memory=pin_memory,
         generator=generator,
+        **workers,
     )
 
 
-def _check_feature_dim(index: Any, input_dim: int) -> None:
+def _check_feature_dim(index: pa.Table, input_dim: int) -> None:
     cols = index.column("cols").to_numpy()
     wrong = (cols != input_dim).nonzero()[0]
     if len(wrong):
         first = int(wrong[0])
+        where = (
+            f"row {index.column('row')[first].as_py()} of {index.column('shard')[first].as_py()}"
+            if "shard" in index.column_names
+            else index.column("location")[first].as_py()
+        )
         raise ValueError(
             f"{len(wrong)} examples have a feature dimension other than data.input_dim={input_dim}, e.g. "
-            f"row {index.column('row')[first].as_py()} of {index.column('shard')[first].as_py()} has "
-            f"{int(cols[first])}; set data.input_dim or re-extract the features"
+            f"{where} has {int(cols[first])}; set data.input_dim or re-extract the features"
         )
 
 
-__all__ = ["DataBundle", "build_data"]
+__all__ = ["DataBundle", "build_data", "check_waveform_augmentation"]

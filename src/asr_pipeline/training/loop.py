@@ -11,7 +11,11 @@ Non-finite losses: ``zero_infinity=True`` zeroes impossible alignments (too few 
 target; ``infeasible_targets`` counts the clear cases, fewer output frames than target tokens). A NaN/inf
 that still gets through makes this rank's gradients non-finite, DDP's all-reduce spreads that to every
 rank, and every rank then sees the same non-finite gradient norm and skips the same step (counted as
-``skipped_steps``) -- no extra collective and no rank can disagree.
+``skipped_steps``) -- no rank can disagree. Each rank counts its own non-finite losses and infeasible
+targets; the counts are summed over ranks at every "train" event, checkpoint, epoch end and skipped step
+(points every rank reaches together), and once the run's total of non-finite losses passes
+``run.max_non_finite_losses`` every rank raises ``NonFiniteLossError`` (rank 0 first writes an "abort"
+event naming the first batches that failed).
 
 Gradient accumulation divides each micro-batch's per-token loss by the window size, so k micro-batches
 with equal token counts give the gradient of one k-times larger batch; with unequal counts each
@@ -20,22 +24,25 @@ micro-batch weighs 1/k, as each rank weighs 1/world_size under DDP.
 Starting points (``training.resume``): ``run.resume_from`` is checked against the saved config before
 anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` keeps a weight
 average (``training.ema``); validation scores the raw weights. ``run.dry_run`` stops after one forward.
+
+Validation (``training.validation``) follows every epoch and, with ``validation.every_steps``, every that
+many optimizer steps; the lowest val CER so far is kept in ``checkpoint_best`` either way. Observability:
+every event goes to ``events.jsonl`` and, on rank 0, to the progress display (``training.live``: tqdm, or
+``run.tui``'s live table) and to DVCLive (``training.dvclive_logger``: curves for ``dvc plots show``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -62,13 +69,24 @@ from asr_pipeline.training.distributed import (
     parameter_digest,
 )
 from asr_pipeline.training.dry_run import dry_run
+from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.ema import EMA_FILE, WeightEMA
-from asr_pipeline.training.events import EVENTS_FILE, EventLog
+from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
+from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.run_layout import METRICS_FILE
-from asr_pipeline.training.schedule import default_decay_steps, warmup_hold_decay
-from asr_pipeline.training.validation import validate
+from asr_pipeline.training.schedule import lr_schedule
+from asr_pipeline.training.validation import ValidationDecoder, validate
+
+MAX_NON_FINITE_EXAMPLES = 3  # batches per rank whose ids an abort message names
+# Frames of silence a rank forwards for a batch whose every example was skipped (Trainer._backward_empty):
+# enough for any subsampling front end to leave at least one output frame.
+EMPTY_BATCH_FRAMES = 64
+
+
+class NonFiniteLossError(RuntimeError):
+    """More micro-batches had a NaN/inf loss than ``run.max_non_finite_losses`` allows."""
 
 
 def _decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -95,8 +113,20 @@ class Trainer:
         data: DataBundle,
         vocab_size: int,
         events: EventLog,
+        tokenizer: CTCTokenizer | None = None,
+        progress: TrainingProgress | None = None,
     ) -> None:
         self.config, self.ctx, self.data, self.vocab_size, self.events = config, ctx, data, vocab_size, events
+        self.tokenizer = tokenizer
+        self.progress = progress or TrainingProgress(epochs=config.optim.epochs, enabled=False, tui=False)
+        # Built once: a KenLM model for beam-search validation is loaded per run, not per validation.
+        self.decoder = (
+            ValidationDecoder(config.validation, tokenizer, config.model.blank_id)
+            if data.val_loader is not None
+            else None
+        )
+        self.latest_scores: dict[str, Any] | None = None  # rank 0: the last validation's scores
+        self.validated_step = -1  # the step of the last validation: an epoch end right after skips its own
         self.output_dir = Path(config.run.output_dir)
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
@@ -113,35 +143,39 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             _decay_groups(self.model, config.optim.weight_decay), lr=self.peak_lr
         )
+        # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
+        # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
         self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=config.run.precision == "f16")
         self.sampler = data.train_sampler
         self.step = 0  # optimizer steps taken (skipped ones included): the schedule's clock
+        # The run's totals over every rank (the same on every rank after each _sync_counters) ...
         self.counters = {"skipped_steps": 0, "non_finite_losses": 0, "infeasible_targets": 0}
+        self.pending_counts = [0, 0]  # ... and this rank's non-finite losses, infeasible targets since
+        self.non_finite_batches: list[list[str]] = []  # ids of this rank's first non-finite batches
+        self.epoch = 0
         self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
+        self.epoch_skipped_examples = 0  # examples the loader could not produce: this rank, this epoch
         self.window = torch.zeros(4, dtype=torch.float64, device=ctx.device)  # + utterances, since last log
         self.window_started = time.perf_counter()
         self.grad_norm = torch.tensor(0.0)
-        # Plans differ a little per epoch under a frames budget; epoch 0's length sets the decay horizon.
+        # Plans differ a little per epoch under a frames budget; epoch 0's length sets the schedule's
+        # epoch length (warmup/hold epochs of the epoch schedule, the decay horizon of both).
         steps_per_epoch = math.ceil(len(self.sampler.epoch_batches(0)) / optim.gradient_accumulation_steps)
-        self.decay_steps = optim.lr_decay_steps or default_decay_steps(
-            optim.epochs * steps_per_epoch, optim.lr_warmup_steps, optim.lr_hold_steps
-        )
+        self.schedule = lr_schedule(optim, self.peak_lr, max(1, steps_per_epoch))
+        if self.schedule.scaled and ctx.is_main:
+            print(
+                f"[train] {optim.epochs} epochs are too few for lr_warmup_epochs={optim.lr_warmup_epochs} + "
+                f"lr_hold_epochs={optim.lr_hold_epochs}: scaled to {self.schedule.warmup_steps} warmup and "
+                f"{self.schedule.hold_steps} hold steps, then {self.schedule.decay_steps} decay steps",
+                flush=True,
+            )
         self.ddp_model: nn.Module = self.model
         if ctx.distributed:
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
 
     def learning_rate(self, step: int) -> float:
-        optim = self.config.optim
-        return warmup_hold_decay(
-            step,
-            peak_lr=self.peak_lr,
-            warmup_steps=optim.lr_warmup_steps,
-            hold_steps=optim.lr_hold_steps,
-            decay_steps=self.decay_steps,
-            min_lr=optim.lr_min,
-            power=optim.lr_decay_power,
-        )
+        return self.schedule(step)
 
     def resume(self, run_dir: str) -> int:
         """Load ``run_dir``'s latest checkpoint; returns the epoch to continue in."""
@@ -149,7 +183,9 @@ class Trainer:
         # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these.
         self.model.load_state_dict(load_weights(run_dir))
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        # An f32/bf16 run saved a disabled scaler's empty state: resumed in f16, the scaler starts fresh.
+        if state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
         self.sampler.load_state_dict(state["sampler"])
         self.step, self.counters = state["step"], dict(state["counters"])
         self.best_val_cer = state.get("best_val_cer", math.inf)
@@ -164,17 +200,17 @@ class Trainer:
         config, optim = self.config, self.config.optim
         started = time.perf_counter()
         self.sampler.set_epoch(epoch)
+        self.epoch = epoch
         epoch_batches, batches_done = len(self.sampler.epoch_batches()), self.sampler.batches_to_skip
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
+        self.epoch_skipped_examples = 0  # after a mid-epoch resume: counts the resumed part only
         self.ddp_model.train()
-        progress = tqdm(
-            total=epoch_batches,
-            initial=batches_done,
-            desc=f"epoch {epoch + 1}/{optim.epochs}",
-            disable=not (self.ctx.is_main and sys.stderr.isatty()),
-            leave=False,
+        accumulation = optim.gradient_accumulation_steps  # a resume always starts on a window boundary
+        self.progress.start_epoch(
+            epoch, math.ceil(epoch_batches / accumulation), math.ceil(batches_done / accumulation)
         )
+        every_steps = config.validation.every_steps if self.data.val_loader is not None else None
         micro, window_size = 0, 1
         for batch in self.data.train_loader:
             if micro == 0:  # the last window of an epoch may be short
@@ -182,22 +218,29 @@ class Trainer:
             maybe_inject_fault(self.ctx.rank, self.step)
             self._backward(batch, window_size, last_micro=micro + 1 == window_size)
             micro, batches_done = micro + 1, batches_done + 1
-            progress.update(1)
             if micro < window_size:
                 continue
             micro = 0
+            skipped_before = self.counters["skipped_steps"]
             self._optimizer_step()
+            # Every rank skips the same steps (see above), so all of them reach this collective.
+            if self.counters["skipped_steps"] > skipped_before:
+                self._sync_counters()
+            self.progress.advance(self.step)
             if self.step % config.run.log_every == 0:
-                loss = self._log_train(epoch)
-                progress.set_postfix(loss=f"{loss:.3f}")
+                self._log_train(epoch)
+            if every_steps and self.step % every_steps == 0:
+                self.run_validation(epoch, "step")
             if config.run.checkpoint_every_steps and self.step % config.run.checkpoint_every_steps == 0:
                 self.checkpoint(epoch, self.sampler.state_dict(batches_done=batches_done), {})
-        progress.close()
-        sums = all_reduce_sum(torch.tensor(self.epoch_totals, dtype=torch.float64, device=self.ctx.device))
-        loss_sum, tokens, audio_ms = sums.tolist()
+        self._sync_counters()
+        totals = [*self.epoch_totals, self.epoch_skipped_examples]
+        sums = all_reduce_sum(torch.tensor(totals, dtype=torch.float64, device=self.ctx.device))
+        loss_sum, tokens, audio_ms, skipped_examples = sums.tolist()
         return {
             "train_loss": loss_sum / max(tokens, 1),
             "batches": epoch_batches,
+            "skipped_examples": int(skipped_examples),
             "steps": self.step,
             "audio_hours": audio_ms / 3.6e6,
             "duration_sec": time.perf_counter() - started,
@@ -205,6 +248,10 @@ class Trainer:
         }
 
     def _backward(self, batch: Batch, window_size: int, last_micro: bool) -> None:
+        self.epoch_skipped_examples += len(batch.skipped)  # undecodable audio etc. (data.collate)
+        if len(batch) == 0:
+            self._backward_empty(last_micro)
+            return
         check_targets(batch, self.vocab_size, self.config.model.blank_id)
         batch = batch.to(self.ctx.device, non_blocking=True)
         # Only the last micro-batch of an accumulation window all-reduces gradients.
@@ -216,8 +263,6 @@ class Trainer:
             loss_sum, tokens = losses.sum(), batch.target_lengths.sum()
             self.scaler.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
         finite = torch.isfinite(loss_sum)
-        self.counters["non_finite_losses"] += int(not finite)
-        self.counters["infeasible_targets"] += int((out_lengths < batch.target_lengths).sum())
         stats = torch.stack(
             [
                 torch.where(finite, loss_sum.detach(), 0.0).double(),
@@ -227,9 +272,35 @@ class Trainer:
             ]
         )
         self.window += stats
-        self.epoch_totals = [
-            total + value for total, value in zip(self.epoch_totals, stats[:3].tolist(), strict=True)
+        counts = torch.stack([~finite, (out_lengths < batch.target_lengths).sum()]).double()
+        *totals, non_finite, infeasible = torch.cat([stats[:3], counts]).tolist()  # one copy to the host
+        self.epoch_totals = [total + value for total, value in zip(self.epoch_totals, totals, strict=True)]
+        self.pending_counts = [
+            self.pending_counts[0] + int(non_finite),
+            self.pending_counts[1] + int(infeasible),
         ]
+        if non_finite and len(self.non_finite_batches) < MAX_NON_FINITE_EXAMPLES:
+            self.non_finite_batches.append(list(batch.ids))
+
+    def _backward_empty(self, last_micro: bool) -> None:
+        """A batch whose every example was skipped. A single rank has nothing to add; under DDP this rank
+        must still join the step's gradient all-reduce, or the other ranks wait for it forever. A
+        zero-weighted forward of silence gives every parameter a zero gradient (DDP then averages this
+        rank in as zero, like a rank whose batch has no tokens). In eval mode, so that the zeros do not
+        move batch-norm statistics."""
+        if not self.ctx.distributed:
+            return
+        frames, dim = EMPTY_BATCH_FRAMES, self.config.data.input_dim
+        features = torch.zeros(1, frames, dim, device=self.ctx.device)  # (1, T, F)
+        lengths = torch.full((1,), frames, dtype=torch.int64, device=self.ctx.device)  # (1,)
+        sync = self.ddp_model.no_sync() if not last_micro else contextlib.nullcontext()
+        self.ddp_model.eval()
+        try:
+            with sync:
+                log_probs, _ = self.ddp_model(features, lengths)  # (1, T', V)
+                (log_probs.float().sum() * 0.0).backward()
+        finally:
+            self.ddp_model.train()
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
@@ -253,6 +324,7 @@ class Trainer:
 
     def _log_train(self, epoch: int) -> float:
         """Collective: the loss and throughput since the last log, summed over ranks."""
+        self._sync_counters()
         loss_sum, tokens, audio_ms, utterances = all_reduce_sum(self.window.clone()).tolist()
         elapsed = time.perf_counter() - self.window_started
         loss = loss_sum / max(tokens, 1)
@@ -281,14 +353,14 @@ class Trainer:
         ``best``: also write ``checkpoint_best`` -- first, so that a crash in between leaves a latest
         checkpoint whose ``best_val_cer`` does not claim a best checkpoint that was never written.
         """
+        self._sync_counters()  # the saved counters are the run's, all ranks included
         rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals)
         if not self.ctx.is_main:
             return
         ema = None if self.ema is None else self.ema.state_dict(self.model)
         common = {"step": self.step, "epoch": epoch, "model_config": self.model_config, "metrics": metrics}
         if best:
-            save_checkpoint(self.output_dir, model=self.model, training_state=None, ema_weights=ema,
-                            name=BEST_DIR, **common)  # fmt: skip
+            self._write_best(epoch, metrics, ema)
         training_state = {
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -304,6 +376,64 @@ class Trainer:
         if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
             values["best_path"] = str(self.output_dir / BEST_DIR)
         self.events.write("checkpoint", self.step, epoch, values)
+
+    def _write_best(
+        self, epoch: int, metrics: dict[str, Any], ema: dict[str, torch.Tensor] | None = None
+    ) -> None:
+        """Rank 0: the current weights (and EMA) as ``checkpoint_best``; nothing resumes from it."""
+        if ema is None and self.ema is not None:
+            ema = self.ema.state_dict(self.model)
+        save_checkpoint(self.output_dir, model=self.model, training_state=None, ema_weights=ema,
+                        name=BEST_DIR, step=self.step, epoch=epoch, model_config=self.model_config,
+                        metrics=metrics)  # fmt: skip
+
+    def run_validation(self, epoch: int, trigger: Literal["step", "epoch"]) -> dict[str, Any] | None:
+        """Collective. Score the validation set now; rank 0 writes the event and returns the scores.
+
+        ``scores["best"]`` (rank 0) says the val CER is the lowest so far. A step validation that sets a
+        new best writes ``checkpoint_best`` at once; after an epoch's validation the epoch checkpoint
+        writes it (``checkpoint(best=True)``), first, before ``checkpoint_latest``.
+        """
+        assert self.data.val_loader is not None and self.decoder is not None, "no validation manifests"
+        scores = validate(
+            self.model, self.data.val_loader, self.config, self.ctx, self.tokenizer, self.decoder
+        )
+        self.validated_step = self.step
+        if scores is None:  # not rank 0
+            return None
+        scores["trigger"] = trigger
+        scores["best"] = scores["val_cer"] < self.best_val_cer
+        if scores["best"]:
+            self.best_val_cer = scores["val_cer"]  # rank 0's is the one checkpointed and resumed
+            if trigger == "step":
+                self._write_best(epoch, {"val_cer": scores["val_cer"], "val_wer": scores["val_wer"]})
+        self.events.write("validation", self.step, epoch, scores)
+        self.latest_scores = scores
+        return scores
+
+    def _sync_counters(self) -> None:
+        """Collective: fold every rank's pending counts into the run's counters; abort past the limit."""
+        pending = torch.tensor(self.pending_counts, dtype=torch.float64, device=self.ctx.device)
+        non_finite, infeasible = (int(count) for count in all_reduce_sum(pending).tolist())
+        self.pending_counts = [0, 0]
+        self.counters["non_finite_losses"] += non_finite
+        self.counters["infeasible_targets"] += infeasible
+        limit = self.config.run.max_non_finite_losses
+        if limit is None or self.counters["non_finite_losses"] <= limit:
+            return
+        # Every rank holds the same counters here, so every rank reaches this gather and raises.
+        examples = [ids for rank_batches in gather(self.non_finite_batches) for ids in rank_batches]
+        reason = (
+            f"{self.counters['non_finite_losses']} batches had a non-finite (NaN/inf) loss in the first "
+            f"{self.step} optimizer steps, more than run.max_non_finite_losses={limit}: training diverged "
+            f"or the data holds broken examples (first failing batches: {examples}). Lower "
+            "optim.learning_rate or lengthen optim.lr_warmup_steps, check those utterances' features, "
+            "or raise --max-non-finite-losses (run.max_non_finite_losses: null never aborts)"
+        )
+        self.events.write(
+            "abort", self.step, self.epoch, {"reason": reason, "batches": examples, **self.counters}
+        )
+        raise NonFiniteLossError(reason)
 
 
 def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
@@ -321,64 +451,82 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
     if ctx.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         save_json(config, output_dir / CONFIG_FILE)
-    events = EventLog(
-        output_dir / EVENTS_FILE, enabled=ctx.is_main, append=config.run.resume_from is not None
+    # Rank 0 only: the terminal display and the DVCLive curves, both fed by the event log.
+    observe = ctx.is_main and not config.run.dry_run
+    progress = TrainingProgress(epochs=config.optim.epochs, enabled=observe, tui=config.run.tui)
+    resumed_in_place = config.run.resume_from is not None and (
+        Path(config.run.resume_from).resolve() == output_dir.resolve()
     )
-    data = build_data(config, ctx)
-    trainer = Trainer(config, ctx, data, vocab_size, events)
-    start_epoch = trainer.resume(config.run.resume_from) if config.run.resume_from else 0
-    if config.run.dry_run:
-        values = dry_run(trainer.model, data.train_loader, config, ctx, vocab_size)
-        events.write("dry_run", trainer.step, start_epoch, values)
+    dvclive = DVCLiveLogger(output_dir, resume=resumed_in_place) if observe else None
+    listeners: list[EventListener] = [progress] if dvclive is None else [progress, dvclive]
+    events = EventLog(
+        output_dir / EVENTS_FILE,
+        enabled=ctx.is_main,
+        append=config.run.resume_from is not None,
+        listeners=listeners,
+    )
+    try:
+        data = build_data(config, ctx)
+        trainer = Trainer(config, ctx, data, vocab_size, events, tokenizer=tokenizer, progress=progress)
+        start_epoch = trainer.resume(config.run.resume_from) if config.run.resume_from else 0
+        if config.run.dry_run:
+            values = dry_run(trainer.model, data.train_loader, config, ctx, vocab_size)
+            events.write("dry_run", trainer.step, start_epoch, values)
+            if ctx.is_main:
+                write_json_atomic(output_dir / METRICS_FILE, {"dry_run": True, "steps": 0, **values})
+            return values
+        events.write("data", trainer.step, start_epoch, data.report)
+        final = _train_epochs(trainer, start_epoch)
+        digests = gather(parameter_digest(trainer.model))
         if ctx.is_main:
-            write_json_atomic(output_dir / METRICS_FILE, {"dry_run": True, "steps": 0, **values})
+            write_json_atomic(output_dir / METRICS_FILE, final)
+            events.write(
+                "summary",
+                trainer.step,
+                config.optim.epochs - 1,
+                {
+                    **final,
+                    **trainer.counters,
+                    "world_size": ctx.world_size,
+                    "parameter_digests": digests,
+                    "train_selection": asdict(data.train_selection),
+                    "wall_sec": time.perf_counter() - started,
+                },
+            )
+        return final
+    finally:  # a failed run keeps its log, its curves so far and a usable terminal
         events.close()
-        return values
+        progress.close()
+        if dvclive is not None:
+            dvclive.close()
 
+
+def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
+    """Collective. The epochs from ``start_epoch`` on, each validated and checkpointed; the final metrics."""
+    config, ctx = trainer.config, trainer.ctx
     metrics: dict[str, Any] = {"train_loss": None, "val_cer": None, "val_wer": None}
     for epoch in range(start_epoch, config.optim.epochs):
         epoch_values = trainer.train_epoch(epoch)
         metrics["train_loss"] = epoch_values["train_loss"]
-        if data.val_loader is not None:
-            scores = validate(trainer.model, data.val_loader, config, ctx, tokenizer)
-            if scores is not None:
-                metrics.update(val_cer=scores["val_cer"], val_wer=scores["val_wer"])
-                events.write("validation", trainer.step, epoch, scores)
-        # Validation scores on rank 0 only: every rank must agree before the collective checkpoint.
-        best = gather(metrics["val_cer"] is not None and metrics["val_cer"] < trainer.best_val_cer)[0]
-        if best and ctx.is_main:  # rank 0's value is the one checkpointed and resumed on every rank
-            trainer.best_val_cer = metrics["val_cer"]
-        events.write("epoch", trainer.step, epoch, epoch_values)
+        best = False  # meaningful on rank 0 only, the one rank that writes checkpoints
+        # A step validation at the epoch's last step already scored these weights (and kept a best).
+        if trainer.data.val_loader is not None and trainer.validated_step != trainer.step:
+            scores = trainer.run_validation(epoch, "epoch")
+            best = scores is not None and scores["best"]
+        if trainer.latest_scores is not None:
+            metrics.update(val_cer=trainer.latest_scores["val_cer"], val_wer=trainer.latest_scores["val_wer"])
+        trainer.events.write("epoch", trainer.step, epoch, epoch_values)
         if ctx.is_main:
             _print_epoch(epoch, config.optim.epochs, trainer.step, metrics, epoch_values["duration_sec"])
         trainer.checkpoint(
             epoch, {**trainer.sampler.state_dict(batches_done=0), "epoch": epoch + 1}, dict(metrics), best
         )
-
-    digests = gather(parameter_digest(trainer.model))
-    final = {
+    return {
         **metrics,
         "steps": trainer.step,
         "epochs": config.optim.epochs,
-        "train_audio_hours": data.train_audio_hours,
+        "train_audio_hours": trainer.data.train_audio_hours,
     }
-    if ctx.is_main:
-        write_json_atomic(output_dir / METRICS_FILE, final)
-        events.write(
-            "summary",
-            trainer.step,
-            config.optim.epochs - 1,
-            {
-                **final,
-                **trainer.counters,
-                "world_size": ctx.world_size,
-                "parameter_digests": digests,
-                "train_selection": asdict(data.train_selection),
-                "wall_sec": time.perf_counter() - started,
-            },
-        )
-    events.close()
-    return final
 
 
 def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], seconds: float) -> None:
@@ -410,4 +558,4 @@ def _vocab_size(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
     return tokenizer.vocab_size
 
 
-__all__ = ["METRICS_FILE", "Trainer", "train"]
+__all__ = ["METRICS_FILE", "NonFiniteLossError", "Trainer", "train"]

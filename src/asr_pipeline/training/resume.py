@@ -11,7 +11,9 @@ catches a vocabulary change through the tokenizer), the data manifests and every
 batch plan, the seed, and every optimizer/schedule field except ``optim.epochs``. Everything else may
 change: epochs (to extend a run; with ``lr_decay_steps`` unset this also stretches the decay horizon),
 ``log_every``, ``output_dir``, ``checkpoint_every_steps``, and the operational keys (threads, workers,
-tokenizer path, length index, ...).
+tokenizer path, length index, ...). A config saved by an older version is read through
+``config.upgrade_saved`` (renamed keys), and a key it lacks counts as that key's default: keys are added
+with defaults that behave as the code did before them.
 
 Init-from. Tensors whose name and shape match are copied; every other one is skipped and reported, so
 fine-tuning after a vocabulary change keeps the encoder and re-initialises the output head.
@@ -19,6 +21,7 @@ fine-tuning after a vocabulary change keeps the encoder and re-initialises the o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,14 @@ from asr_pipeline.training.checkpoint import (
     committed_dir,
     read_checkpoint_pointer,
 )
-from asr_pipeline.training.config import TrainConfig, to_dict
+from asr_pipeline.training.config import (
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+    to_dict,
+    upgrade_saved,
+)
 
 CRITICAL_DATA_KEYS = (
     "train_manifests",
@@ -43,27 +53,41 @@ CRITICAL_DATA_KEYS = (
     "max_train_samples",
     "max_val_samples",
     "batch_size",
+    "adaptive_batch_unit",
     "adaptive_batch_budget",
     "adaptive_batch_max_samples",
     "max_audio_duration_sec",
     "sort_buffer_size",
+    "sort_by_length_desc",
     "spec_time_masks",
     "spec_time_mask_max_frames",
     "spec_freq_masks",
     "spec_freq_mask_max_bins",
+    "waveform_gain_min_db",
+    "waveform_gain_max_db",
+    "waveform_noise_std",
 )
 CHANGEABLE_OPTIM_KEYS = ("epochs",)
 
 
 def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     """The training-critical values of a config dict (``to_dict``), flattened to dotted keys."""
-    keys = {f"model.{name}": value for name, value in config["model"].items()}
-    keys |= {f"data.{name}": config["data"].get(name) for name in CRITICAL_DATA_KEYS}
-    keys |= {
-        f"optim.{name}": value for name, value in config["optim"].items() if name not in CHANGEABLE_OPTIM_KEYS
-    }
+    config = upgrade_saved(config)  # keys renamed since an older version saved it
+    # As for data below: a model or optim key the saved config predates counts as its default.
+    model = {**_field_defaults(ModelConfig), **config["model"]}
+    optim = {**_field_defaults(OptimConfig), **config["optim"]}
+    keys = {f"model.{name}": value for name, value in model.items()}
+    # A key the saved config predates counts as its default, so adding a data option with a default that
+    # keeps the old behaviour does not block resuming older runs.
+    defaults = {f.name: f.default for f in dataclasses.fields(DataConfig)}
+    keys |= {f"data.{name}": config["data"].get(name, defaults.get(name)) for name in CRITICAL_DATA_KEYS}
+    keys |= {f"optim.{name}": value for name, value in optim.items() if name not in CHANGEABLE_OPTIM_KEYS}
     keys["run.seed"] = config["run"]["seed"]
     return keys
+
+
+def _field_defaults(section: type) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(section) if f.default is not dataclasses.MISSING}
 
 
 def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], run_dir: str | Path) -> None:

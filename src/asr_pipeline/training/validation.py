@@ -1,18 +1,92 @@
-"""Validation after every epoch: each rank greedy-decodes its share of the validation batches, rank 0
-gathers and scores them all."""
+"""Validation: each rank decodes its share of the validation batches, rank 0 gathers and scores them all.
+
+Runs after every epoch and, with ``validation.every_steps``, every that many optimizer steps. Decoding is
+greedy (best path) unless ``validation.beam_width > 1`` or an LM is given; then it is the CTC prefix beam
+search with KenLM shallow fusion that the `evaluate` stage uses (``decoding.beam_search``), so a
+validation CER predicts the evaluated one.
+
+Scoring is corpus-level (``decoding.metrics``). The validation sampler pads uneven ranks by repeating
+utterances; results are keyed by utterance id, so every utterance is scored exactly once.
+
+Validation leaves training untouched: it draws nothing from the global RNG (the loaders own their
+generators, ``training.loaders``; eval mode has no dropout), so adding mid-epoch validations does not
+change the weights a run ends with (tests/training/test_validation_runs.py checks this).
+"""
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, load_lm
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.config import TrainConfig
+from asr_pipeline.training.config import TrainConfig, ValidationConfig
 from asr_pipeline.training.ctc import ctc_losses
 from asr_pipeline.training.distributed import DistributedContext, gather
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """One validation utterance as decoded on its rank; plain values, so it pickles for ``gather``."""
+
+    id: str
+    reference: str
+    hypothesis: str
+    loss: float
+    reference_tokens: int
+    n_best: tuple[tuple[str, float], ...]  # (text, score) best first; empty for greedy decoding
+
+
+class ValidationDecoder:
+    """Turns a batch's log-probs into text, greedily or by beam search, as ``ValidationConfig`` says.
+
+    Built once per run: loading a KenLM model can take seconds (and memory), so it is not reloaded per
+    validation. Without a tokenizer the hypotheses are strings of token ids (greedy only), so "WER" is a
+    token error rate and "CER" counts digits; set run.tokenizer for real rates.
+    """
+
+    def __init__(self, options: ValidationConfig, tokenizer: CTCTokenizer | None, blank_id: int) -> None:
+        self.blank_id, self.tokenizer = blank_id, tokenizer
+        self.method = "beam" if options.uses_beam_search else "greedy"
+        self.searcher: CTCPrefixBeamSearch | None = None
+        if options.uses_beam_search:
+            if tokenizer is None:
+                raise ValueError(
+                    "validation.beam_width > 1 or validation.lm_path needs run.tokenizer (--tokenizer): "
+                    "beam search and LM fusion work on word pieces; unset them to validate greedily"
+                )
+            search = BeamSearchOptions(
+                beam_width=options.beam_width or 1,
+                n_best=options.n_best,
+                lm_weight=options.lm_weight,
+                word_bonus=options.lm_word_bonus,
+                lm_bos=not options.lm_no_bos,
+                lm_eos=not options.lm_no_eos,
+            )
+            lm = load_lm(options.lm_path) if options.lm_path else None
+            self.searcher = CTCPrefixBeamSearch(search, tokenizer, lm)
+
+    def decode(
+        self, log_probs: torch.Tensor, lengths: torch.Tensor
+    ) -> list[tuple[str, tuple[tuple[str, float], ...]]]:
+        """(B, T', V) log-probs and (B,) lengths -> per utterance: the best text and its n-best list."""
+        if self.searcher is not None:
+            decoded = []
+            for n_best in self.searcher.decode_batch(log_probs.float().cpu(), lengths.cpu()):
+                texts = tuple((h.text, h.score) for h in n_best)
+                decoded.append((texts[0][0] if texts else "", texts))
+            return decoded
+        best = greedy_decode(log_probs.float(), lengths, blank_id=self.blank_id)
+        if self.tokenizer is None:
+            return [(" ".join(map(str, ids)), ()) for ids in best]
+        return [(self.tokenizer.decode(ids), ()) for ids in best]
 
 
 def validate(
@@ -21,44 +95,72 @@ def validate(
     config: TrainConfig,
     ctx: DistributedContext,
     tokenizer: CTCTokenizer | None,
-) -> dict[str, float] | None:
-    """Greedy-decode this rank's share, gather every rank's results, score on rank 0 (None elsewhere).
+    decoder: ValidationDecoder | None = None,
+) -> dict[str, Any] | None:
+    """Collective. Decode this rank's share, gather every rank's results, score on rank 0 (None elsewhere).
 
-    Without a tokenizer, hypotheses and references are compared as strings of token ids, so "WER" is a
-    token error rate and "CER" counts digits; set run.tokenizer for real rates.
+    ``decoder``: built from ``config.validation`` when not given (pass one to reuse a loaded LM). The
+    scores: ``val_loss`` (per target token), ``val_cer``/``val_wer`` (percent), ``utterances``, ``words``,
+    ``chars``, ``decoding`` ("greedy" or "beam"), ``duration_sec``, and with
+    ``validation.log_samples`` a ``samples`` list (see ``_samples``).
     """
+    started = time.perf_counter()
+    decoder = decoder or ValidationDecoder(config.validation, tokenizer, config.model.blank_id)
     was_training = model.training
     model.eval()
-    results = []
+    results: list[_Decoded] = []
     with torch.no_grad():
         for batch in loader:
+            if len(batch) == 0:  # every example's audio failed to decode (data.collate): nothing to score
+                continue
             batch = batch.to(ctx.device)
-            losses, log_probs, out_lengths = ctc_losses(model, batch, config)
-            hypotheses = greedy_decode(log_probs.float(), out_lengths, blank_id=config.model.blank_id)
-            for b, hypothesis in enumerate(hypotheses):
-                reference_ids = batch.targets[b, : batch.target_lengths[b]].tolist()
-                if tokenizer is not None:
-                    reference, text = batch.texts[b], tokenizer.decode(hypothesis)
-                else:
-                    reference, text = " ".join(map(str, reference_ids)), " ".join(map(str, hypothesis))
-                results.append((batch.ids[b], reference, text, float(losses[b]), len(reference_ids)))
+            losses, log_probs, out_lengths = ctc_losses(model, batch, config)  # (B,), (B, T', V), (B,)
+            # One device-to-host copy per batch, not one per utterance.
+            batch_losses, targets = losses.tolist(), batch.targets.cpu()
+            target_lengths = batch.target_lengths.tolist()
+            for b, (text, n_best) in enumerate(decoder.decode(log_probs, out_lengths)):
+                reference_ids = targets[b, : target_lengths[b]].tolist()
+                reference = batch.texts[b] if tokenizer is not None else " ".join(map(str, reference_ids))
+                results.append(
+                    _Decoded(batch.ids[b], reference, text, batch_losses[b], len(reference_ids), n_best)
+                )
     model.train(was_training)
     gathered = gather(results)
     if not ctx.is_main:
         return None
     # Keyed by utterance id: drops the repeats that "pad" gave some ranks.
-    unique = {result[0]: result for rank_results in gathered for result in rank_results}
+    unique = {result.id: result for rank_results in gathered for result in rank_results}
     ordered = [unique[utterance] for utterance in sorted(unique)]
-    rates = error_rates([r[1] for r in ordered], [r[2] for r in ordered])
-    tokens = sum(r[4] for r in ordered)
-    return {
-        "val_loss": sum(r[3] for r in ordered) / max(tokens, 1),
+    rates = error_rates([r.reference for r in ordered], [r.hypothesis for r in ordered])
+    tokens = sum(r.reference_tokens for r in ordered)
+    scores: dict[str, Any] = {
+        "val_loss": sum(r.loss for r in ordered) / max(tokens, 1),
         "val_cer": rates.cer,
         "val_wer": rates.wer,
         "utterances": len(ordered),
         "words": rates.words,
         "chars": rates.chars,
+        "decoding": decoder.method,
+        "duration_sec": time.perf_counter() - started,
     }
+    if config.validation.log_samples:
+        scores["samples"] = _samples(ordered[: config.validation.log_samples], config.validation.n_best)
+    return scores
 
 
-__all__ = ["validate"]
+def _samples(results: list[_Decoded], n_best: int) -> list[dict[str, Any]]:
+    """The first utterances by id: the same ones at every validation, so a reader watches them improve."""
+    samples = []
+    for result in results:
+        sample: dict[str, Any] = {
+            "id": result.id,
+            "reference": result.reference,
+            "hypothesis": result.hypothesis,
+        }
+        if n_best > 1:
+            sample["n_best"] = [{"text": text, "score": score} for text, score in result.n_best]
+        samples.append(sample)
+    return samples
+
+
+__all__ = ["ValidationDecoder", "validate"]

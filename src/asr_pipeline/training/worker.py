@@ -10,8 +10,11 @@ The work is done elsewhere in ``training``, read in this order:
 - ``events``: ``events.jsonl`` and its schema
 - ``loaders``: each rank's training and validation DataLoaders
 - ``ctc``: the forward pass and CTC losses shared by training and validation
-- ``validation``: greedy decoding and error rates, scored on rank 0
-- ``loop``: the ``Trainer`` and ``train`` (loss normalisation, clipping, non-finite steps, checkpoints)
+- ``validation``: greedy or beam-search (+ KenLM) decoding and error rates, scored on rank 0
+- ``live``: rank 0's progress display (tqdm bar, or the ``run.tui`` live table)
+- ``dvclive_logger``: the training curves for ``dvc plots show``
+- ``loop``: the ``Trainer`` and ``train`` (loss normalisation, clipping, non-finite losses, validation
+  every N steps, checkpoints)
 - ``checkpoint``: the run dir's checkpoint files
 
 Their public names are re-exported here, where callers and tests have always imported them from.

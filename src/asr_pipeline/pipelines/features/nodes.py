@@ -19,6 +19,8 @@ def extract_features(
     """Stream one split into shards: yields (shard, report so far) so Kedro saves shard by shard.
 
     The report saved last is complete: kept/skipped counts by reason and total audio duration.
+    ``params`` is params.yaml ``features`` (``ExtractionOptions``): ``architecture`` picks the frontend,
+    ``feature_dtype`` the shard storage dtype.
     """
     options = ExtractionOptions.from_dict(params)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
@@ -28,13 +30,13 @@ def extract_features(
         manifest.iter_rows(named=True), tokenizer, options, report, total=manifest.height
     )
     index = -1
-    for index, table in enumerate(batch_into_shards(records, options.shard_size)):
+    for index, table in enumerate(batch_into_shards(records, options.shard_size, options.feature_dtype)):
         totals["frames"] += int(pl.from_arrow(table.select(["rows"]))["rows"].sum())
         totals["duration_ms"] += int(pl.from_arrow(table.select(["duration_ms"]))["duration_ms"].sum())
         totals["shards"] = index + 1
         yield ShardChunk(index, table), _summary(report, totals)
     if index < 0:  # nothing survived: still write an (empty) shard so the split is explicit
-        yield ShardChunk(0, records_to_table([])), _summary(report, totals)
+        yield ShardChunk(0, records_to_table([], options.feature_dtype)), _summary(report, totals)
 
 
 def _summary(report: SkipReport, totals: dict) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from asr_pipeline.training.config import resolve_config
-from asr_pipeline.training.launch import run_training
+from asr_pipeline.training.launch import launch_options, run_training
 from asr_pipeline.training.run_layout import INDEX_FILE, TOKENIZER_FILE
 
 
@@ -48,16 +48,12 @@ def train_model(
                 "output_dir": str(run_dir),
                 "tokenizer": str(run_dir / TOKENIZER_FILE),
             },
+            "validation": dict(params.get("validation", {})),
         }
     )
-    launch = params.get("launch", {})
-    return run_training(
-        config,
-        nproc_per_node=int(launch.get("nproc_per_node", 1)),
-        nnodes=int(launch.get("nnodes", 1)),
-        node_rank=int(launch.get("node_rank", 0)),
-        rdzv_endpoint=launch.get("rdzv_endpoint"),
-    )
+    # train.launch: nproc_per_node (absent: one per run.device_indices entry, else 1) and the multi-node
+    # rendezvous (nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_backend), as torchrun takes them.
+    return run_training(config, **launch_options(params.get("launch") or {}))
 
 
 def _empty_directory(path: Path) -> None:

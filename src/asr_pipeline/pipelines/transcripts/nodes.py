@@ -8,21 +8,30 @@ from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.normalize import NormalizationOptions, normalize_text
 
+# One row per usable record. Payloads (embedded audio bytes, inline features) are deliberately not copied
+# here: the manifest stays small and streams; the features stage re-reads them from `source` at `location`
+# (features/precomputed.py attach_payloads).
 MANIFEST_SCHEMA = {
     "id": pl.String,
-    "location": pl.String,
-    "audio_path": pl.String,
-    "text": pl.String,
-    "tokens": pl.List(pl.Int32),
+    "location": pl.String,  # file:line or file:row N of the raw record, for messages and payload lookup
+    "source": pl.String,  # the raw manifest file (or audio folder) the record came from
+    "kind": pl.String,  # audio_file | audio_bytes | features_inline | features_file (ManifestRecord.kind)
+    "audio_path": pl.String,  # audio_file only
+    "features_path": pl.String,  # features_file only
+    "rows": pl.Int32,  # feature frames (T) when the manifest says; a frame-count hint for audio
+    "cols": pl.Int32,  # feature width (F) when the manifest says
+    "text": pl.String,  # normalized; "" when the record has tokens only
+    "tokens": pl.List(pl.Int32),  # null: tokenized by the features stage with the trained tokenizer
 }
 
 
 def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFrame, dict]:
     """Read one split's raw manifest, normalize its transcripts, and count what had to be skipped.
 
-    Columns: id, location (file:line of the source record), audio_path, text (normalized), tokens.
-    Skipped (or, with ``strict: true``, rejected): duplicate ids, records with neither audio nor
-    features, records with neither text nor tokens, and transcripts empty after normalization.
+    Every record form is kept (audio files, embedded audio, inline features, feature files; see
+    MANIFEST_SCHEMA). Skipped (or, with ``strict: true``, rejected naming file and line): unreadable
+    records (counted by the readers), duplicate ids, records with neither audio nor features, and records
+    with neither tokens nor a transcript that is non-empty after normalization.
     """
     options = NormalizationOptions.from_dict(params.get("normalization"))
     report = SkipReport(strict=bool(params.get("strict", False)))
@@ -32,27 +41,33 @@ def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFra
         if record.id in seen_ids:
             report.skip("duplicate id", record.location, f"{record.id!r} first seen at {seen_ids[record.id]}")
             continue
-        if record.audio_path is None:
-            if record.audio_bytes is not None or record.features_path or record.has_inline_features:
-                # Readable by io.manifests, but the features stage extracts from audio files only so far.
-                report.skip(
-                    "embedded audio or precomputed features (not supported by the stages yet)",
-                    record.location,
-                    "use audio files, or extract with asr-pipeline extract-features",
-                )
-            else:
-                report.skip("no audio", record.location, "expected an audio_path (or an audio file)")
+        kind = record.kind
+        if kind is None:
+            report.skip(
+                "no audio or features",
+                record.location,
+                "expected audio_path, audio bytes, features or features_path",
+            )
             continue
         text = normalize_text(record.text, options) if record.text is not None else None
         if not text and record.tokens is None:
-            report.skip("empty transcript", record.location)
+            report.skip("empty transcript", record.location, "no tokens and no text left after normalization")
             continue
         seen_ids[record.id] = record.location
-        rows["id"].append(record.id)
-        rows["location"].append(record.location)
-        rows["audio_path"].append(record.audio_path)
-        rows["text"].append(text or "")
-        rows["tokens"].append(list(record.tokens) if record.tokens is not None else None)
+        values = {
+            "id": record.id,
+            "location": record.location,
+            "source": record.source,
+            "kind": kind,
+            "audio_path": record.audio_path if kind == "audio_file" else None,
+            "features_path": record.features_path if kind == "features_file" else None,
+            "rows": record.rows,
+            "cols": record.cols,
+            "text": text or "",
+            "tokens": list(record.tokens) if record.tokens is not None else None,
+        }
+        for name, value in values.items():
+            rows[name].append(value)
         report.kept += 1
     return pl.DataFrame(rows, schema=MANIFEST_SCHEMA), report.to_dict()
 

@@ -1,0 +1,347 @@
+"""On-the-fly training data: raw manifests (audio files or embedded audio bytes) featurized per item.
+
+Feature shards stay the fast path (``data.dataset``): decoding and fbank cost CPU every epoch. This path
+lets a run train straight from ``io.manifests`` records, and is the only place waveform augmentation can
+happen, because it needs the waveform before features exist.
+
+Planning batches needs every example's length before anything is decoded. ``build_audio_index`` reads
+the manifests once and takes, per record, in this order:
+
+1. the manifest's frame count (``rows``, or a ``.rows``/``.frames`` sidecar hint) -- trusted as is;
+2. the audio header (``soundfile.info``: samples and rate, no decoding): resampling N samples from rate
+   r to the frontend's rate gives ``ceil(N * 16000 / r)`` samples (torchaudio's length), and 25 ms
+   windows every 10 ms give ``T = 1 + (N16 - 400) // 160`` frames (Kaldi's snip_edges);
+3. a full decode, for containers libsndfile cannot read a header of (M4A, WebM: ffmpeg).
+
+A record that fails all three, has neither tokens nor text to tokenize, or carries no audio, is skipped
+and counted in the index's ``SkipReport`` (by reason, with the first locations).
+
+Index columns (one row per kept record; ``rows``/``cols``/``duration_ms`` as in ``data.length_index`` so
+the same selection and samplers apply)::
+
+    id, location           string
+    audio_path             string, null when the audio is embedded
+    audio_bytes            large_binary, null when the audio is a file
+    text                   string   reference transcript (decoded from the tokens when absent)
+    tokens                 list<int32>  CTC model ids
+    rows, cols             int32    frames T (estimated as above) and the frontend's feature bins F
+    duration_ms            int32
+
+Embedded audio bytes stay in this table, in memory (one Arrow buffer that forked DataLoader workers
+share without copying); a corpus of embedded audio larger than memory should be extracted to shards.
+
+Item schema (``AudioDataset[(epoch, i)]``, or ``[i]`` without augmentation)::
+
+    id            str
+    features      (T, F) float32   frontend features, SpecAugment applied on training items
+    tokens        (U,)   int64
+    text          str
+    duration_ms   int
+
+or a ``data.collate.SkippedExample`` when the audio cannot be decoded at training time (counted by the
+training loop, never raised: see ``data.collate``).
+
+Reproducibility: the waveform gain/noise and SpecAugment draws of item i in epoch e come from generators
+seeded with ``(seed, e, i)`` -- independent of the worker that loads it, the number of workers and
+whether the run was resumed. ``EpochTaggedBatchSampler`` hands the epoch to the dataset with every index,
+because persistent DataLoader workers hold their own copy of the dataset and never see a ``set_epoch``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import soundfile
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from asr_pipeline.data.collate import SkippedExample
+from asr_pipeline.data.sampler import LengthBucketedBatchSampler
+from asr_pipeline.features.augment import SpecAugment, WaveformAugment
+from asr_pipeline.features.fbank import FbankOptions, compute_fbank
+from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError, load_audio
+from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
+from asr_pipeline.io.report import SkipReport
+from asr_pipeline.text.tokenizer import CTCTokenizer
+
+logger = logging.getLogger(__name__)
+
+AUDIO_INDEX_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("location", pa.string()),
+        ("audio_path", pa.string()),
+        ("audio_bytes", pa.large_binary()),
+        ("text", pa.string()),
+        ("tokens", pa.list_(pa.int32())),
+        ("rows", pa.int32()),
+        ("cols", pa.int32()),
+        ("duration_ms", pa.int32()),
+    ]
+)
+
+
+# --- frontends ------------------------------------------------------------------------------------------
+class Frontend(Protocol):
+    """Waveform -> features, and the frame count a waveform length gives (for planning without decoding)."""
+
+    sample_rate: int
+    feature_dim: int
+
+    def num_frames(self, num_samples: int) -> int: ...
+
+    def min_samples(self, num_frames: int) -> int: ...  # the fewest samples giving num_frames frames
+
+    def __call__(self, waveform: np.ndarray) -> np.ndarray: ...  # (N,) -> (T, F) float32
+
+
+@dataclass(frozen=True)
+class FbankFrontend:
+    """Kaldi fbank (``features.fbank``), the features the ``features`` stage writes to shards."""
+
+    options: FbankOptions = field(default_factory=FbankOptions)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.options.sample_rate
+
+    @property
+    def feature_dim(self) -> int:
+        return self.options.num_mel_bins
+
+    @property
+    def _window_and_shift(self) -> tuple[int, int]:  # in samples: 400 and 160 at 16 kHz
+        rate = self.options.sample_rate
+        return int(rate * self.options.frame_length_ms / 1000), int(rate * self.options.frame_shift_ms / 1000)
+
+    def num_frames(self, num_samples: int) -> int:
+        """``1 + (N - window) // shift`` (Kaldi's snip_edges), 0 below one window."""
+        window, shift = self._window_and_shift
+        return 0 if num_samples < window else 1 + (num_samples - window) // shift
+
+    def min_samples(self, num_frames: int) -> int:
+        window, shift = self._window_and_shift
+        return 0 if num_frames == 0 else window + (num_frames - 1) * shift
+
+    def __call__(self, waveform: np.ndarray) -> np.ndarray:
+        return compute_fbank(waveform, self.options)  # (T, F)
+
+
+def frontend_for(architecture: str) -> Frontend:
+    """The frontend a model architecture trains on: the w2v-bert frontend for ``w2v-bert`` models when
+    ``features.w2v_bert`` provides one, else 80-bin fbank (what the squeezeformer shards hold)."""
+    if architecture.replace("_", "-").startswith("w2v-bert"):
+        try:
+            from asr_pipeline.features import w2v_bert  # type: ignore[attr-defined]
+        except ImportError:
+            raise ValueError(
+                f"architecture {architecture!r} needs the w2v-bert frontend (features.w2v_bert), which "
+                "this installation lacks; extract features to shards instead"
+            ) from None
+        return w2v_bert.frontend()
+    return FbankFrontend()
+
+
+# --- the index ------------------------------------------------------------------------------------------
+def build_audio_index(
+    manifests: Sequence[str | Path],
+    frontend: Frontend,
+    tokenizer: CTCTokenizer | None,
+    report: SkipReport,
+) -> pa.Table:
+    """One row per usable record of ``manifests`` (module docstring), in manifest order."""
+    columns: dict[str, list] = {name: [] for name in AUDIO_INDEX_SCHEMA.names}
+    for manifest in manifests:
+        for record in iter_manifest(manifest, report):
+            row = _index_row(record, frontend, tokenizer, report)
+            if row is None:
+                continue
+            report.kept += 1
+            for name, value in row.items():
+                columns[name].append(value)
+    return pa.Table.from_pydict(columns, schema=AUDIO_INDEX_SCHEMA)
+
+
+def _index_row(
+    record: ManifestRecord, frontend: Frontend, tokenizer: CTCTokenizer | None, report: SkipReport
+) -> dict | None:
+    if record.audio_path is None and record.audio_bytes is None:
+        what = "precomputed features" if record.features_path or record.has_inline_features else "no audio"
+        report.skip(
+            f"{what}, not audio",
+            record.location,
+            "raw-manifest training decodes audio; extract shards (asr-pipeline extract-features) instead",
+        )
+        return None
+    tokens = _tokens(record, tokenizer, report)
+    if tokens is None:
+        return None
+    measured = _measure(record, frontend)
+    if isinstance(measured, SkippedExample):
+        report.skip(measured.reason, record.location, measured.detail)
+        return None
+    frames, duration_ms = measured
+    if frames == 0:
+        report.skip("audio shorter than one frame", record.location, f"{duration_ms} ms")
+        return None
+    text = record.text
+    if text is None:
+        text = tokenizer.decode(tokens) if tokenizer is not None else " ".join(map(str, tokens))
+    return {
+        "id": record.id,
+        "location": record.location,
+        "audio_path": record.audio_path,
+        "audio_bytes": record.audio_bytes,
+        "text": text,
+        "tokens": list(tokens),
+        "rows": frames,
+        "cols": frontend.feature_dim,
+        "duration_ms": duration_ms,
+    }
+
+
+def _tokens(
+    record: ManifestRecord, tokenizer: CTCTokenizer | None, report: SkipReport
+) -> tuple[int, ...] | None:
+    if record.tokens is not None:
+        tokens = record.tokens
+    elif record.text is None:
+        report.skip("no text and no tokens", record.location)
+        return None
+    elif tokenizer is None:
+        report.skip(
+            "text but no tokens, and no tokenizer", record.location, "give the run a tokenizer (--tokenizer)"
+        )
+        return None
+    else:
+        tokens = tuple(tokenizer.encode(record.text))
+    if not tokens:
+        report.skip("no tokens", record.location, "the transcript encodes to no tokens")
+        return None
+    if tokenizer is not None:
+        bad = [t for t in tokens if not 0 <= t < tokenizer.vocab_size or t == tokenizer.blank_id]
+        if bad:
+            report.skip(
+                "token id outside the vocabulary",
+                record.location,
+                f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}",
+            )
+            return None
+    return tokens
+
+
+def _measure(record: ManifestRecord, frontend: Frontend) -> tuple[int, int] | SkippedExample:
+    """(frames T, duration in ms) without decoding when the manifest or the audio header tells."""
+    rate = frontend.sample_rate
+    if record.rows is not None:
+        return record.rows, round(1000 * frontend.min_samples(record.rows) / rate)
+    source = record.audio_bytes if record.audio_bytes is not None else record.audio_path
+    assert source is not None
+    suffix = Path(record.audio_path).suffix.lower() if record.audio_path else ""
+    if suffix not in FFMPEG_ONLY_EXTENSIONS:
+        try:
+            info = soundfile.info(io.BytesIO(source) if isinstance(source, bytes) else source)
+        except (soundfile.LibsndfileError, RuntimeError, OSError, TypeError):
+            info = None  # ffmpeg may still read it: measured by decoding below
+        if info is not None and info.frames > 0 and info.samplerate > 0:
+            resampled = (
+                info.frames if info.samplerate == rate else math.ceil(info.frames * rate / info.samplerate)
+            )
+            return frontend.num_frames(resampled), round(1000 * info.frames / info.samplerate)
+    try:
+        waveform = load_audio(source, rate)  # (N,)
+    except AudioDecodeError as error:
+        return SkippedExample(record.id, record.location, "undecodable audio", str(error))
+    return frontend.num_frames(len(waveform)), round(1000 * len(waveform) / rate)
+
+
+# --- the dataset ----------------------------------------------------------------------------------------
+class AudioDataset(Dataset):
+    """Examples of an audio index, decoded and featurized per item (module docstring)."""
+
+    def __init__(
+        self,
+        index: pa.Table,
+        frontend: Frontend,
+        *,
+        waveform_augment: WaveformAugment | None = None,
+        spec_augment: SpecAugment | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.index = index
+        self.frontend = frontend
+        self.waveform_augment = waveform_augment if waveform_augment and waveform_augment.active else None
+        self.spec_augment = spec_augment
+        self.seed = seed
+        self.num_frames = index.column("rows").to_numpy().astype(np.int64)  # T per item, for samplers
+        self.num_tokens = np.array([len(t) for t in index.column("tokens").to_pylist()], dtype=np.int64)
+        self.duration_ms = index.column("duration_ms").to_numpy().astype(np.int64)
+
+    def __len__(self) -> int:
+        return self.index.num_rows
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict | SkippedExample:
+        epoch, item = key if isinstance(key, tuple) else (None, key)
+        if epoch is None and (self.waveform_augment or self.spec_augment):
+            raise ValueError(
+                "an augmenting AudioDataset needs (epoch, index) keys: use EpochTaggedBatchSampler"
+            )
+        row = {name: self.index.column(name)[item].as_py() for name in AUDIO_INDEX_SCHEMA.names}
+        source = row["audio_bytes"] if row["audio_bytes"] is not None else row["audio_path"]
+        try:
+            waveform = load_audio(source, self.frontend.sample_rate)  # (N,)
+        except AudioDecodeError as error:
+            return SkippedExample(row["id"], row["location"], "undecodable audio", str(error))
+        if epoch is not None and self.waveform_augment is not None:
+            waveform = self.waveform_augment(waveform, np.random.default_rng([self.seed, epoch, item, 0]))
+        features = torch.from_numpy(np.ascontiguousarray(self.frontend(waveform)))  # (T, F)
+        if features.shape[0] == 0:
+            return SkippedExample(row["id"], row["location"], "audio shorter than one frame")
+        if epoch is not None and self.spec_augment is not None:
+            generator = torch.Generator().manual_seed(_seed64(self.seed, epoch, item))
+            features = self.spec_augment(features, generator)
+        return {
+            "id": row["id"],
+            "features": features,
+            "tokens": torch.tensor(row["tokens"], dtype=torch.int64),  # (U,)
+            "text": row["text"],
+            "duration_ms": int(row["duration_ms"]),
+        }
+
+
+def _seed64(*keys: int) -> int:
+    return int(np.random.SeedSequence([*keys, 1]).generate_state(1, np.uint64)[0])
+
+
+class EpochTaggedBatchSampler(Sampler[list[tuple[int, int]]]):
+    """Yields the batches of ``sampler`` as ``(epoch, index)`` pairs (module docstring)."""
+
+    def __init__(self, sampler: LengthBucketedBatchSampler) -> None:
+        self.sampler = sampler
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        epoch = self.sampler.epoch
+        for batch in self.sampler:
+            yield [(epoch, index) for index in batch]
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+__all__ = [
+    "AUDIO_INDEX_SCHEMA",
+    "AudioDataset",
+    "EpochTaggedBatchSampler",
+    "FbankFrontend",
+    "Frontend",
+    "build_audio_index",
+    "frontend_for",
+]

@@ -1,0 +1,61 @@
+"""Which features each model architecture eats: the frontend an architecture name selects.
+
+    architecture                         frontend   F (per frame)  frame shift
+    squeezeformer, zipformer, paraformer  fbank      num_mel_bins   10 ms   (features/fbank.py)
+    w2v-bert                              w2v-bert   160            20 ms   (features/w2v_bert.py)
+
+A ``Frontend`` is a small frozen value (picklable, so worker processes get it with their rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from asr_pipeline.features import w2v_bert
+from asr_pipeline.features.fbank import FbankOptions, compute_fbank
+
+FBANK_ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer")
+ARCHITECTURES = (*FBANK_ARCHITECTURES, "w2v-bert")
+DEFAULT_ARCHITECTURE = "squeezeformer"
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """Waveform -> (T, F) float32 features for one family of architectures."""
+
+    kind: Literal["fbank", "w2v-bert"]
+    fbank: FbankOptions  # used by the fbank kind; w2v-bert's settings are fixed by its checkpoint
+
+    @property
+    def sample_rate(self) -> int:
+        return w2v_bert.SAMPLE_RATE if self.kind == "w2v-bert" else self.fbank.sample_rate
+
+    @property
+    def feature_dim(self) -> int:
+        return w2v_bert.FEATURE_DIM if self.kind == "w2v-bert" else self.fbank.num_mel_bins
+
+    @property
+    def frame_shift_ms(self) -> float:
+        """Audio time per output frame: w2v-bert stacks two 10 ms frames into one."""
+        if self.kind == "w2v-bert":
+            return w2v_bert.STRIDE * w2v_bert.MEL_OPTIONS.frame_shift_ms
+        return self.fbank.frame_shift_ms
+
+    def __call__(self, waveform: np.ndarray) -> np.ndarray:
+        """(N,) float waveform in [-1, 1] at ``sample_rate`` -> (T, feature_dim) float32; T may be 0."""
+        if self.kind == "w2v-bert":
+            return w2v_bert.compute_w2v_bert_features(waveform)
+        return compute_fbank(waveform, self.fbank)
+
+
+def frontend_for(architecture: str, fbank: FbankOptions | None = None) -> Frontend:
+    """The frontend of ``architecture`` (one of ``ARCHITECTURES``); ``fbank`` defaults to FbankOptions()."""
+    fbank = fbank if fbank is not None else FbankOptions()
+    if architecture == "w2v-bert":
+        return Frontend("w2v-bert", fbank)
+    if architecture in FBANK_ARCHITECTURES:
+        return Frontend("fbank", fbank)
+    raise ValueError(f"unknown architecture {architecture!r}; expected one of {', '.join(ARCHITECTURES)}")

@@ -1,0 +1,61 @@
+"""Architecture names, which of them can be built yet, and their recipe defaults, without importing torch.
+
+The training config and the command line check ``--architecture`` and fill in learning-rate and size
+defaults from here, so a typo or an architecture that has not landed yet is refused before torchrun
+starts (and ``asr-pipeline train --help`` stays fast); ``models.registry`` builds the models.
+"""
+
+from __future__ import annotations
+
+# The reference trainer's four architectures; the registry can build those in AVAILABLE_ARCHITECTURES.
+ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
+AVAILABLE_ARCHITECTURES = ("squeezeformer",)
+
+# Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
+# smallest first, then the CPU sizes. Listed here so --help can name them without importing torch.
+SQUEEZEFORMER_VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
+
+# A model built with no variant gets the reference trainer's "custom" sizes (its --d-model,
+# --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply.
+DEFAULT_D_MODEL = 256
+DEFAULT_NUM_LAYERS = 16
+DEFAULT_NUM_HEADS = 4
+
+# Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given.
+# Squeezeformer: the variant's published peak capped at this value (training.config.peak_learning_rate
+# says why), and this value itself with no variant.
+SQUEEZEFORMER_PEAK_LR_CAP = 3e-4
+RECIPE_PEAK_LR = {"zipformer": 1e-3, "paraformer": 1e-3, "w2v-bert": 1e-4}
+
+
+def check_known(architecture: str) -> str:
+    """``architecture`` lower-cased; ValueError listing the known names when it is none of them."""
+    name = architecture.lower()
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; choose one of: {', '.join(ARCHITECTURES)}")
+    return name
+
+
+def check_available(architecture: str) -> str:
+    """``check_known``, and a ValueError saying what to use for an architecture not built yet."""
+    name = check_known(architecture)
+    if name not in AVAILABLE_ARCHITECTURES:
+        raise ValueError(
+            f"not available yet: {name} lands with its own issue; use squeezeformer "
+            "(--architecture squeezeformer)"
+        )
+    return name
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "AVAILABLE_ARCHITECTURES",
+    "DEFAULT_D_MODEL",
+    "DEFAULT_NUM_HEADS",
+    "DEFAULT_NUM_LAYERS",
+    "RECIPE_PEAK_LR",
+    "SQUEEZEFORMER_PEAK_LR_CAP",
+    "SQUEEZEFORMER_VARIANTS",
+    "check_available",
+    "check_known",
+]

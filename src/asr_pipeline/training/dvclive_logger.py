@@ -1,0 +1,68 @@
+"""Training curves for ``dvc plots show`` / ``dvc exp show``: rank 0's events, logged with DVCLive.
+
+Layout, under the run dir (the train stage's DVC out)::
+
+    dvclive/
+      metrics.json                       the latest value of every metric, and "step"
+      plots/metrics/train/loss.tsv       step<TAB>loss, one row per "train" event
+      plots/metrics/train/lr.tsv         ... grad_norm.tsv, audio_seconds_per_sec.tsv
+      plots/metrics/val/cer.tsv          one row per "validation" event; also wer.tsv, loss.tsv
+
+Every row is keyed by the optimizer step, so train and validation curves share their x axis. The
+project's ``dvc.yaml`` declares these files under ``plots:``; DVCLive is told to write no ``dvc.yaml`` of
+its own (``dvcyaml=None``), which would fight the project's, and to save no experiment
+(``save_dvc_exp=False``): ``dvc exp run`` / ``dvc repro`` own experiments, and the run dir is already a
+stage output. Parameters come from ``params.yaml`` and the final metrics from ``data/metrics/train.json``,
+which the train stage already declares, so ``dvc exp show`` compares runs without DVCLive's copies.
+
+Note: DVCLive opens the DVC repository it runs in, and in a Git repository without DVC it runs
+``dvc init`` (``dvclive.dvc.get_dvc_repo``); the CLI run outside any Git repository touches nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+DVCLIVE_DIR = "dvclive"
+TRAIN_METRICS = ("loss", "lr", "grad_norm", "audio_seconds_per_sec")  # "train" event values -> train/<name>
+VAL_METRICS = {"val_loss": "loss", "val_cer": "cer", "val_wer": "wer"}  # "validation" -> val/<name>
+
+
+class DVCLiveLogger:
+    """An ``events.EventListener`` that writes "train" and "validation" events with DVCLive.
+
+    ``resume``: continue the curves of a run resumed in place (DVCLive keeps the rows it has); otherwise
+    the directory is started afresh.
+    """
+
+    def __init__(self, run_dir: str | Path, resume: bool = False) -> None:
+        from dvclive import Live  # imports dvc: only rank 0 of a run pays for it
+
+        self.directory = Path(run_dir) / DVCLIVE_DIR
+        self.live = Live(
+            dir=str(self.directory), resume=resume, report=None, save_dvc_exp=False, dvcyaml=None
+        )
+
+    def on_event(self, kind: str, step: int, epoch: int, values: dict[str, Any]) -> None:
+        if kind == "train":
+            logged = {f"train/{name}": values[name] for name in TRAIN_METRICS if name in values}
+        elif kind == "validation":
+            logged = {f"val/{short}": values[name] for name, short in VAL_METRICS.items() if name in values}
+        else:
+            return
+        self.live.step = step
+        for name, value in logged.items():
+            if value is not None:
+                # DVCLive writes NaN/inf as text, which would turn the plot's y axis into categories:
+                # such a value goes to metrics.json only.
+                self.live.log_metric(name, float(value), plot=math.isfinite(value))
+        self.live.log_metric("epoch", epoch, plot=False)
+        self.live.make_summary()  # metrics.json after every event: a crashed run keeps its curves' state
+
+    def close(self) -> None:
+        self.live.end()
+
+
+__all__ = ["DVCLIVE_DIR", "DVCLiveLogger"]

@@ -1,0 +1,261 @@
+"""On-the-fly training data: indexing raw manifests without decoding, featurizing per item, skipping bad
+records, seeded waveform augmentation, and telling shards from raw manifests."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from asr_pipeline.data.audio_dataset import (
+    AudioDataset,
+    EpochTaggedBatchSampler,
+    FbankFrontend,
+    build_audio_index,
+)
+from asr_pipeline.data.collate import SkippedExample, collate_batch
+from asr_pipeline.data.sampler import LengthBucketedBatchSampler
+from asr_pipeline.data.sources import is_feature_shard, resolve_manifests
+from asr_pipeline.features.augment import SpecAugment, WaveformAugment
+from asr_pipeline.features.fbank import compute_fbank
+from asr_pipeline.io.audio import load_audio
+from asr_pipeline.io.report import SkipReport
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from tests.conftest import make_wav
+
+from .conftest import write_random_shard
+
+FRONTEND = FbankFrontend()
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+@pytest.fixture
+def tone_manifest(tmp_path: Path) -> Path:
+    """Six tones at three sample rates and odd lengths, with token ids, as a JSONL manifest."""
+    specs = [(16000, 0.333), (22050, 0.7), (8000, 1.3), (44100, 0.51), (16000, 1.0), (22050, 0.26)]
+    records = []
+    for i, (rate, seconds) in enumerate(specs):
+        (tmp_path / f"tone{i}.wav").write_bytes(make_wav(seconds, rate, freq=200.0 + 50 * i))
+        records.append({"id": f"tone{i}", "audio_path": f"tone{i}.wav", "tokens": [1 + i % 3, 2]})
+    return write_jsonl(tmp_path / "train.jsonl", records)
+
+
+def index_of(*manifests: Path, tokenizer: CTCTokenizer | None = None) -> tuple[pa.Table, SkipReport]:
+    report = SkipReport()
+    return build_audio_index(manifests, FRONTEND, tokenizer, report), report
+
+
+def test_header_based_frame_counts_equal_the_real_fbank_frame_counts(tone_manifest):
+    index, report = index_of(tone_manifest)
+    dataset = AudioDataset(index, FRONTEND)
+
+    real = [dataset[i]["features"].shape[0] for i in range(len(dataset))]
+
+    # e.g. 0.7 s at 22050 Hz: 15435 samples -> ceil(15435 * 16000 / 22050) = 11200 at 16 kHz
+    # -> 1 + (11200 - 400) // 160 = 68 frames.
+    assert dataset.num_frames.tolist() == real
+    assert real[1] == 68
+    assert dataset.duration_ms.tolist() == [333, 700, 1300, 510, 1000, 260]
+    assert (report.seen, report.kept, report.skipped) == (6, 6, 0)
+
+
+def test_items_are_the_fbank_of_the_decoded_audio_with_the_manifest_tokens(tone_manifest, tmp_path):
+    index, _ = index_of(tone_manifest)
+
+    item = AudioDataset(index, FRONTEND)[2]
+
+    expected = compute_fbank(load_audio(tmp_path / "tone2.wav", 16000))
+    assert item["id"] == "tone2"
+    assert item["features"].shape == (128, 80)  # (T, F): 1.3 s -> 1 + (20800 - 400) // 160
+    np.testing.assert_array_equal(item["features"].numpy(), expected)
+    assert item["tokens"].tolist() == [3, 2]
+    assert item["text"] == "3 2", "without text or tokenizer, the reference is the token ids"
+
+
+def test_a_frame_count_hint_is_trusted_without_reading_the_audio(tmp_path):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    (folder / "a.wav").write_bytes(b"not audio at all")
+    (folder / "a.rows").write_text("42\n")
+    (folder / "a.tokens").write_text("1 2 3")
+
+    index, report = index_of(folder)
+
+    assert index.column("rows").to_pylist() == [42]
+    assert index.column("duration_ms").to_pylist() == [435]  # 25 ms window + 41 * 10 ms shifts
+    assert report.skipped == 0
+    skipped = AudioDataset(index, FRONTEND)[0]
+    assert isinstance(skipped, SkippedExample) and skipped.reason == "undecodable audio"
+
+
+def test_records_with_text_only_are_tokenized_with_the_run_tokenizer(tmp_path, spm_model):
+    tokenizer = CTCTokenizer(spm_model)
+    (tmp_path / "a.wav").write_bytes(make_wav(0.5, 16000))
+    manifest = write_jsonl(tmp_path / "m.jsonl", [{"audio_path": "a.wav", "text": "the quick brown fox"}])
+
+    index, _ = index_of(manifest, tokenizer=tokenizer)
+
+    assert index.column("tokens").to_pylist() == [tokenizer.encode("the quick brown fox")]
+    assert index.column("text").to_pylist() == ["the quick brown fox"]
+
+
+def test_bad_records_are_skipped_and_counted_by_reason(tmp_path, spm_model):
+    (tmp_path / "good.wav").write_bytes(make_wav(0.5, 16000))
+    (tmp_path / "garbage.wav").write_bytes(b"RIFF....WAVEfmt nothing useful")
+    (tmp_path / "tiny.wav").write_bytes(make_wav(0.01, 16000))  # 160 samples: no 400-sample window
+    records = [
+        {"id": "good", "audio_path": "good.wav", "tokens": [1, 2]},
+        {"id": "missing", "audio_path": "missing.wav", "tokens": [1]},
+        {"id": "garbage", "audio_path": "garbage.wav", "tokens": [1]},
+        {"id": "tiny", "audio_path": "tiny.wav", "tokens": [1]},
+        {"id": "untranscribed", "audio_path": "good.wav"},
+        {"id": "text-only", "audio_path": "good.wav", "text": "a cat"},  # no tokenizer given
+        {"id": "features", "features_path": "x.npy", "rows": 3, "cols": 80, "tokens": [1]},
+    ]
+    manifest = write_jsonl(tmp_path / "m.jsonl", records)
+
+    index, report = index_of(manifest)
+
+    assert index.column("id").to_pylist() == ["good"]
+    assert dict(report.counts) == {
+        "undecodable audio": 2,
+        "audio shorter than one frame": 1,
+        "no text and no tokens": 1,
+        "text but no tokens, and no tokenizer": 1,
+        "precomputed features, not audio": 1,
+    }
+    assert any("missing.wav" in example for example in report.examples["undecodable audio"])
+
+
+def test_embedded_audio_bytes_of_a_parquet_manifest_are_measured_and_decoded(tmp_path):
+    wavs = [make_wav(0.4, 16000, freq=300.0), make_wav(0.9, 22050, freq=500.0)]
+    table = pa.table({"id": ["x", "y"], "audio_bytes": pa.array(wavs, pa.binary()), "tokens": [[1, 2], [3]]})
+    pq.write_table(table, tmp_path / "embedded.parquet")
+
+    index, _ = index_of(tmp_path / "embedded.parquet")
+    dataset = AudioDataset(index, FRONTEND)
+
+    assert index.column("audio_path").to_pylist() == [None, None]
+    assert dataset.num_frames.tolist() == [dataset[i]["features"].shape[0] for i in range(2)] == [38, 88]
+
+
+def test_augmentation_is_a_function_of_seed_epoch_and_example_only(tone_manifest):
+    index, _ = index_of(tone_manifest)
+    augmented = AudioDataset(
+        index,
+        FRONTEND,
+        waveform_augment=WaveformAugment(-6.0, 6.0, noise_std=0.01),
+        spec_augment=SpecAugment(2, 10, 2, 8),
+        seed=7,
+    )
+    twin = pickle.loads(pickle.dumps(augmented))  # as a spawned worker would hold it
+    plain = AudioDataset(index, FRONTEND)
+
+    first = augmented[(0, 4)]["features"]
+    assert torch.equal(first, twin[(0, 4)]["features"]), "same seed, epoch, example: same draw"
+    assert not torch.equal(first, augmented[(1, 4)]["features"]), "another epoch draws again"
+    assert not torch.equal(first, plain[4]["features"])
+    assert torch.equal(plain[4]["features"], plain[4]["features"]), "no augmentation: deterministic"
+
+
+def test_an_augmenting_dataset_refuses_keys_without_the_epoch(tone_manifest):
+    index, _ = index_of(tone_manifest)
+    dataset = AudioDataset(index, FRONTEND, waveform_augment=WaveformAugment(noise_std=0.1))
+
+    with pytest.raises(ValueError, match="EpochTaggedBatchSampler"):
+        dataset[0]
+
+
+def test_waveform_gain_scales_by_the_drawn_decibels_and_noise_has_the_given_spread():
+    waveform = np.full(20000, 0.1, dtype=np.float32)
+
+    louder = WaveformAugment(6.0, 6.0)(waveform, np.random.default_rng(0))
+    noisy = WaveformAugment(noise_std=0.05)(waveform, np.random.default_rng(0))
+
+    np.testing.assert_allclose(louder, 0.1 * 10 ** (6 / 20), rtol=1e-6)  # +6 dB ~ x1.995
+    assert abs(float(np.std(noisy - waveform)) - 0.05) < 0.002
+    assert np.all(waveform == np.float32(0.1)), "the input is left untouched"
+
+
+def test_workers_yield_exactly_the_batches_of_the_main_process_with_augmentation(tone_manifest):
+    index, _ = index_of(tone_manifest)
+    dataset = AudioDataset(
+        index,
+        FRONTEND,
+        waveform_augment=WaveformAugment(-3.0, 3.0, 0.005),
+        spec_augment=SpecAugment(),
+        seed=1,
+    )
+    sampler = LengthBucketedBatchSampler(dataset.num_frames, budget=300, seed=2)
+    sampler.set_epoch(1)
+
+    def batches(num_workers: int) -> list:
+        loader = DataLoader(
+            dataset,
+            batch_sampler=EpochTaggedBatchSampler(sampler),
+            collate_fn=collate_batch,
+            num_workers=num_workers,
+            **({"persistent_workers": True, "prefetch_factor": 1} if num_workers else {}),
+        )
+        return [(batch.ids, batch.features) for batch in loader]
+
+    in_process, in_workers = batches(0), batches(2)
+
+    assert [ids for ids, _ in in_workers] == [ids for ids, _ in in_process]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(in_workers, in_process, strict=True))
+
+
+def test_the_collate_drops_skipped_items_and_lists_them():
+    item = {
+        "id": "a",
+        "features": torch.ones(3, 4),
+        "tokens": torch.tensor([1]),
+        "text": "a",
+        "duration_ms": 30,
+    }
+    bad = SkippedExample("b", "m.jsonl:2", "undecodable audio", "truncated WAV")
+
+    batch = collate_batch([bad, item])
+    empty = collate_batch([bad], feature_dim=4)
+
+    assert batch.ids == ["a"] and batch.skipped == ["m.jsonl:2: undecodable audio (truncated WAV)"]
+    assert len(empty) == 0 and empty.features.shape == (0, 0, 4) and empty.skipped == batch.skipped
+    assert empty.to("cpu").skipped == batch.skipped, "moving a batch keeps its skip list"
+    with pytest.raises(ValueError, match="every item of the batch was skipped"):
+        collate_batch([bad])
+
+
+# --- shards or raw manifests -----------------------------------------------------------------------------
+def test_feature_shards_are_told_from_raw_parquet_manifests_by_their_columns(tmp_path, two_shards):
+    raw = tmp_path / "raw.parquet"
+    pq.write_table(pa.table({"id": ["x"], "audio_bytes": pa.array([b"RIFF"], pa.binary())}), raw)
+
+    assert is_feature_shard(two_shards[0])
+    assert not is_feature_shard(raw)
+    assert resolve_manifests([two_shards[0].parent]).paths == [str(p) for p in two_shards]
+    assert resolve_manifests([raw]).kind == "raw"
+
+
+def test_a_folder_without_shards_is_one_raw_manifest(tone_manifest):
+    resolved = resolve_manifests([tone_manifest.parent])
+
+    assert (resolved.kind, resolved.paths) == ("raw", [str(tone_manifest.parent)])
+
+
+def test_a_split_mixing_shards_and_raw_manifests_is_refused_naming_both(tmp_path, tone_manifest):
+    (tmp_path / "shards").mkdir()
+    shard = write_random_shard(tmp_path / "shards" / "shard-00000.parquet", [5, 6])
+
+    with pytest.raises(ValueError, match=r"mix feature shards \(.*shard-00000.parquet\) and raw manifests"):
+        resolve_manifests([shard, tone_manifest])

@@ -1,0 +1,86 @@
+"""Non-finite losses in whole in-process runs: skipped and counted, and too many abort the run with a
+message that says what to do. NaN is forced through a hook on the loop's loss function."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from asr_pipeline.training import loop
+from asr_pipeline.training.loop import NonFiniteLossError
+
+from .conftest import run_in_process as run
+from .conftest import tiny_config
+
+pytestmark = pytest.mark.usefixtures("single_process")
+
+
+def events(run_dir, kind: str) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["type"] == kind]
+
+
+def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:
+    """Make the training forward passes numbered in ``poisoned`` (0-based) return NaN losses; returns the
+    ids of the batches poisoned. Validation computes its losses elsewhere and stays finite."""
+    calls, batches = iter(range(10**6)), []
+    real = loop.ctc_losses
+
+    def losses_with_nan(model, batch, config):
+        losses, log_probs, out_lengths = real(model, batch, config)
+        if next(calls) in poisoned:
+            batches.append(list(batch.ids))
+            losses = losses * math.nan  # keeps the graph: the gradients become NaN too
+        return losses, log_probs, out_lengths
+
+    monkeypatch.setattr(loop, "ctc_losses", losses_with_nan)
+    return batches
+
+
+def test_non_finite_losses_are_skipped_counted_and_kept_out_of_the_loss(
+    corpus, tokenizer_path, tmp_path, monkeypatch
+):
+    poisoned = poison_training_losses(monkeypatch, {1, 4})
+    config = tiny_config(corpus, tokenizer_path, tmp_path, log_every=1)
+    metrics = run(config)
+
+    summary = events(tmp_path, "summary")[0]["values"]
+    assert len(poisoned) == 2
+    assert (summary["non_finite_losses"], summary["skipped_steps"]) == (2, 2)
+    assert math.isfinite(metrics["train_loss"])
+    train = events(tmp_path, "train")
+    assert all(math.isfinite(e["values"]["loss"]) for e in train), "NaN batches are left out of the loss"
+    assert [e["values"]["non_finite_losses"] for e in train[:5]] == [0, 1, 1, 1, 2]
+    assert not events(tmp_path, "abort")
+
+
+def test_more_non_finite_losses_than_allowed_abort_the_run_with_an_actionable_message(
+    corpus, tokenizer_path, tmp_path, monkeypatch
+):
+    poisoned = poison_training_losses(monkeypatch, set(range(10**6)))  # a diverged model: every batch
+    config = tiny_config(corpus, tokenizer_path, tmp_path, max_non_finite_losses=2)
+
+    with pytest.raises(NonFiniteLossError) as error:
+        run(config)
+
+    message = str(error.value)
+    assert "3 batches had a non-finite (NaN/inf) loss in the first 3 optimizer steps" in message
+    assert "run.max_non_finite_losses=2" in message and "--max-non-finite-losses" in message
+    assert str(poisoned[0]) in message, "names the batches that failed"
+    [abort] = events(tmp_path, "abort")
+    assert abort["values"]["reason"] == message
+    assert (abort["values"]["non_finite_losses"], abort["step"]) == (3, 3)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_max_non_finite_losses_none_never_aborts(corpus, tokenizer_path, tmp_path, monkeypatch):
+    poison_training_losses(monkeypatch, set(range(10**6)))
+    config = tiny_config(corpus, tokenizer_path, tmp_path, max_non_finite_losses=None)
+    config["optim"]["epochs"] = 1
+
+    metrics = run(config)
+
+    summary = events(tmp_path, "summary")[0]["values"]
+    assert summary["non_finite_losses"] == summary["skipped_steps"] == metrics["steps"] > 0

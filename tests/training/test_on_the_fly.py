@@ -1,0 +1,167 @@
+"""Training straight from a raw JSONL manifest of audio: features computed on the fly, bad audio skipped
+and counted, waveform augmentation reproducible; and the loader options and batching report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from asr_pipeline.training.config import resolve_config, save_json
+from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.launch import torchrun_command
+from asr_pipeline.training.loaders import build_data
+from tests.conftest import make_wav
+from tests.factories import random_sentences
+
+from .conftest import run_in_process, tiny_config
+
+pytestmark = pytest.mark.usefixtures("single_process")
+
+
+def write_audio_manifest(folder: Path, name: str, count: int, seed: int, broken: bool) -> Path:
+    """``count`` tones of 0.6..1.2 s (16 and 22.05 kHz) transcribed with random words; with ``broken``,
+    also one missing file (skipped while indexing) and one truncated WAV (its header reads fine, so it is
+    only found, and skipped, when a loader decodes it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    records = []
+    for i, text in enumerate(random_sentences(count, seed)):
+        rate = 16000 if i % 2 else 22050
+        (folder / f"{name}{i}.wav").write_bytes(make_wav(0.6 + 0.05 * (i % 13), rate, freq=150.0 + 40 * i))
+        records.append({"id": f"{name}-{i:02d}", "audio_path": f"{name}{i}.wav", "text": text})
+    if broken:
+        wav = make_wav(1.0, 16000)
+        (folder / "truncated.wav").write_bytes(wav[: len(wav) // 2])
+        records.append({"id": f"{name}-truncated", "audio_path": "truncated.wav", "text": "ab"})
+        records.append({"id": f"{name}-missing", "audio_path": "missing.wav", "text": "ab"})
+    manifest = folder / f"{name}.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def audio_corpus(tmp_path_factory) -> dict[str, list[str]]:
+    root = tmp_path_factory.mktemp("audio")
+    return {
+        "train": [str(write_audio_manifest(root, "train", 14, seed=1, broken=True))],
+        "val": [str(write_audio_manifest(root, "val", 4, seed=2, broken=False))],
+    }
+
+
+def raw_config(audio_corpus, tokenizer_path: Path, output_dir: Path, **data) -> dict:
+    config = tiny_config(audio_corpus, tokenizer_path, output_dir)
+    config["data"] |= {"input_dim": 80, "adaptive_batch_budget": 500, **data}
+    config["optim"]["epochs"] = 2
+    return config
+
+
+def events(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e["values"] for e in map(json.loads, lines) if e["type"] == kind]
+
+
+def test_a_tiny_run_trains_on_a_jsonl_manifest_of_audio_and_counts_the_bad_files(
+    audio_corpus, tokenizer_path, tmp_path
+):
+    config = raw_config(
+        audio_corpus,
+        tokenizer_path,
+        tmp_path,
+        waveform_gain_min_db=-6.0,
+        waveform_gain_max_db=3.0,
+        waveform_noise_std=0.002,
+    )
+
+    metrics = run_in_process(config)
+
+    [data] = events(tmp_path, "data")
+    assert data["train"]["kind"] == "raw" and data["val"]["kind"] == "raw"
+    assert data["train"]["skipped_by_reason"] == {"undecodable audio": 1}, "the missing file, at indexing"
+    assert data["train"]["selection"]["available"] == 15  # 14 tones + the truncated one
+    assert data["train"]["selection"]["skipped"] == 1
+    assert data["val"]["examples"] == 4
+    epochs = events(tmp_path, "epoch")
+    assert [e["skipped_examples"] for e in epochs] == [1, 1], "the truncated WAV, once per epoch"
+    assert metrics["steps"] > 0 and metrics["train_loss"] is not None
+    [validation, *_] = events(tmp_path, "validation")
+    assert validation["utterances"] == 4
+
+
+def test_raw_manifest_runs_are_reproducible_whatever_the_number_of_workers(
+    audio_corpus, tokenizer_path, tmp_path
+):
+    augment = {"waveform_gain_min_db": -6.0, "waveform_gain_max_db": 6.0, "waveform_noise_std": 0.01}
+    in_process = raw_config(audio_corpus, tokenizer_path, tmp_path / "a", **augment)
+    in_workers = raw_config(
+        audio_corpus, tokenizer_path, tmp_path / "b", num_workers=2, prefetch_factor=1, **augment
+    )
+    for config in (in_process, in_workers):
+        config["optim"]["epochs"] = 1
+        config["data"]["val_manifests"] = []
+        run_in_process(config)
+
+    digests = [events(tmp_path / run, "summary")[0]["parameter_digests"] for run in ("a", "b")]
+    assert digests[0] == digests[1]
+
+
+def test_waveform_augmentation_on_feature_shards_is_refused(corpus, tokenizer_path, tmp_path):
+    config = resolve_config(tiny_config(corpus, tokenizer_path, tmp_path) | {})
+    config_dict = tiny_config(corpus, tokenizer_path, tmp_path)
+    config_dict["data"]["waveform_noise_std"] = 0.01
+    config = resolve_config(config_dict)
+
+    with pytest.raises(ValueError, match="waveform augmentation .* needs raw audio manifests"):
+        build_data(config, DistributedContext.single_process())
+
+
+def test_the_data_report_counts_examples_over_the_budget_and_the_padding(corpus, tokenizer_path, tmp_path):
+    config_dict = tiny_config(corpus, tokenizer_path, tmp_path)
+    config_dict["data"] |= {"adaptive_batch_budget": 100, "adaptive_batch_unit": "frames"}  # 60..120 frames
+    data = build_data(resolve_config(config_dict), DistributedContext.single_process())
+
+    batching = data.report["batching"]
+    lengths = data.train_sampler.lengths
+    assert batching["unit"] == "frames" and batching["budget"] == 100
+    assert batching["oversized_examples"] == int((lengths > 100).sum()) > 0
+    assert batching["epoch0"]["oversized_batches"] == batching["oversized_examples"]
+    assert batching["epoch0"]["examples"] == 16 and 0 < batching["epoch0"]["padding_efficiency"] <= 1
+    assert data.report["loader"] == {
+        "num_workers": 0,
+        "prefetch_factor": None,
+        "persistent_workers": False,
+        "pin_memory": False,
+    }
+
+
+def test_pin_memory_is_turned_off_with_a_warning_without_cuda(corpus, tokenizer_path, tmp_path, caplog):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: pinning is honoured")
+    config_dict = tiny_config(corpus, tokenizer_path, tmp_path)
+    config_dict["data"]["pin_memory"] = True
+
+    data = build_data(resolve_config(config_dict), DistributedContext.single_process())
+
+    assert data.report["loader"]["pin_memory"] is False
+    assert "CUDA is not available" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_batch_with_only_undecodable_audio_on_one_rank_does_not_hang_ddp(tokenizer_path, tmp_path):
+    manifest = write_audio_manifest(tmp_path / "audio", "train", 5, seed=3, broken=True)
+    config = raw_config({"train": [str(manifest)], "val": []}, tokenizer_path, tmp_path / "run")
+    config["data"] |= {"batch_size": 1}  # the truncated WAV is a batch of its own: empty after collate
+    config["optim"]["epochs"] = 1
+    config_path = tmp_path / "training_config.json"
+    save_json(resolve_config(config), config_path)
+
+    # A hang would sit in gloo's all-reduce for its 30-minute default; fail well before that.
+    subprocess.run(torchrun_command(config_path, 2), check=True, timeout=300, cwd=Path(__file__).parents[2])
+
+    [epoch] = events(tmp_path / "run", "epoch")
+    summary = events(tmp_path / "run", "summary")[0]
+    assert epoch["skipped_examples"] == 1
+    assert summary["parameter_digests"][0] == summary["parameter_digests"][1]

@@ -1,0 +1,164 @@
+"""Whole in-process runs of validation: every N steps, the best checkpoint across step and epoch
+validations, beam search with a KenLM model, n-best sample predictions, and validation leaving the
+trained weights untouched."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
+from asr_pipeline.training import loop
+from tests.factories import random_sentences
+
+from .conftest import run_in_process as run
+from .conftest import tiny_config
+
+pytestmark = pytest.mark.usefixtures("single_process")
+
+
+def events(run_dir, kind: str | None = None) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if kind is None or e["type"] == kind]
+
+
+def test_validate_every_steps_adds_step_validations_and_the_epoch_end_still_validates(
+    corpus, tokenizer_path, tmp_path
+):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["validation"] = {"every_steps": 3}
+    run(config)
+
+    validations = events(tmp_path, "validation")
+    epoch_ends = {e["epoch"]: e["step"] for e in events(tmp_path, "epoch")}
+    step_triggered = [e["step"] for e in validations if e["values"]["trigger"] == "step"]
+    epoch_triggered = [(e["epoch"], e["step"]) for e in validations if e["values"]["trigger"] == "epoch"]
+    last_step = max(epoch_ends.values())
+    assert last_step >= 6, "the tiny corpus gives ~4 steps per epoch, 2 epochs"
+    assert step_triggered == list(range(3, last_step + 1, 3))
+    # An epoch end validates unless a step validation just scored the same weights.
+    assert epoch_triggered == [(epoch, step) for epoch, step in epoch_ends.items() if step % 3 != 0]
+    assert all(e["values"]["utterances"] == 5 and e["values"]["decoding"] == "greedy" for e in validations)
+
+
+def test_the_best_checkpoint_holds_the_weights_of_the_lowest_cer_across_step_and_epoch_validations(
+    corpus, tokenizer_path, tmp_path, monkeypatch
+):
+    # The tiny model sits on the blank plateau (CER 100 throughout), so the CERs are scripted: the real
+    # validation runs and only its CER is replaced. The lowest (20) comes from a step validation.
+    cers = iter([60.0, 50.0, 55.0, 20.0, 45.0, 30.0, 25.0, 70.0, 40.0, 35.0, 33.0, 31.0])
+    weights_at_validation: list[dict[str, torch.Tensor]] = []
+    real_validate = loop.validate
+
+    def scripted(model, *args, **kwargs):
+        scores = real_validate(model, *args, **kwargs)
+        scores["val_cer"] = next(cers)
+        weights_at_validation.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return scores
+
+    monkeypatch.setattr(loop, "validate", scripted)
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["optim"]["epochs"] = 3
+    config["validation"] = {"every_steps": 2}
+    run(config)
+
+    validations = events(tmp_path, "validation")
+    assert [e["values"]["val_cer"] for e in validations][:4] == [60.0, 50.0, 55.0, 20.0]
+    best_so_far, expected_flags = math.inf, []
+    for validation in validations:
+        expected_flags.append(validation["values"]["val_cer"] < best_so_far)
+        best_so_far = min(best_so_far, validation["values"]["val_cer"])
+    assert [e["values"]["best"] for e in validations] == expected_flags
+    best = validations[3]
+    assert best["values"]["trigger"] == "step"
+    pointer = json.loads((tmp_path / "checkpoint_best.json").read_text())
+    assert (pointer["metrics"]["val_cer"], pointer["step"]) == (20.0, best["step"])
+    saved = load_file(tmp_path / "checkpoint_best" / "model.safetensors")
+    assert all(torch.equal(saved[name], weights_at_validation[3][name]) for name in saved)
+    latest = json.loads((tmp_path / "checkpoint_latest.json").read_text())
+    assert latest["metrics"]["val_cer"] == validations[-1]["values"]["val_cer"]
+
+
+def test_validation_does_not_change_the_weights_training_ends_with(corpus, tokenizer_path, tmp_path):
+    plain = tiny_config(corpus, tokenizer_path, tmp_path / "plain")
+    often = tiny_config(corpus, tokenizer_path, tmp_path / "often")
+    often["validation"] = {"every_steps": 1}
+
+    run(plain)
+    run(often)
+
+    digests = [
+        events(tmp_path / name, "summary")[0]["values"]["parameter_digests"] for name in ("plain", "often")
+    ]
+    assert digests[0] == digests[1]
+    assert len(events(tmp_path / "often", "validation")) > len(events(tmp_path / "plain", "validation"))
+
+
+def test_log_samples_writes_the_first_utterances_with_reference_and_hypothesis(
+    corpus, tokenizer_path, tmp_path
+):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["optim"]["epochs"] = 1
+    config["validation"] = {"log_samples": 3}
+    run(config)
+
+    [validation] = events(tmp_path, "validation")
+    samples = validation["values"]["samples"]
+    assert [s["id"] for s in samples] == ["va-000", "va-001", "va-002"]
+    assert [s["reference"] for s in samples] == random_sentences(5, seed=3)[:3]  # the val shard's texts
+    assert all(isinstance(s["hypothesis"], str) and "n_best" not in s for s in samples)
+
+
+@pytest.fixture(scope="module")
+def lm_path(tmp_path_factory):
+    arpa, _ = build_kenlm("\n".join(random_sentences(300, seed=11)), KenLMOptions(order=2))
+    path = tmp_path_factory.mktemp("lm") / "val.arpa"
+    path.write_text(arpa)
+    return path
+
+
+def test_beam_search_validation_with_an_lm_logs_n_best_lists(corpus, tokenizer_path, tmp_path, lm_path):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["optim"]["epochs"] = 1
+    config["validation"] = {
+        "beam_width": 4,
+        "n_best": 3,
+        "lm_path": str(lm_path),
+        "lm_weight": 0.45,
+        "lm_word_bonus": 1.0,
+        "lm_no_eos": True,
+        "log_samples": 2,
+    }
+    run(config)
+
+    [validation] = events(tmp_path, "validation")
+    values = validation["values"]
+    assert values["decoding"] == "beam" and values["utterances"] == 5
+    for sample in values["samples"]:
+        n_best = sample["n_best"]
+        assert 1 <= len(n_best) <= 3
+        assert n_best[0]["text"] == sample["hypothesis"]
+        assert [h["score"] for h in n_best] == sorted((h["score"] for h in n_best), reverse=True)
+
+
+def test_a_missing_validation_lm_is_refused_before_training(corpus, tokenizer_path, tmp_path):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["validation"] = {"beam_width": 2, "lm_path": str(tmp_path / "nope.arpa")}
+
+    with pytest.raises(FileNotFoundError, match=r"nope\.arpa"):
+        run(config)
+    assert not events(tmp_path, "train"), "nothing trained"
+
+
+def test_beam_search_validation_without_a_tokenizer_is_refused(corpus, tokenizer_path, tmp_path):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["run"]["tokenizer"] = None
+    config["model"]["vocab_size"] = 12
+    config["validation"] = {"beam_width": 4}
+
+    with pytest.raises(ValueError, match=r"needs run\.tokenizer"):
+        run(config)
