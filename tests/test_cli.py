@@ -355,6 +355,7 @@ FLAG_TO_FIELD = [
     ("--ema-start-step", "optim.ema_start_step", "100", 100),
     ("--input-dim", "data.input_dim", "64", 64),
     ("--adaptive-batch-max-samples", "data.adaptive_batch_max_samples", "16", 16),
+    ("--adaptive-batch-unit", "data.adaptive_batch_unit", "duration-ms", "duration-ms"),
     ("--sort-buffer-size", "data.sort_buffer_size", "128", 128),
     ("--max-train-samples", "data.max_train_samples", "5", 5),
     ("--max-val-samples", "data.max_val_samples", "2", 2),
@@ -460,14 +461,13 @@ def test_both_gradient_clips_exit_1_with_the_configs_message(tmp_path, shard_fol
     assert not (tmp_path / "run").exists(), "rejected before anything is written"
 
 
-def test_train_without_a_config_needs_manifests_epochs_and_warmup(capsys):
+def test_train_without_a_config_needs_only_the_training_manifests(capsys):
+    # --epochs and the schedule have the reference trainer's defaults (500 epochs, the epoch schedule).
     status = main(["train", "--variant", "tiny"])
     err = capsys.readouterr().err
 
     assert status == 2
-    assert err == (
-        "asr-pipeline train: error: without --config, --train-manifest, --epochs, --lr-warmup-steps must be given\n"
-    )
+    assert err == "asr-pipeline train: error: without --config, --train-manifest must be given\n"
 
 
 def test_train_runs_one_torchrun_process_and_writes_a_self_contained_run_dir(trained_run, tokenizer_model):
@@ -613,3 +613,45 @@ def test_kedro_loads_the_project_cli_module_and_lists_every_stage():
     assert result.returncode == 0, result.stderr[-2000:]
     for stage in ("demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"):
         assert f"- {stage}" in result.stdout
+
+
+def test_train_takes_raw_manifests_as_given_and_shard_folders_as_their_shards(
+    tmp_path, audio_folder, shard_folder
+):
+    manifest = tmp_path / "train.jsonl"
+    manifest.write_text(json.dumps({"audio_path": str(audio_folder / "utt00.wav"), "text": "a"}) + "\n")
+    common = ["--epochs", 1, "--lr-warmup-steps", 0]
+
+    raw, _ = train_config("--train-manifest", manifest, "--val-manifest", audio_folder, *common)
+    shards, _ = train_config("--train-manifest", shard_folder, *common)
+
+    assert raw.data.train_manifests == [str(manifest)] and raw.data.val_manifests == [str(audio_folder)]
+    assert shards.data.train_manifests == [str(p) for p in sorted(shard_folder.glob("shard-*.parquet"))]
+
+
+def test_waveform_flags_on_feature_shards_exit_2_saying_what_to_do(shard_folder, capsys):
+    status = cli("train", "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0,
+                 "--waveform-noise-std", 0.01)  # fmt: skip
+    err = capsys.readouterr().err
+
+    assert status == 2
+    assert "needs raw audio manifests" in err and "drop the waveform options" in err
+
+
+def test_loader_and_sorting_switches_land_in_the_data_config(shard_folder):
+    config, _ = train_config(
+        "--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0, "--sort-by-length-desc",
+        "--pin-memory", "--num-workers", 2, "--prefetch-factor", 4,
+    )  # fmt: skip
+    default, _ = train_config("--train-manifest", shard_folder, "--epochs", 1, "--lr-warmup-steps", 0)
+
+    assert (config.data.sort_by_length_desc, config.data.pin_memory, config.data.prefetch_factor) == (
+        True,
+        True,
+        4,
+    )
+    assert (default.data.sort_by_length_desc, default.data.pin_memory, default.data.prefetch_factor) == (
+        False,
+        None,
+        None,
+    )

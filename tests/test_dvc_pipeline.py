@@ -39,6 +39,8 @@ TINY_PARAMS = {
         "data": {"adaptive_batch_budget": 3000, "adaptive_batch_max_samples": 8},
         "model": {"variant": "tiny"},
         "optim": {"epochs": 2, "lr_warmup_steps": 2},
+        "run": {"log_every": 1},  # a tiny run has few steps: a point per step for the curves
+        "validation": {"every_steps": 2, "log_samples": 2},
     },
     "evaluate": {"beam_width": 4},
 }
@@ -128,6 +130,39 @@ def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
     dev = json.loads((origin / "data" / "metrics" / "evaluate_dev.json").read_text())
     assert dev["utterances"] == 6
     assert set(dev["greedy"]) == set(dev["beam_lm"]) == {"wer", "cer"}
+
+
+def test_dvc_plots_show_draws_the_training_curves_and_exp_show_lists_params_and_metrics(origin):
+    events = [
+        json.loads(line)
+        for line in (origin / "data" / "07_train" / "run" / "events.jsonl").read_text().splitlines()
+    ]
+    validations = [e for e in events if e["type"] == "validation"]
+    assert {e["values"]["trigger"] for e in validations} >= {"step"}, "train.validation reached the worker"
+    assert all(len(e["values"]["samples"]) == 2 for e in validations)
+
+    plots = json.loads(run(["dvc", "plots", "show", "--json"], origin).stdout)
+    assert not plots.get("errors"), plots.get("errors")
+    expected_points = {
+        "loss": len([e for e in events if e["type"] in ("train", "validation")]),
+        "learning_rate": len([e for e in events if e["type"] == "train"]),
+        "grad_norm": len([e for e in events if e["type"] == "train"]),
+        "throughput": len([e for e in events if e["type"] == "train"]),
+        "val_cer": len(validations),
+        "val_wer": len(validations),
+    }
+    for name, points in expected_points.items():
+        [plot] = plots["data"][name]
+        values = plot["content"]["data"]["values"]
+        assert len(values) == points > 0, name
+        assert all("step" in value for value in values), name
+
+    [workspace] = [row for row in json.loads(run(["dvc", "exp", "show", "--json"], origin).stdout)
+                   if row["rev"] == "workspace"]  # fmt: skip
+    metrics = workspace["data"]["metrics"]["data/metrics/train.json"]["data"]
+    assert {"train_loss", "val_cer", "val_wer", "steps"} <= set(metrics)
+    params = workspace["data"]["params"]["params.yaml"]["data"]
+    assert params["train"]["optim"]["epochs"] == 2 and params["train"]["validation"]["every_steps"] == 2
 
 
 def test_teammate_pull_gives_clean_status_and_no_op_repro(origin):

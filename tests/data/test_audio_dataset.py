@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader
 from asr_pipeline.data.audio_dataset import (
     AudioDataset,
     EpochTaggedBatchSampler,
-    FbankFrontend,
     build_audio_index,
+    frontend_for,
 )
 from asr_pipeline.data.collate import SkippedExample, collate_batch
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
@@ -32,7 +32,7 @@ from tests.conftest import make_wav
 
 from .conftest import write_random_shard
 
-FRONTEND = FbankFrontend()
+FRONTEND = frontend_for("squeezeformer")  # fbank, 80 bins
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -259,3 +259,16 @@ def test_a_split_mixing_shards_and_raw_manifests_is_refused_naming_both(tmp_path
 
     with pytest.raises(ValueError, match=r"mix feature shards \(.*shard-00000.parquet\) and raw manifests"):
         resolve_manifests([shard, tone_manifest])
+
+
+def test_w2v_bert_frame_estimates_count_stacked_pairs_of_fbank_frames():
+    frontend = frontend_for("w2v-bert")
+
+    for seconds in (0.02, 0.035, 0.333, 1.0, 1.27):
+        waveform = np.random.default_rng(0).uniform(-0.3, 0.3, round(16000 * seconds)).astype(np.float32)
+        assert frontend.num_frames(len(waveform)) == frontend(waveform).shape[0], seconds
+    assert frontend.feature_dim == 160
+    # 3 stacked frames need 6 Kaldi frames: 400 + 5 * 160 samples.
+    assert (
+        frontend.min_samples(3) == 1200 and frontend.num_frames(1200) == 3 and frontend.num_frames(1199) == 2
+    )

@@ -79,7 +79,7 @@ def raw_splits(tmp_path) -> dict:
     }
 
 
-def run_both_stages(tmp_path, raw_splits, spm_model, project_params) -> tuple:
+def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int = 1) -> tuple:
     params = {"transcripts": project_params["transcripts"], "tokenizer": project_params["tokenizer"]}
     transcripts = run_stage(transcripts_pipeline(), raw_splits, params=params)
     manifests = {f"{s}.manifest": transcripts.load(f"{s}.manifest") for s in ("train", "dev", "test")}
@@ -91,7 +91,7 @@ def run_both_stages(tmp_path, raw_splits, spm_model, project_params) -> tuple:
         features_pipeline(),
         {**manifests, "tokenizer_model": spm_model},
         shards,
-        params={**params, "features": project_params["features"]},
+        params={**params, "features": {**project_params["features"], "jobs": jobs}},
     )
     return transcripts, features
 
@@ -125,10 +125,11 @@ def test_every_form_is_kept_by_transcripts_with_its_kind_and_without_payloads(
         assert report["skipped"] == 0 and report["kept"] == report["seen"]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])  # 2: payload rows travel to worker processes
 def test_the_features_stage_passes_precomputed_features_through_and_extracts_audio(
-    tmp_path, raw_splits, spm_model, project_params
+    tmp_path, raw_splits, spm_model, project_params, jobs
 ):
-    _, features = run_both_stages(tmp_path, raw_splits, spm_model, project_params)
+    _, features = run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs)
     tokenizer = CTCTokenizer(spm_model)
     train = shard_rows(features, "train")
     assert list(train) == ["a1", "i2", "f1", "t1", "n1"]  # manifest order, nothing lost
@@ -170,3 +171,31 @@ def test_a_payload_whose_source_changed_is_counted_not_lost(tmp_path, raw_splits
     assert report["skipped_by_reason"] == {"record not found in its source": 2}  # i2 and f1 were inline
     assert report["kept"] + report["skipped"] == report["seen"] == 5
     assert "rerun it" in report["first_skipped"]["record not found in its source"][0]
+
+
+def test_extract_features_cli_takes_one_manifest_of_each_form(tmp_path, raw_splits, spm_model):
+    from asr_pipeline.cli import main
+
+    model = tmp_path / "tok.model"
+    model.write_bytes(spm_model)
+    # The tokenizer's sidecar says how its text was normalized; extract-features must do the same.
+    normalization = {"unicode_form": "NFKC", "lowercase": False, "strip_punctuation": True}
+    (tmp_path / "tok.json").write_text(json.dumps({"normalization": normalization}))
+    inputs = [str(raw_splits[f"{split}.raw_manifest"].path) for split in ("train", "dev", "test")]
+    output = tmp_path / "all.parquet"
+    argv = ["extract-features", "--output", str(output), "--tokenizer", str(model), "--input-dim", str(F)]
+    assert main([*argv, *(part for path in inputs for part in ("--input", path))]) == 0
+
+    rows = {row["id"]: row for row in pq.read_table(output).to_pylist()}
+    assert list(rows) == ["a1", "i2", "f1", "t1", "n1", "hf1", "hf2", "feats__n1"]
+    np.testing.assert_array_equal(
+        np.asarray(rows["i2"]["features"], dtype=np.float32), feats(3, 1).reshape(-1)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(rows["f1"]["features"], dtype=np.float32), feats(2, 2).reshape(-1)
+    )
+    assert (rows["t1"]["rows"], rows["n1"]["rows"], rows["hf1"]["rows"]) == (4, 5, 68)
+    assert (
+        rows["a1"]["text"] == "The cat" and rows["t1"]["text"] == "A dog"
+    )  # case kept, punctuation stripped
+    assert rows["a1"]["tokens"] == CTCTokenizer(spm_model).encode("The cat")

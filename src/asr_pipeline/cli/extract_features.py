@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE
 from asr_pipeline.io.report import SkipReport
+from asr_pipeline.io.shards import FEATURE_DTYPES
+
+if TYPE_CHECKING:
+    from asr_pipeline.tui import LiveView
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,9 +23,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "extract-features",
         formatter_class=HelpFormatter,
         help="decode audio, compute fbank features, tokenize: write Parquet feature shards",
-        description="Read manifests/audio folders, normalize transcripts, compute 80-bin fbank features "
-        "and token ids, and write feature shards (directly usable as training manifests). Prints the "
-        "skip report as JSON.",
+        description="Read manifests/audio folders, normalize transcripts, compute the --architecture's "
+        "features (80-bin Kaldi fbank, or w2v-BERT's 160-dim stacked fbank) and token ids, and write feature "
+        "shards (directly usable as training manifests). Prints the skip report as JSON.",
     )
     parser.add_argument(
         "--input",
@@ -54,16 +61,43 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "about the number of free CPU cores",
     )
     parser.add_argument(
+        "--input-dim",
+        type=int,
+        metavar="F",
+        help="values per frame that precomputed features (inline or feature files) must have; "
+        "default: the --architecture frontend's width (80, or 160 for w2v-bert)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="fail on the first bad record (naming it) instead of skipping and counting it",
+    )
+    parser.add_argument(
+        "--architecture",
+        choices=ARCHITECTURES,
+        default=DEFAULT_ARCHITECTURE,
+        help="the model the features are for: fbank-80 for squeezeformer/zipformer/paraformer, "
+        "160-dim stacked normalized fbank (SeamlessM4TFeatureExtractor's) for w2v-bert",
+    )
+    parser.add_argument(
+        "--feature-dtype",
+        choices=tuple(FEATURE_DTYPES),
+        default="float32",
+        help="how shards store features: float16 halves their size (readers return float32)",
+    )
+    parser.add_argument(
+        "--tui",
+        action="store_true",
+        help="a live table: records decoded and kept, skips by reason, the current input and the last "
+        "extracted example (the tqdm bar is always shown)",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.features.extract import ExtractionOptions, extract_records
+    from asr_pipeline.features.extract import ExtractionOptions, extract_records, start_worker_server
     from asr_pipeline.text.tokenizer import CTCTokenizer
+    from asr_pipeline.tui import LiveView
 
     inputs = [existing_path(path, "--input") for path in args.input]
     tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
@@ -71,24 +105,39 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-samples must be >= 1")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.input_dim is not None and args.input_dim < 1:
+        raise UsageError(f"--input-dim must be >= 1, got {args.input_dim}")
     options = ExtractionOptions.from_dict(
         {
+            "architecture": args.architecture,
+            "feature_dtype": args.feature_dtype,
             "shard_size": args.shard_size,
             "max_audio_duration_sec": args.max_audio_duration_sec,
             "strict": args.strict,
             "jobs": args.jobs,
+            "input_dim": args.input_dim,
         }
     )
+    if options.jobs > 1:
+        start_worker_server()  # its torch import overlaps reading the manifests
     tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
-    rows, read_report = _read_manifest_rows(inputs, strict=args.strict)
+    from asr_pipeline.text.normalize import normalization_for_model
+
+    # The transcripts are normalized as the tokenizer's were (its <prefix>.json sidecar), or else the defaults.
+    normalization = normalization_for_model(tokenizer_path).to_dict()
+    rows, read_report = _read_manifest_rows(inputs, strict=args.strict, normalization=normalization)
     extraction_report = SkipReport(strict=args.strict)
     totals = {"frames": 0, "duration_ms": 0}
-    extracted = extract_records(rows, tokenizer, options, extraction_report, total=len(rows))
-    records = _count_frames(islice(extracted, args.max_samples), totals)  # islice(.., None): every record
-    try:
-        written = _write_records(records, Path(args.output), options.shard_size)
-    finally:
-        extracted.close()  # after --max-samples: stop the --jobs workers now
+    with LiveView("extract-features") if args.tui else nullcontext() as view:
+        on_row = ExtractionView(view, read_report) if view is not None else None
+        extracted = extract_records(
+            rows, tokenizer, options, extraction_report, total=len(rows), on_row=on_row
+        )
+        records = _count_frames(islice(extracted, args.max_samples), totals)  # islice(.., None): all
+        try:
+            written = _write_records(records, Path(args.output), options.shard_size, options.feature_dtype)
+        finally:
+            extracted.close()  # after --max-samples: stop the --jobs workers now
 
     report = _combine_reports(read_report, extraction_report)
     stopped = args.max_samples is not None and extraction_report.kept >= args.max_samples
@@ -104,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_records(records: Iterable[dict], output: Path, shard_size: int) -> list[Path]:
+def _write_records(
+    records: Iterable[dict], output: Path, shard_size: int, feature_dtype: str = "float32"
+) -> list[Path]:
     """One .parquet file, or a folder of numbered shards; returns the paths written."""
     from asr_pipeline.features.extract import batch_into_shards
     from asr_pipeline.io.datasets import FeatureShardsDataset, ShardChunk
@@ -112,22 +163,24 @@ def _write_records(records: Iterable[dict], output: Path, shard_size: int) -> li
 
     if output.suffix == ".parquet":
         output.parent.mkdir(parents=True, exist_ok=True)
-        write_shard(records_to_table(list(records)), output)
+        write_shard(records_to_table(list(records), feature_dtype), output)
         written = [output]
     else:
         shards = FeatureShardsDataset(str(output))  # replaces stale shards exactly as the features stage does
         written = []
-        for index, table in enumerate(batch_into_shards(records, shard_size)):
+        for index, table in enumerate(batch_into_shards(records, shard_size, feature_dtype)):
             shards.save(ShardChunk(index, table))
             written.append(output / shard_name(index))
         if not written:  # nothing survived: still write an (empty) shard so the result is explicit
-            shards.save(ShardChunk(0, records_to_table([])))
+            shards.save(ShardChunk(0, records_to_table([], feature_dtype)))
             written.append(output / shard_name(0))
 
     return written
 
 
-def _read_manifest_rows(inputs: list[Path], strict: bool) -> tuple[list[dict], SkipReport]:
+def _read_manifest_rows(
+    inputs: list[Path], strict: bool, normalization: dict | None = None
+) -> tuple[list[dict], SkipReport]:
     """Manifest rows as the transcripts stage makes them (normalized text, duplicates and bad rows skipped).
 
     An id repeated across inputs is skipped too: shard ids must be unique within a split.
@@ -139,7 +192,8 @@ def _read_manifest_rows(inputs: list[Path], strict: bool) -> tuple[list[dict], S
     rows: list[dict] = []
     first_seen: dict[str, str] = {}
     for path in inputs:
-        manifest, manifest_report = normalize_manifest(Manifest(path), {"strict": strict})
+        params = {"strict": strict, "normalization": normalization}
+        manifest, manifest_report = normalize_manifest(Manifest(path), params)
         _absorb(report, manifest_report)
         for row in manifest.iter_rows(named=True):
             if row["id"] in first_seen:
@@ -174,3 +228,43 @@ def _combine_reports(read: SkipReport, extraction: SkipReport) -> dict:
     _absorb(combined, {**extraction.to_dict(), "seen": 0})
     combined.kept = extraction.kept
     return combined.to_dict()
+
+
+class ExtractionView:
+    """Feeds the ``--tui`` table from ``extract_records``'s per-row callback (a ``RowObserver``).
+
+    Shows rows seen, decoded and kept, skips by reason (those of manifest reading included), the input
+    being read and the last example extracted; the event lines list the latest examples and skips.
+    """
+
+    def __init__(self, view: LiveView, read_report: SkipReport) -> None:
+        self.view = view
+        self.read_skips = dict(read_report.counts)
+        self.seen_counts: dict[str, int] = {}  # extraction skips so far, to name the reason of a new one
+        view.update(seen=0, decoded=0, kept=0, **self._skips({}))
+
+    def __call__(self, row: dict, record: dict | None, report: SkipReport) -> None:
+        self.view.update(
+            seen=report.seen,
+            decoded=report.seen - report.counts.get("undecodable audio", 0),
+            kept=report.kept,
+            **self._skips(report.counts),
+            input=row["location"].rsplit(":", 1)[0],
+            file=row.get("audio_path") or row["location"],
+        )
+        if record is None:
+            reason = next((r for r, n in report.counts.items() if n != self.seen_counts.get(r)), "skipped")
+            self.seen_counts = dict(report.counts)
+            self.view.log(f"skipped {row['location']}: {reason}")
+            return
+        frames = int(record["features"].shape[0])
+        last = f"{record['id']}  {record['duration_ms'] / 1000:.2f} s  {frames} frames"
+        self.view.update(last_example=last)
+        self.view.log(last)
+
+    def _skips(self, extraction_counts: dict[str, int]) -> dict[str, int]:
+        """Skip counts by reason, manifest reading's and extraction's together, as table rows."""
+        counts = dict(self.read_skips)
+        for reason, count in extraction_counts.items():
+            counts[reason] = counts.get(reason, 0) + count
+        return {f"skipped: {reason}": count for reason, count in sorted(counts.items())}

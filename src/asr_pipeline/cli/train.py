@@ -575,18 +575,23 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.training.launch import run_training
+    from asr_pipeline.training.launch import check_devices, resolve_nproc_per_node, run_training
 
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
     config, tokenizer_source = train_config_from_args(args)
+    try:
+        nproc_per_node = resolve_nproc_per_node(config, args.nproc_per_node)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    check_devices(config, nproc_per_node)  # a CUDA run this machine cannot start: before anything is written
     run_dir = Path(config.run.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve():
         shutil.copyfile(tokenizer_source, config.run.tokenizer)
     metrics = run_training(
         config,
-        nproc_per_node=args.nproc_per_node,
+        nproc_per_node=nproc_per_node,
         nnodes=args.nnodes,
         node_rank=args.node_rank,
         rdzv_endpoint=args.rdzv_endpoint,

@@ -53,7 +53,7 @@ import io
 import logging
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -65,8 +65,8 @@ from torch.utils.data import Dataset, Sampler
 
 from asr_pipeline.data.collate import SkippedExample
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
+from asr_pipeline.features import frontends, w2v_bert
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
-from asr_pipeline.features.fbank import FbankOptions, compute_fbank
 from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError, load_audio
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
@@ -93,8 +93,11 @@ AUDIO_INDEX_SCHEMA = pa.schema(
 class Frontend(Protocol):
     """Waveform -> features, and the frame count a waveform length gives (for planning without decoding)."""
 
-    sample_rate: int
-    feature_dim: int
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def feature_dim(self) -> int: ...
 
     def num_frames(self, num_samples: int) -> int: ...
 
@@ -104,50 +107,46 @@ class Frontend(Protocol):
 
 
 @dataclass(frozen=True)
-class FbankFrontend:
-    """Kaldi fbank (``features.fbank``), the features the ``features`` stage writes to shards."""
+class PlannedFrontend:
+    """An architecture's frontend (``features.frontends``) with its frame arithmetic, so batches can be
+    planned from audio headers.
 
-    options: FbankOptions = field(default_factory=FbankOptions)
+    Both frontends start from Kaldi frames: ``1 + (N - window) // shift`` (snip_edges; 0 below one
+    window), 400 and 160 samples at 16 kHz. fbank keeps them; w2v-bert stacks pairs, ``T // 2``.
+    """
+
+    frontend: frontends.Frontend
 
     @property
     def sample_rate(self) -> int:
-        return self.options.sample_rate
+        return self.frontend.sample_rate
 
     @property
     def feature_dim(self) -> int:
-        return self.options.num_mel_bins
+        return self.frontend.feature_dim
 
     @property
-    def _window_and_shift(self) -> tuple[int, int]:  # in samples: 400 and 160 at 16 kHz
-        rate = self.options.sample_rate
-        return int(rate * self.options.frame_length_ms / 1000), int(rate * self.options.frame_shift_ms / 1000)
+    def _kaldi(self) -> tuple[int, int, int]:  # window and shift in samples, Kaldi frames per output frame
+        options = w2v_bert.MEL_OPTIONS if self.frontend.kind == "w2v-bert" else self.frontend.fbank
+        stack = w2v_bert.STRIDE if self.frontend.kind == "w2v-bert" else 1
+        rate = options.sample_rate
+        return int(rate * options.frame_length_ms / 1000), int(rate * options.frame_shift_ms / 1000), stack
 
     def num_frames(self, num_samples: int) -> int:
-        """``1 + (N - window) // shift`` (Kaldi's snip_edges), 0 below one window."""
-        window, shift = self._window_and_shift
-        return 0 if num_samples < window else 1 + (num_samples - window) // shift
+        window, shift, stack = self._kaldi
+        return 0 if num_samples < window else (1 + (num_samples - window) // shift) // stack
 
     def min_samples(self, num_frames: int) -> int:
-        window, shift = self._window_and_shift
-        return 0 if num_frames == 0 else window + (num_frames - 1) * shift
+        window, shift, stack = self._kaldi
+        return 0 if num_frames == 0 else window + (num_frames * stack - 1) * shift
 
     def __call__(self, waveform: np.ndarray) -> np.ndarray:
-        return compute_fbank(waveform, self.options)  # (T, F)
+        return self.frontend(waveform)  # (T, F)
 
 
-def frontend_for(architecture: str) -> Frontend:
-    """The frontend a model architecture trains on: the w2v-bert frontend for ``w2v-bert`` models when
-    ``features.w2v_bert`` provides one, else 80-bin fbank (what the squeezeformer shards hold)."""
-    if architecture.replace("_", "-").startswith("w2v-bert"):
-        try:
-            from asr_pipeline.features import w2v_bert  # type: ignore[attr-defined]
-        except ImportError:
-            raise ValueError(
-                f"architecture {architecture!r} needs the w2v-bert frontend (features.w2v_bert), which "
-                "this installation lacks; extract features to shards instead"
-            ) from None
-        return w2v_bert.frontend()
-    return FbankFrontend()
+def frontend_for(architecture: str) -> PlannedFrontend:
+    """The frontend ``architecture`` trains on (``features.frontends``): fbank-80 or w2v-bert-160."""
+    return PlannedFrontend(frontends.frontend_for(architecture))
 
 
 # --- the index ------------------------------------------------------------------------------------------
@@ -340,8 +339,8 @@ __all__ = [
     "AUDIO_INDEX_SCHEMA",
     "AudioDataset",
     "EpochTaggedBatchSampler",
-    "FbankFrontend",
     "Frontend",
+    "PlannedFrontend",
     "build_audio_index",
     "frontend_for",
 ]

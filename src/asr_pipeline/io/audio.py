@@ -65,7 +65,9 @@ def load_audio(source: str | Path | bytes, sample_rate: int = 16000, name: str |
         try:
             data, rate = _decode_soundfile(source, label)
         except (soundfile.LibsndfileError, RuntimeError, TypeError) as sf_error:
-            data, rate = _decode_ffmpeg_or_raise(source, sample_rate, label, suffix, f"{sf_error}; ")
+            # One line: libsndfile messages about byte streams can span several.
+            previous = " ".join(str(sf_error).split())
+            data, rate = _decode_ffmpeg_or_raise(source, sample_rate, label, suffix, f"{previous}; ")
     if data.size == 0:
         raise AudioDecodeError(f"{label}: audio has no samples (truncated or empty stream)", "empty audio")
     mono = data.mean(axis=1) if data.ndim == 2 else data  # (N, C) -> (N,)
@@ -144,7 +146,8 @@ def _run_ffmpeg(ffmpeg: str, input_path: str, sample_rate: int) -> tuple[np.ndar
     command = [ffmpeg, "-nostdin", "-v", "error", "-xerror", "-i", input_path]
     command += ["-ac", "1", "-ar", str(sample_rate), "-f", "f32le", "pipe:1"]
     result = subprocess.run(command, capture_output=True, check=False)
-    stderr = result.stderr.decode(errors="replace").strip().replace(input_path, "<input>")
+    # Joined into one line: the message ends up in a one-line error or skip-report entry.
+    stderr = " ".join(result.stderr.decode(errors="replace").replace(input_path, "<input>").split())
     if result.returncode != 0 or stderr:
         raise AudioDecodeError(f"ffmpeg: {stderr[-300:] or f'exit status {result.returncode}'}")
     return np.frombuffer(result.stdout, dtype=np.float32).copy(), sample_rate

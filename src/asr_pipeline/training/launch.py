@@ -3,6 +3,12 @@
 The job runs in a child process so that Kedro never shares a process (or CUDA context) with training and
 the worker never imports Kedro. ``check=True`` semantics: any rank failing fails torchrun, which fails
 this call with ``TrainingFailedError``, which fails the node, so DVC records nothing.
+
+What runs where: ``nproc_per_node`` processes on this machine (default: one per ``run.device_indices``
+entry, else 1; ``cuda_device_index`` maps local ranks to GPUs), checked by ``check_devices`` before
+torchrun starts, so a CUDA run on a machine without CUDA fails at once with the fix named. Several
+machines: each runs the same launch with its own ``node_rank`` (``torchrun_command``). Nothing here
+imports torch at module level: the CLI imports this module and ``--help`` must stay fast.
 """
 
 from __future__ import annotations

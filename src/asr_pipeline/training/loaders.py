@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from asr_pipeline.data.audio_dataset import (
     AudioDataset,
     EpochTaggedBatchSampler,
-    Frontend,
+    PlannedFrontend,
     build_audio_index,
     frontend_for,
 )
@@ -158,13 +158,14 @@ class _Sources:
         self.config = config
 
     @functools.cached_property
-    def frontend(self) -> Frontend:
+    def frontend(self) -> PlannedFrontend:
         frontend = frontend_for(self.config.model.architecture)
         if frontend.feature_dim != self.config.data.input_dim:
             raise ValueError(
-                f"raw manifests are featurized with {type(frontend).__name__} ({frontend.feature_dim} bins "
-                f"per frame) but data.input_dim={self.config.data.input_dim}; set input_dim (--input-dim) "
-                f"to {frontend.feature_dim}"
+                f"raw manifests are featurized for {self.config.model.architecture} with the "
+                f"{frontend.frontend.kind} frontend ({frontend.feature_dim} bins per frame) but "
+                f"data.input_dim={self.config.data.input_dim}; set input_dim (--input-dim) to "
+                f"{frontend.feature_dim}"
             )
         return frontend
 

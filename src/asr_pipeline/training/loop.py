@@ -21,6 +21,11 @@ Gradient accumulation divides each micro-batch's per-token loss by the window si
 with equal token counts give the gradient of one k-times larger batch; with unequal counts each
 micro-batch weighs 1/k, as each rank weighs 1/world_size under DDP.
 
+Precision (``run.precision``): bf16/f16 autocast the forward pass (``training.ctc``); weights, optimizer
+state and CTC stay float32. f16 scales the loss with a ``GradScaler`` whose state is checkpointed; its
+overflowing steps take the non-finite-gradient skip path, so the first few steps of an f16 run usually
+count as ``skipped_steps`` while the scaler halves its initial 2^16 to a scale the gradients fit.
+
 Starting points (``training.resume``): ``run.resume_from`` is checked against the saved config before
 anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` keeps a weight
 average (``training.ema``); validation scores the raw weights. ``run.dry_run`` stops after one forward.

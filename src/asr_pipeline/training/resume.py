@@ -9,7 +9,7 @@ and the saved model config (``checkpoint_latest.json``), and any change to a tra
 refused with an old -> new diff. Critical: every model field (the resolved model config included, which
 catches a vocabulary change through the tokenizer), the data manifests and everything that shapes the
 batch plan, the seed, and every optimizer/schedule field except ``optim.epochs``. Everything else may
-change: epochs (to extend a run; with ``lr_decay_steps`` unset this also stretches the decay horizon),
+change: epochs (to extend a run; the decay horizon follows it unless ``lr_decay_steps`` is set),
 ``log_every``, ``output_dir``, ``checkpoint_every_steps``, and the operational keys (threads, workers,
 tokenizer path, length index, ...). A config saved by an older version is read through
 ``config.upgrade_saved`` (renamed keys), and a key it lacks counts as that key's default: keys are added

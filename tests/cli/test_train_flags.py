@@ -1,0 +1,341 @@
+"""``asr-pipeline train`` flags of the training engine: the reference trainer's names and defaults in
+--help, the README table generated from them, aliases and conflicting switches, precision and device
+flags, the torchrun options, and the vocabulary inferred from --tokenizer. Nothing here starts torchrun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asr_pipeline.cli import build_parser, main, train_config_from_args
+from asr_pipeline.cli.docs import README, flag_rows, flags_table, render_readme, train_parser
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.config import save_json
+from tests.factories import char_tokenizer_model, write_corpus_shard
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
+    path.write_bytes(char_tokenizer_model())
+    return path
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory, tokenizer: Path) -> Path:
+    folder = tmp_path_factory.mktemp("shards")
+    return write_corpus_shard(folder / "shard-00000.parquet", CTCTokenizer.from_file(tokenizer), 3, 1, "u")
+
+
+def train_config(shard: Path, *parts: object) -> Any:
+    """The config ``asr-pipeline train --train-manifest <shard> <parts>`` would save (no torchrun)."""
+    args = build_parser().parse_args(["train", "--train-manifest", str(shard), *map(str, parts)])
+    return train_config_from_args(args)[0]
+
+
+def cli(*parts: object) -> int:
+    return main([str(part) for part in parts])
+
+
+# --- the reference flags, their defaults and the README ---------------------------------------------------
+# (flag, the default --help states, or None for an option without one). Names and defaults are the
+# reference Rust trainer's, except --output-dir (runs/asr: this project's) and the torchrun options.
+REFERENCE_FLAGS = [
+    ("--architecture", "squeezeformer"),
+    ("--zipformer", "off"),
+    ("--paraformer", "off"),
+    ("--w2v-bert", "off"),
+    ("--variant", "unset"),
+    ("--blank-id", "0"),
+    ("--d-model", "256"),
+    ("--num-layers", "16"),
+    ("--num-heads", "4"),
+    ("--vocab-size", "inferred from --tokenizer"),
+    ("--epochs", "500"),
+    ("--learning-rate", "per architecture: squeezeformer min(variant peak, 3e-4), 3e-4 without --variant; "
+     "zipformer and paraformer 1e-3; w2v-bert 1e-4"),
+    ("--weight-decay", "0.0005"),
+    ("--lr-warmup-epochs", "20"),
+    ("--warmup-epochs", "20"),
+    ("--lr-hold-epochs", "160"),
+    ("--hold-epochs", "160"),
+    ("--lr-decay-exponent", "1.0"),
+    ("--decay-exponent", "1.0"),
+    ("--lr-warmup-steps", "unset"),
+    ("--lr-hold-steps", "unset"),
+    ("--lr-decay-steps", None),
+    ("--lr-min", "0.0"),
+    ("--gradient-accumulation-steps", "1"),
+    ("--gradient-clip-norm", None),
+    ("--gradient-clip-value", None),
+    ("--ema-decay", None),
+    ("--ema-start-step", "0"),
+    ("--backend", "cpu"),
+    ("--device-index", "0"),
+    ("--device-indices", "unset"),
+    ("--precision", "f32"),
+    ("--mixed-precision", "off"),
+    ("--output-dir", "runs/asr"),
+    ("--init-from", "unset"),
+    ("--resume-from", "unset"),
+    ("--log-every", "10"),
+    ("--dry-run", "off"),
+    ("--seed", "0"),
+    ("--tokenizer", "unset"),
+    ("--val-manifest", None),
+    ("--validation-manifest", None),
+    ("--valid-manifest", None),
+    ("--validation-set", None),
+    ("--val-set", None),
+    ("--nproc-per-node", None),
+    ("--nnodes", "1"),
+    ("--node-rank", "0"),
+    ("--rdzv-endpoint", "unset"),
+    ("--rdzv-id", "asr-pipeline"),
+    ("--rdzv-backend", "c10d"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def help_text() -> str:
+    return train_parser().format_help()
+
+
+@pytest.fixture(scope="module")
+def documented_defaults() -> dict[str, str]:
+    """Each option name -> the default the README table states for it."""
+    return {
+        name.strip("`"): default
+        for names, default, _ in flag_rows(train_parser())
+        for name in names.split(", ")
+    }
+
+
+@pytest.mark.parametrize(("flag", "default"), REFERENCE_FLAGS, ids=[flag for flag, _ in REFERENCE_FLAGS])
+def test_every_reference_flag_is_in_help_with_its_stated_default(
+    flag, default, help_text, documented_defaults
+):
+    assert f"{flag} " in help_text or f"{flag}\n" in help_text or f"{flag}," in help_text
+    if default is not None:
+        assert documented_defaults[flag].startswith(default), documented_defaults[flag]
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ("model.architecture", "squeezeformer"),
+        ("model.variant", None),
+        ("model.blank_id", 0),
+        ("optim.epochs", 500),
+        ("optim.learning_rate", None),  # the recipe: training.config.default_peak_learning_rate
+        ("optim.weight_decay", 5e-4),
+        ("optim.lr_warmup_epochs", 20),
+        ("optim.lr_hold_epochs", 160),
+        ("optim.lr_decay_exponent", 1.0),
+        ("optim.lr_warmup_steps", None),
+        ("optim.lr_min", 0.0),
+        ("optim.gradient_accumulation_steps", 1),
+        ("optim.ema_start_step", 0),
+        ("run.output_dir", "runs/asr"),
+        ("run.backend", "cpu"),
+        ("run.device_index", 0),
+        ("run.device_indices", []),
+        ("run.precision", "f32"),
+        ("run.log_every", 10),
+        ("run.seed", 0),
+        ("run.dry_run", False),
+    ],
+)
+def test_without_flags_the_resolved_config_holds_the_reference_defaults(shard, field, expected):
+    section, name = field.split(".")
+
+    assert getattr(getattr(train_config(shard), section), name) == expected
+
+
+def test_the_readme_flags_table_is_the_generated_one():
+    text = README.read_text(encoding="utf-8")
+
+    assert render_readme(text, flags_table()) == text, (
+        "README.md's train flags table is out of date: run `python -m asr_pipeline.cli.docs`"
+    )
+
+
+def test_the_generated_table_has_one_row_per_option_with_its_aliases():
+    table = flags_table()
+
+    assert "| `--lr-warmup-epochs`, `--warmup-epochs` | 20 |" in table
+    assert "| `--nnodes` | 1 |" in table, "argparse defaults are stated too"
+    assert "| `--dry-run` | off |" in table
+    assert "`--help`" not in table
+    assert len(table.splitlines()) == 2 + len(flag_rows(train_parser()))
+
+
+def test_the_docs_command_rewrites_only_the_marked_section(tmp_path):
+    from asr_pipeline.cli import docs
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n{docs.BEGIN}\nstale\n{docs.END}\nafter\n", encoding="utf-8")
+
+    assert docs.main(["--readme", str(readme), "--check"]) == 1
+    assert docs.main(["--readme", str(readme)]) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# title\n") and text.endswith(f"{docs.END}\nafter\n") and "stale" not in text
+    assert docs.main(["--readme", str(readme), "--check"]) == 0
+
+
+# --- aliases and switches ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("flag", "field"),
+    [
+        ("--warmup-epochs", "lr_warmup_epochs"),
+        ("--hold-epochs", "lr_hold_epochs"),
+        ("--decay-exponent", "lr_decay_exponent"),
+    ],
+)
+def test_the_short_schedule_aliases_set_the_same_field(shard, flag, field):
+    assert getattr(train_config(shard, flag, 3).optim, field) == 3
+
+
+def test_any_step_flag_switches_to_the_step_schedule(shard):
+    assert not train_config(shard).optim.uses_step_schedule
+    assert train_config(shard, "--lr-decay-steps", 50).optim.uses_step_schedule
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--zipformer"],
+            "--zipformer: not available yet: zipformer lands with its own issue; use squeezeformer",
+        ),
+        (["--architecture", "w2v-bert"], "not available yet: w2v-bert lands with its own issue"),
+        (["--paraformer", "--architecture", "paraformer"], "not available yet: paraformer"),  # agreeing: fine
+        (["--architecture", "squeezeformer", "--paraformer"], "--architecture and --paraformer both set"),
+        (["--zipformer", "--w2v-bert"], "--zipformer and --w2v-bert both set model.architecture"),
+    ],
+)
+def test_unavailable_or_conflicting_architectures_exit_2_before_anything_runs(
+    shard, tmp_path, capsys, flags, message
+):
+    status = cli("train", "--train-manifest", shard, "--output-dir", tmp_path / "run", *flags)
+    err = capsys.readouterr().err
+
+    assert status == 2
+    assert err.startswith("asr-pipeline train: error: ") and message in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "precision"),
+    [
+        (["--mixed-precision"], "f16"),
+        (["--mixed-precision", "--precision", "bf16"], "bf16"),  # --precision wins over the shortcut
+        (["--precision", "f32", "--mixed-precision"], "f32"),
+    ],
+)
+def test_mixed_precision_means_f16_unless_precision_is_given(shard, flags, precision):
+    assert train_config(shard, *flags).run.precision == precision
+
+
+def test_mixed_precision_overrides_a_config_files_precision(shard, tmp_path):
+    config_file = tmp_path / "training_config.json"
+    save_json(train_config(shard, "--precision", "bf16"), config_file)
+
+    args = build_parser().parse_args(["train", "--config", str(config_file), "--mixed-precision"])
+    assert train_config_from_args(args)[0].run.precision == "f16"
+
+
+def test_device_indices_are_comma_separated_and_a_bad_list_is_a_usage_error(shard, capsys):
+    assert train_config(shard, "--backend", "cuda", "--device-indices", "2,0").run.device_indices == [2, 0]
+
+    assert cli("train", "--train-manifest", shard, "--device-indices", "0,x") == 2
+    assert "expected comma-separated GPU indices such as 0,1, got '0,x'" in capsys.readouterr().err
+
+
+# --- devices and torchrun ----------------------------------------------------------------------------------
+@pytest.fixture
+def launched(monkeypatch) -> dict[str, Any]:
+    """Replaces run_training: records what it was called with and returns no metrics."""
+    from asr_pipeline.training import launch
+
+    seen: dict[str, Any] = {}
+
+    def fake_run_training(config, **options):
+        seen.update(config=config, **options)
+        return {}
+
+    monkeypatch.setattr(launch, "run_training", fake_run_training)
+    return seen
+
+
+def test_the_rendezvous_flags_reach_torchrun(shard, tmp_path, launched, capsys):
+    status = cli(
+        "train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--nnodes", 2,
+        "--node-rank", 1, "--rdzv-endpoint", "host0:29400", "--rdzv-id", "job-3", "--nproc-per-node", 2,
+    )  # fmt: skip
+
+    assert status == 0
+    assert {key: launched[key] for key in ("nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint")} == {
+        "nproc_per_node": 2,
+        "nnodes": 2,
+        "node_rank": 1,
+        "rdzv_endpoint": "host0:29400",
+    }
+    assert (launched["rdzv_id"], launched["rdzv_backend"]) == ("job-3", "c10d")
+    assert json.loads(capsys.readouterr().out)["run_dir"] == str(tmp_path / "run")
+
+
+def test_device_indices_choose_the_process_count_and_a_different_count_is_a_usage_error(
+    shard, tmp_path, launched, monkeypatch, capsys
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    common = ["train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--backend", "cuda"]
+
+    assert cli(*common, "--device-indices", "1,3") == 0
+    assert launched["nproc_per_node"] == 2 and launched["config"].run.device_indices == [1, 3]
+    capsys.readouterr()
+
+    assert cli(*common, "--device-indices", "1,3", "--nproc-per-node", 3) == 2
+    assert "nproc_per_node=3 but device_indices=[1, 3] lists 2 GPU(s)" in capsys.readouterr().err
+
+
+def test_backend_cuda_without_cuda_is_refused_before_torchrun_and_before_writing(
+    shard, tmp_path, launched, monkeypatch, capsys
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    status = cli("train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--backend", "cuda")
+    err = capsys.readouterr().err
+
+    assert status == 1 and "no CUDA device is usable here" in err and "--backend cpu" in err
+    assert launched == {}, "torchrun was never started"
+    assert not (tmp_path / "run").exists()
+
+
+# --- the vocabulary --------------------------------------------------------------------------------------
+def test_without_vocab_size_the_tokenizer_sets_it(shard, tokenizer, tmp_path):
+    from asr_pipeline.training.loop import _vocab_size
+
+    config = train_config(shard, "--tokenizer", tokenizer, "--output-dir", tmp_path / "run")
+    ctc = CTCTokenizer.from_file(tokenizer)
+
+    assert config.model.vocab_size is None
+    assert _vocab_size(config, ctc) == ctc.vocab_size == ctc.num_pieces + 1  # pieces + blank
+    mismatched = train_config(shard, "--tokenizer", tokenizer, "--vocab-size", ctc.vocab_size + 5)
+    with pytest.raises(ValueError, match=rf"model.vocab_size={ctc.vocab_size + 5} but the tokenizer .* has"):
+        _vocab_size(mismatched, ctc)
+
+
+def test_without_vocab_size_or_tokenizer_the_run_names_both_ways_to_fix_it(shard):
+    from asr_pipeline.training.loop import _vocab_size
+
+    with pytest.raises(ValueError, match=r"model\.vocab_size is unset and there is no run\.tokenizer"):
+        _vocab_size(train_config(shard), None)

@@ -1,0 +1,129 @@
+"""Reduced precision: bf16/f16 autocast steps on the tiny model, the f16 gradient scaler (overflow skips
+a step and halves the scale; its state survives a checkpoint), and CUDA smoke runs where a GPU exists."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from asr_pipeline.data.collate import collate_batch
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.config import resolve_config
+from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.events import EventLog
+from asr_pipeline.training.loaders import build_data
+from asr_pipeline.training.loop import Trainer
+
+from .conftest import run_in_process, tiny_config
+from .test_trainer_steps import utterances
+
+REDUCED = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+@pytest.fixture
+def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
+    def make(precision: str) -> Trainer:
+        config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
+        config_dict["model"]["dropout"] = 0.0
+        config = resolve_config(config_dict)
+        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+        vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
+        events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
+        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
+
+    return make
+
+
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+
+
+@pytest.mark.parametrize("precision", ["bf16", "f16"])
+def test_steps_in_reduced_precision_on_cpu_autocast_have_a_finite_loss_and_update(make_trainer, precision):
+    trainer = make_trainer(precision)
+    linear_dtypes: list[torch.dtype] = []
+    for module in trainer.model.modules():
+        if isinstance(module, nn.Linear):
+            module.register_forward_hook(lambda _m, _i, out: linear_dtypes.append(out.dtype))
+    before = weights(trainer)
+
+    for seed in range(4):
+        trainer._backward(collate_batch(utterances(4, seed=seed)), window_size=1, last_micro=True)
+        trainer._optimizer_step()
+
+    assert set(linear_dtypes) == {REDUCED[precision]}, "the forward pass ran under autocast"
+    loss_sum, tokens = trainer.window[0].item(), trainer.window[1].item()
+    assert tokens > 0 and math.isfinite(loss_sum / tokens) and loss_sum > 0
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters()), "weights stay float32"
+    assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    skipped = trainer.counters["skipped_steps"]
+    if precision == "bf16":  # float32's exponent range: no scaler, nothing overflows
+        assert not trainer.scaler.is_enabled() and skipped == 0
+    else:
+        # GradScaler calibration: the default scale 2^16 overflows the tiny model's f16 gradients (measured:
+        # the first 2 steps); each overflow skips its step and halves the scale, then steps go through.
+        assert trainer.scaler.is_enabled() and 0 < skipped < 4
+        assert trainer.scaler.get_scale() == 2.0 ** (16 - skipped)
+
+
+def test_an_f16_overflow_skips_the_step_and_halves_the_loss_scale(make_trainer):
+    trainer = make_trainer("f16")
+    # A scale of 2^100 turns the f16 activations' gradients into inf (f16 tops out at 65504).
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+    before = weights(trainer)
+
+    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer._optimizer_step()
+
+    assert not torch.isfinite(trainer.grad_norm)
+    assert trainer.counters["skipped_steps"] == 1 and trainer.step == 1, "skipped, but the clock moves on"
+    assert trainer.scaler.get_scale() == 2.0**99
+    assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+
+    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer._optimizer_step()  # 2^99 still overflows: halved again
+    assert trainer.scaler.get_scale() == 2.0**98
+
+
+def test_the_f16_scaler_state_is_checkpointed_and_resumed(make_trainer):
+    trainer = make_trainer("f16")
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer._optimizer_step()  # the scale is now 2^99, not the default 2^16
+    trainer.checkpoint(0, trainer.sampler.state_dict(batches_done=0), {})
+
+    resumed = make_trainer("f16")
+    resumed.resume(str(trainer.output_dir))
+
+    assert resumed.scaler.get_scale() == 2.0**99
+    assert resumed.step == 1
+
+
+def test_an_f32_run_resumed_in_f16_starts_a_fresh_scaler(make_trainer):
+    trainer = make_trainer("f32")
+    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer._optimizer_step()
+    trainer.checkpoint(0, trainer.sampler.state_dict(batches_done=0), {})
+
+    resumed = make_trainer("f16")
+    resumed.resume(str(trainer.output_dir))  # the f32 run saved a disabled scaler's empty state
+
+    assert resumed.scaler.is_enabled() and resumed.scaler.get_scale() == 2.0**16
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", ["bf16", "f16"])
+def test_a_tiny_run_trains_on_cuda_in_reduced_precision(
+    corpus, tokenizer_path, tmp_path: Path, single_process, precision
+):
+    config = tiny_config(corpus, tokenizer_path, tmp_path / "run", backend="cuda", precision=precision)
+    config["optim"]["epochs"] = 1
+
+    metrics = run_in_process(config)
+
+    assert math.isfinite(metrics["train_loss"]) and metrics["steps"] > 0
