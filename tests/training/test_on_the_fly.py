@@ -163,3 +163,48 @@ def test_a_batch_with_only_undecodable_audio_on_one_rank_does_not_hang_ddp(token
     summary = events(tmp_path / "run", "summary")[0]
     assert epoch["skipped_examples"] == 1
     assert summary["parameter_digests"][0] == summary["parameter_digests"][1]
+
+
+def test_the_config_knows_exactly_the_samplers_batch_units():
+    from typing import get_args, get_type_hints
+
+    from asr_pipeline.data.sampler import BATCH_UNITS
+    from asr_pipeline.training.config import DataConfig
+
+    assert get_args(get_type_hints(DataConfig)["adaptive_batch_unit"]) == BATCH_UNITS
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"waveform_gain_min_db": 3.0, "waveform_gain_max_db": -3.0}, "waveform_gain_min_db=3.0 is above"),
+        ({"waveform_noise_std": -0.1}, "waveform_noise_std must be >= 0"),
+        ({"prefetch_factor": 4}, "prefetch_factor=4 needs num_workers > 0"),
+        ({"adaptive_batch_unit": "tokens"}, "adaptive_batch_unit: expected one of"),
+    ],
+)
+def test_bad_data_options_are_refused_saying_what_to_change(values, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_config(
+            {
+                "data": {"train_manifests": ["a.jsonl"], **values},
+                "optim": {"epochs": 1, "lr_warmup_steps": 0},
+                "run": {"output_dir": "run"},
+            }
+        )
+
+
+def test_a_run_saved_before_the_new_data_options_still_resumes_with_their_defaults(
+    corpus, tokenizer_path, tmp_path
+):
+    from asr_pipeline.training.config import to_dict
+    from asr_pipeline.training.resume import critical_keys
+
+    current = to_dict(resolve_config(tiny_config(corpus, tokenizer_path, tmp_path)))
+    older = {**current, "data": dict(current["data"])}
+    for name in ("adaptive_batch_unit", "sort_by_length_desc", "waveform_gain_min_db", "waveform_noise_std"):
+        del older["data"][name]
+
+    assert critical_keys(older) == critical_keys(current)
+    changed = {**current, "data": {**current["data"], "adaptive_batch_unit": "frames"}}
+    assert critical_keys(changed) != critical_keys(current)
