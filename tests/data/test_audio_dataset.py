@@ -133,9 +133,49 @@ def test_bad_records_are_skipped_and_counted_by_reason(tmp_path, spm_model):
         "audio shorter than one frame": 1,
         "no text and no tokens": 1,
         "text but no tokens, and no tokenizer": 1,
-        "precomputed features, not audio": 1,
+        "missing file": 1,
     }
     assert any("missing.wav" in example for example in report.examples["undecodable audio"])
+
+
+def test_precomputed_features_are_used_as_given_and_checked(tmp_path):
+    inline = np.arange(3 * 80, dtype=np.float32).reshape(3, 80) / 100
+    from_file = np.linspace(-1, 1, 5 * 80, dtype=np.float32).reshape(5, 80)
+    np.save(tmp_path / "f.npy", from_file)
+    np.save(tmp_path / "narrow.npy", from_file[:, :40])
+    records = [
+        {"id": "inline", "features": inline.tolist(), "tokens": [1, 2]},
+        {"id": "file", "features_path": "f.npy", "tokens": [3]},  # shape read from the file
+        {"id": "file-hinted", "features_path": "f.npy", "rows": 5, "cols": 80, "tokens": [3]},
+        {"id": "narrow", "features_path": "narrow.npy", "tokens": [3]},
+        {"id": "nan", "features": [[float("nan")] * 80], "tokens": [1]},
+    ]
+    manifest = write_jsonl(tmp_path / "m.jsonl", records)
+
+    index, report = index_of(manifest)
+    dataset = AudioDataset(index, FRONTEND)
+
+    assert index.column("id").to_pylist() == ["inline", "file", "file-hinted"]
+    assert dataset.num_frames.tolist() == [3, 5, 5]
+    assert index.column("duration_ms").to_pylist() == [30, 50, 50]  # rows * 10 ms
+    np.testing.assert_array_equal(dataset[0]["features"].numpy(), inline)
+    np.testing.assert_array_equal(dataset[1]["features"].numpy(), from_file)
+    np.testing.assert_array_equal(dataset[2]["features"].numpy(), from_file)
+    assert dict(report.counts) == {"feature width differs from input_dim": 1, "NaN/Inf features": 1}
+
+
+def test_a_feature_file_broken_after_indexing_is_a_skipped_item_not_a_crash(tmp_path):
+    np.save(tmp_path / "f.npy", np.ones((4, 80), dtype=np.float32))
+    manifest = write_jsonl(
+        tmp_path / "m.jsonl", [{"id": "f", "features_path": "f.npy", "rows": 4, "cols": 80, "tokens": [1]}]
+    )
+    index, _ = index_of(manifest)
+    np.save(tmp_path / "f.npy", np.full((4, 80), np.inf, dtype=np.float32))
+
+    item = AudioDataset(index, FRONTEND)[0]
+
+    assert isinstance(item, SkippedExample)
+    assert item.reason == "NaN/Inf features"
 
 
 def test_embedded_audio_bytes_of_a_parquet_manifest_are_measured_and_decoded(tmp_path):

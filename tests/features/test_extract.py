@@ -99,3 +99,18 @@ def test_strict_mode_stops_at_the_bad_file_with_the_same_message_for_any_jobs(co
 def test_jobs_below_one_is_rejected_naming_the_option():
     with pytest.raises(ValueError, match=r"params\.yaml features: jobs must be >= 1, got 0"):
         ExtractionOptions.from_dict({"jobs": 0})
+
+
+def test_workers_alone_write_the_same_bytes_as_one_job(
+    tmp_path, corpus_rows, tokenizer, one_and_two_jobs, monkeypatch
+):
+    # By default this process featurizes rows itself until a worker is up, which on a corpus this small can
+    # be every row; with that off, every row goes through the forkserver workers.
+    monkeypatch.setattr("asr_pipeline.features.extract.HELP_WHILE_WORKERS_START", False)
+    one_folder, one_report = one_and_two_jobs[1]
+
+    report = extract_to_folder(corpus_rows, tokenizer, tmp_path / "workers", jobs=2)
+
+    assert report == one_report
+    for path in sorted(one_folder.iterdir()):
+        assert (tmp_path / "workers" / path.name).read_bytes() == path.read_bytes(), path.name

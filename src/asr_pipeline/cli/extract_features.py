@@ -15,6 +15,7 @@ from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES
 
 if TYPE_CHECKING:
+    from asr_pipeline.features.extract import AudioOutcome
     from asr_pipeline.tui import LiveView
 
 
@@ -241,12 +242,14 @@ class ExtractionView:
         self.view = view
         self.read_skips = dict(read_report.counts)
         self.seen_counts: dict[str, int] = {}  # extraction skips so far, to name the reason of a new one
+        self.decoded = 0
         view.update(seen=0, decoded=0, kept=0, **self._skips({}))
 
-    def __call__(self, row: dict, record: dict | None, report: SkipReport) -> None:
+    def __call__(self, row: dict, audio: AudioOutcome, record: dict | None, report: SkipReport) -> None:
+        self.decoded += audio.features is not None  # decoded (or loaded) and featurized
         self.view.update(
             seen=report.seen,
-            decoded=report.seen - report.counts.get("undecodable audio", 0),
+            decoded=self.decoded,
             kept=report.kept,
             **self._skips(report.counts),
             input=row["location"].rsplit(":", 1)[0],

@@ -1,4 +1,4 @@
-"""On-the-fly training data: raw manifests (audio files or embedded audio bytes) featurized per item.
+"""On-the-fly training data: raw manifests (audio files, embedded audio bytes, precomputed features) per item.
 
 Feature shards stay the fast path (``data.dataset``): decoding and fbank cost CPU every epoch. This path
 lets a run train straight from ``io.manifests`` records, and is the only place waveform augmentation can
@@ -13,8 +13,14 @@ the manifests once and takes, per record, in this order:
    windows every 10 ms give ``T = 1 + (N16 - 400) // 160`` frames (Kaldi's snip_edges);
 3. a full decode, for containers libsndfile cannot read a header of (M4A, WebM: ffmpeg).
 
-A record that fails all three, has neither tokens nor text to tokenize, or carries no audio, is skipped
-and counted in the index's ``SkipReport`` (by reason, with the first locations).
+Records with precomputed features (inline values or a ``.npy``/text feature file, ``features.precomputed``)
+are not featurized: their ``rows`` are the frames, their width must be the frontend's, and their
+``duration_ms`` is ``rows * 10``. Inline values are checked while indexing; a feature file is checked when
+it is loaded (and read once while indexing only when the manifest gives no ``rows``/``cols``).
+
+A record that fails all three, has neither tokens nor text to tokenize, carries neither audio nor
+features, or whose features fail their checks, is skipped and counted in the index's ``SkipReport`` (by
+reason, with the first locations).
 
 Index columns (one row per kept record; ``rows``/``cols``/``duration_ms`` as in ``data.length_index`` so
 the same selection and samplers apply)::
@@ -22,18 +28,20 @@ the same selection and samplers apply)::
     id, location           string
     audio_path             string, null when the audio is embedded
     audio_bytes            large_binary, null when the audio is a file
+    features_path          string   a precomputed feature file, else null
+    features               large_list<float32>  inline precomputed features (T * F, row-major), else null
     text                   string   reference transcript (decoded from the tokens when absent)
     tokens                 list<int32>  CTC model ids
     rows, cols             int32    frames T (estimated as above) and the frontend's feature bins F
     duration_ms            int32
 
-Embedded audio bytes stay in this table, in memory (one Arrow buffer that forked DataLoader workers
+Embedded audio bytes and inline features stay in this table, in memory (one Arrow buffer that forked DataLoader workers
 share without copying); a corpus of embedded audio larger than memory should be extracted to shards.
 
 Item schema (``AudioDataset[(epoch, i)]``, or ``[i]`` without augmentation)::
 
     id            str
-    features      (T, F) float32   frontend features, SpecAugment applied on training items
+    features      (T, F) float32   frontend (or precomputed) features, SpecAugment applied on training items
     tokens        (U,)   int64
     text          str
     duration_ms   int
@@ -67,6 +75,12 @@ from asr_pipeline.data.collate import SkippedExample
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.features import frontends, w2v_bert
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
+from asr_pipeline.features.precomputed import (
+    PRECOMPUTED_FRAME_SHIFT_MS,
+    FeatureError,
+    check_features,
+    read_feature_file,
+)
 from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError, load_audio
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
@@ -80,6 +94,8 @@ AUDIO_INDEX_SCHEMA = pa.schema(
         ("location", pa.string()),
         ("audio_path", pa.string()),
         ("audio_bytes", pa.large_binary()),
+        ("features_path", pa.string()),
+        ("features", pa.large_list(pa.float32())),
         ("text", pa.string()),
         ("tokens", pa.list_(pa.int32())),
         ("rows", pa.int32()),
@@ -159,7 +175,7 @@ def build_audio_index(
     """One row per usable record of ``manifests`` (module docstring), in manifest order."""
     columns: dict[str, list] = {name: [] for name in AUDIO_INDEX_SCHEMA.names}
     for manifest in manifests:
-        for record in iter_manifest(manifest, report):
+        for record in iter_manifest(manifest, report, inline_features=True):
             row = _index_row(record, frontend, tokenizer, report)
             if row is None:
                 continue
@@ -172,17 +188,16 @@ def build_audio_index(
 def _index_row(
     record: ManifestRecord, frontend: Frontend, tokenizer: CTCTokenizer | None, report: SkipReport
 ) -> dict | None:
-    if record.audio_path is None and record.audio_bytes is None:
-        what = "precomputed features" if record.features_path or record.has_inline_features else "no audio"
+    if record.kind is None:
         report.skip(
-            f"{what}, not audio",
-            record.location,
-            "raw-manifest training decodes audio; extract shards (asr-pipeline extract-features) instead",
+            "no audio or features", record.location, "expected an audio_path, audio bytes or features"
         )
         return None
     tokens = _tokens(record, tokenizer, report)
     if tokens is None:
         return None
+    if record.kind in ("features_inline", "features_file"):
+        return _precomputed_row(record, tokens, frontend, tokenizer, report)
     measured = _measure(record, frontend)
     if isinstance(measured, SkippedExample):
         report.skip(measured.reason, record.location, measured.detail)
@@ -199,11 +214,61 @@ def _index_row(
         "location": record.location,
         "audio_path": record.audio_path,
         "audio_bytes": record.audio_bytes,
+        "features_path": None,
+        "features": None,
         "text": text,
         "tokens": list(tokens),
         "rows": frames,
         "cols": frontend.feature_dim,
         "duration_ms": duration_ms,
+    }
+
+
+def _precomputed_row(
+    record: ManifestRecord,
+    tokens: tuple[int, ...],
+    frontend: Frontend,
+    tokenizer: CTCTokenizer | None,
+    report: SkipReport,
+) -> dict | None:
+    """The index row of a record whose features are given: checked now when inline or of unknown shape."""
+    flat: list[float] | None = None
+    try:
+        if record.kind == "features_inline":
+            assert record.features is not None  # read with inline_features=True
+            features = check_features(record.features, frontend.feature_dim)  # (T, F)
+            rows, flat = features.shape[0], features.reshape(-1).tolist()
+        elif record.rows is None or record.cols is None:
+            assert record.features_path is not None
+            features = read_feature_file(Path(record.features_path))
+            rows = check_features(features, frontend.feature_dim).shape[0]
+        else:
+            if not Path(record.features_path).is_file():
+                raise FeatureError("missing file", f"feature file {record.features_path} not found")
+            if record.cols != frontend.feature_dim:
+                raise FeatureError(
+                    "feature width differs from input_dim",
+                    f"cols={record.cols}, but the model input is {frontend.feature_dim} wide",
+                )
+            rows = record.rows
+    except FeatureError as error:
+        report.skip(error.reason, record.location, error.detail)
+        return None
+    text = record.text
+    if text is None:
+        text = tokenizer.decode(tokens) if tokenizer is not None else " ".join(map(str, tokens))
+    return {
+        "id": record.id,
+        "location": record.location,
+        "audio_path": None,
+        "audio_bytes": None,
+        "features_path": record.features_path if flat is None else None,
+        "features": flat,
+        "text": text,
+        "tokens": list(tokens),
+        "rows": rows,
+        "cols": frontend.feature_dim,
+        "duration_ms": rows * PRECOMPUTED_FRAME_SHIFT_MS,
     }
 
 
@@ -294,14 +359,21 @@ class AudioDataset(Dataset):
                 "an augmenting AudioDataset needs (epoch, index) keys: use EpochTaggedBatchSampler"
             )
         row = {name: self.index.column(name)[item].as_py() for name in AUDIO_INDEX_SCHEMA.names}
-        source = row["audio_bytes"] if row["audio_bytes"] is not None else row["audio_path"]
-        try:
-            waveform = load_audio(source, self.frontend.sample_rate)  # (N,)
-        except AudioDecodeError as error:
-            return SkippedExample(row["id"], row["location"], "undecodable audio", str(error))
-        if epoch is not None and self.waveform_augment is not None:
-            waveform = self.waveform_augment(waveform, np.random.default_rng([self.seed, epoch, item, 0]))
-        features = torch.from_numpy(np.ascontiguousarray(self.frontend(waveform)))  # (T, F)
+        if row["features"] is not None or row["features_path"] is not None:
+            # Precomputed: no waveform, so no waveform augmentation; SpecAugment below still applies.
+            try:
+                features = torch.from_numpy(self._precomputed(row))  # (T, F)
+            except FeatureError as error:
+                return SkippedExample(row["id"], row["location"], error.reason, error.detail)
+        else:
+            source = row["audio_bytes"] if row["audio_bytes"] is not None else row["audio_path"]
+            try:
+                waveform = load_audio(source, self.frontend.sample_rate)  # (N,)
+            except AudioDecodeError as error:
+                return SkippedExample(row["id"], row["location"], "undecodable audio", str(error))
+            if epoch is not None and self.waveform_augment is not None:
+                waveform = self.waveform_augment(waveform, np.random.default_rng([self.seed, epoch, item, 0]))
+            features = torch.from_numpy(np.ascontiguousarray(self.frontend(waveform)))  # (T, F)
         if features.shape[0] == 0:
             return SkippedExample(row["id"], row["location"], "audio shorter than one frame")
         if epoch is not None and self.spec_augment is not None:
@@ -314,6 +386,13 @@ class AudioDataset(Dataset):
             "text": row["text"],
             "duration_ms": int(row["duration_ms"]),
         }
+
+    def _precomputed(self, row: dict) -> np.ndarray:
+        """(T, F) float32 of a precomputed row; a feature file is read and checked here, every time."""
+        if row["features"] is not None:
+            return np.asarray(row["features"], dtype=np.float32).reshape(row["rows"], row["cols"])
+        features = read_feature_file(Path(row["features_path"]), row["rows"], row["cols"])
+        return check_features(features, self.frontend.feature_dim)
 
 
 def _seed64(*keys: int) -> int:

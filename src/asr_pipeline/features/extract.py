@@ -258,9 +258,9 @@ def _featurize_parallel(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-# Called after each manifest row with the row, its shard record (None when skipped) and the report so far;
-# the --tui view of extract-features is one.
-RowObserver = Callable[[dict, "dict | None", SkipReport], None]
+# Called after each manifest row with the row, what the audio stage made of it, its shard record (None when
+# skipped) and the report so far; the --tui view of extract-features is one.
+RowObserver = Callable[[dict, AudioOutcome, "dict | None", SkipReport], None]
 
 
 def extract_records(
@@ -280,7 +280,7 @@ def extract_records(
         for row, audio in tqdm(outcomes, total=total, desc=desc, unit="utt", mininterval=2.0):
             record = _record_or_skip(row, audio, tokenizer, options, report)
             if on_row is not None:
-                on_row(row, record, report)
+                on_row(row, audio, record, report)
             if record is not None:
                 yield record
     finally:
