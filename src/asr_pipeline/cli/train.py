@@ -411,6 +411,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "validation)",
     )
     parser.add_argument(
+        "--manifest-dir",
+        metavar="DIR",
+        help="train on DIR/train.jsonl and validate on the first of DIR/val.jsonl, validation.jsonl, "
+        "dev.jsonl; with none of them, a deterministic ~10%% of train.jsonl (by a hash of the record id) is "
+        "split off into <output-dir>/manifest_split/ and reused on rerun. Excludes --train-manifest and "
+        "--val-manifest",
+    )
+    parser.add_argument(
         "--tokenizer",
         metavar="MODEL",
         help="SentencePiece .model; copied into the run dir, sets the vocabulary size and scores text",
@@ -517,12 +525,12 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
         except json.JSONDecodeError as error:
             raise ValueError(f"{args.config}: not a JSON training config ({error})") from None
     else:
-        required = {"--train-manifest": args.train_manifest}
-        missing = [flag for flag, value in required.items() if value is None]
-        if missing:
-            raise UsageError(f"without --config, {', '.join(missing)} must be given")
+        if args.train_manifest is None and args.manifest_dir is None:
+            raise UsageError("without --config, --train-manifest (or --manifest-dir) must be given")
         base = {"run": {"output_dir": DEFAULT_OUTPUT_DIR}}
     overrides = _flag_overrides(args)
+    if args.manifest_dir is not None:
+        _use_manifest_dir(args, output_dir=args.output_dir or base.get("run", {}).get("output_dir"))
     # The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0: a clip flag given
     # alone picks that clip and turns the other off (both given: the config's error, exit 1).
     if args.gradient_clip_value is not None and args.gradient_clip_norm is None:
@@ -549,6 +557,21 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     source = existing_path(config.run.tokenizer, "--tokenizer" if args.tokenizer else "run.tokenizer")
     in_run = str(Path(config.run.output_dir) / TOKENIZER_FILE)
     return dataclasses.replace(config, run=dataclasses.replace(config.run, tokenizer=in_run)), source
+
+
+def _use_manifest_dir(args: argparse.Namespace, output_dir: str | None) -> None:
+    """Point --train-manifest/--val-manifest at DIR's manifests (io.manifest_dir), splitting when needed."""
+    from asr_pipeline.io.manifest_dir import resolve_manifest_dir
+
+    if args.train_manifest or args.val_manifest:
+        raise UsageError("--manifest-dir excludes --train-manifest and --val-manifest; give one or the other")
+    directory = existing_path(args.manifest_dir, "--manifest-dir")
+    try:
+        split = resolve_manifest_dir(directory, output_dir or DEFAULT_OUTPUT_DIR)
+    except FileNotFoundError as error:
+        raise UsageError(f"--manifest-dir: {error}") from None
+    args.train_manifest = [str(split.train)]
+    args.val_manifest = [str(split.val)] if split.val is not None else None
 
 
 def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
