@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
@@ -169,9 +170,17 @@ def _write_records(
     else:
         shards = FeatureShardsDataset(str(output))  # replaces stale shards exactly as the features stage does
         written = []
-        for index, table in enumerate(batch_into_shards(records, shard_size, feature_dtype)):
-            shards.save(ShardChunk(index, table))
-            written.append(output / shard_name(index))
+        # Shard k is compressed and written on a thread (Arrow releases the GIL) while shard k+1's records
+        # are gathered; one write at a time, in order, so memory holds at most two shards.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer") as writer:
+            writing: Future | None = None
+            for index, table in enumerate(batch_into_shards(records, shard_size, feature_dtype)):
+                if writing is not None:
+                    writing.result()  # re-raises a failed write here
+                writing = writer.submit(shards.save, ShardChunk(index, table))
+                written.append(output / shard_name(index))
+            if writing is not None:
+                writing.result()
         if not written:  # nothing survived: still write an (empty) shard so the result is explicit
             shards.save(ShardChunk(0, records_to_table([], feature_dtype)))
             written.append(output / shard_name(0))
@@ -246,7 +255,9 @@ class ExtractionView:
         view.update(seen=0, decoded=0, kept=0, **self._skips({}))
 
     def __call__(self, row: dict, audio: AudioOutcome, record: dict | None, report: SkipReport) -> None:
-        self.decoded += audio.features is not None  # decoded (or loaded) and featurized
+        # Decoded (or loaded): features were made, or a duration was measured before a later skip (too long,
+        # silent); decode failures carry neither.
+        self.decoded += audio.features is not None or audio.duration_ms > 0
         self.view.update(
             seen=report.seen,
             decoded=self.decoded,

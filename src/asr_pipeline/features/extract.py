@@ -1,13 +1,15 @@
-"""Manifest rows -> feature shard tables: decode, resample, fbank, tokenize; bad rows counted.
+"""Manifest rows -> feature shard tables: decode, resample, features, tokenize; bad rows counted.
 
-With ``jobs > 1`` the audio work (decode, resample, fbank: nearly all the time) runs in worker processes
-over chunks of rows, and the results are consumed in manifest order; tokenization, the skip report and
-sharding stay in this process, so the shards are byte-identical to ``jobs=1``.
+The features are the ``architecture``'s frontend (features/frontends.py): 80-dim Kaldi fbank, or w2v-bert's
+160-dim stacked fbank. With ``jobs > 1`` the audio work (decode, resample, features: nearly all the time)
+runs in worker processes over chunks of rows, and the results are consumed in manifest order; tokenization,
+the skip report and sharding stay in this process, so the shards are byte-identical to ``jobs=1``.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -38,9 +40,12 @@ from asr_pipeline.text.tokenizer import CTCTokenizer
 # decoding a few seconds of audio, small enough that a chunk's features (~32 KB per audio second) stay small.
 CHUNK_ROWS = 8
 # Chunks in flight per worker: keeps every worker busy while the main process tokenizes and writes, and
-# bounds memory to jobs * CHUNKS_IN_FLIGHT_PER_JOB * CHUNK_ROWS utterances however long the manifest is.
-CHUNKS_IN_FLIGHT_PER_JOB = 3
-# With jobs > 1, this process featurizes rows itself until a worker is up (see _featurize_parallel).
+# bounds memory to jobs * CHUNKS_IN_FLIGHT_PER_JOB * CHUNK_ROWS utterances however long the manifest is
+# (jobs=2: 192 utterances, ~30 MB of features at 5 s each). Compressing a 512-row shard takes the main
+# process ~0.17 s, in which two workers featurize ~190 rows; with 3 chunks per job (48 rows) they stalled:
+# 1500 utterances took 1.88-1.94 s with jobs=2, 1.72-1.75 s with 12.
+CHUNKS_IN_FLIGHT_PER_JOB = 12
+# With jobs > 1, this process featurizes rows itself until the forkserver is up (see _featurize_parallel).
 HELP_WHILE_WORKERS_START = True
 
 
@@ -170,12 +175,17 @@ def _init_worker() -> None:
 def _featurize_serial(
     rows: Iterable[dict], options: ExtractionOptions
 ) -> Iterator[tuple[dict, AudioOutcome]]:
+    # One torch thread here too (set per row, so the caller's setting holds between rows). Measured on this
+    # 2-core machine, the naive loop over 300 utterances: idle, two threads were only 1.26x faster than
+    # one; with other processes busy (load 3.7), two threads ran at 281 audio s/s and one at 1576, as
+    # torch's threads spin-wait for a core. Workers (--jobs) are the way to use more cores.
     for row in rows:
-        yield row, featurize_row(row, options)
+        (outcome,) = _featurize_chunk_single_threaded([row], options)
+        yield row, outcome
 
 
 def _warm_up() -> None:
-    """An empty task: its completion says a worker process is up."""
+    """An empty task: a process that ran it shows the forkserver is up."""
 
 
 def _featurize_chunk_single_threaded(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:
@@ -197,22 +207,38 @@ def worker_context() -> multiprocessing.context.BaseContext:
     the child. Not spawn: every spawned worker imports torch itself, 1.2 s of CPU each on this machine, so
     two workers cost 2.4 s of CPU before any audio. The forkserver is a fresh single-threaded interpreter
     that imports torch once (1.2 s, one core); workers are forked from it in milliseconds, and it stays up
-    for later pools in the same process.
+    for later pools in the same process. ``__main__`` is preloaded too (multiprocessing's rule applies: a
+    script must guard its entry point with ``if __name__ == "__main__"``), so workers do not re-import it.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload(["__main__", __name__])
     return context
 
 
-def start_worker_server() -> None:
-    """Start the forkserver now (it loads torch in the background) so a later pool starts at once.
+_server_ready: threading.Event | None = None
 
-    The CLI calls this before reading manifests, which then overlap the server's 1.2 s start-up.
+
+def start_worker_server() -> threading.Event:
+    """Start the forkserver in the background; the event is set once a worker can be forked at once.
+
+    Starting a process blocks its caller until the forkserver has imported torch, so a background thread
+    does it (one empty daemon process) while this process keeps working: the CLI calls this before
+    reading manifests, and ``_featurize_parallel`` featurizes rows itself until the event is set.
     """
-    from multiprocessing import forkserver
+    global _server_ready
+    if _server_ready is None:
+        _server_ready = threading.Event()
 
-    worker_context()
-    forkserver.ensure_running()
+        def probe(ready: threading.Event) -> None:
+            try:
+                process = worker_context().Process(target=_warm_up, daemon=True)
+                process.start()  # returns once the forkserver has preloaded and forked
+                process.join()
+            finally:  # a server that failed to start then fails the pool loudly, not silently jobs=1
+                ready.set()
+
+        threading.Thread(target=probe, args=(_server_ready,), name="forkserver-probe", daemon=True).start()
+    return _server_ready
 
 
 def _featurize_parallel(
@@ -220,19 +246,27 @@ def _featurize_parallel(
 ) -> Iterator[tuple[dict, AudioOutcome]]:
     """Like ``_featurize_serial``, in ``options.jobs`` processes, in the same order, a bounded window ahead.
 
-    Until the first worker is up (the forkserver's torch import: about 1.2 s when it was not started
-    earlier), this process featurizes chunks itself, in order, so start-up is not idle time; then it hands
-    every further chunk to the pool. Both run ``_featurize_chunk`` with one torch thread, so which process
-    computed a row never changes its bytes.
+    Until the forkserver is up (its torch import: about 1.2 s when nothing started it earlier), this
+    process featurizes chunks itself, in order, so start-up costs no idle core; a manifest finished by
+    then never starts a pool. Then every further chunk goes to the pool. Both run ``_featurize_chunk``
+    with one torch thread, so which process computed a row never changes its bytes.
     """
-    executor = ProcessPoolExecutor(
-        max_workers=options.jobs, mp_context=worker_context(), initializer=_init_worker
-    )
-    pending: deque[tuple[list[dict], Future]] = deque()
     row_iter = iter(rows)
 
     def next_chunk() -> list[dict]:
         return list(islice(row_iter, CHUNK_ROWS))
+
+    server_ready = start_worker_server()
+    while HELP_WHILE_WORKERS_START and not server_ready.is_set():
+        chunk = next_chunk()
+        if not chunk:
+            return
+        yield from zip(chunk, _featurize_chunk_single_threaded(chunk, options), strict=True)
+
+    executor = ProcessPoolExecutor(
+        max_workers=options.jobs, mp_context=worker_context(), initializer=_init_worker
+    )
+    pending: deque[tuple[list[dict], Future]] = deque()
 
     def submit_next() -> bool:
         chunk = next_chunk()
@@ -241,12 +275,6 @@ def _featurize_parallel(
         return bool(chunk)
 
     try:
-        workers_up = [executor.submit(_warm_up) for _ in range(options.jobs)]
-        while HELP_WHILE_WORKERS_START and not any(future.done() for future in workers_up):
-            chunk = next_chunk()
-            if not chunk:
-                return
-            yield from zip(chunk, _featurize_chunk_single_threaded(chunk, options), strict=True)
         while len(pending) < options.jobs * CHUNKS_IN_FLIGHT_PER_JOB and submit_next():
             pass
         while pending:

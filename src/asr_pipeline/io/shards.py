@@ -117,8 +117,18 @@ def write_shard(table: pa.Table, path: str | Path) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as handle:
+        # No dictionary encoding: Parquet tries it on every column first, and on feature values it only
+        # costs time. Measured on 256 espeak-ng utterances (45 MB of float32 features): write 0.088 ->
+        # 0.079 s, read 0.134 -> 0.064 s, file 80% -> 78% of raw; float16: write 0.137 -> 0.076 s, read
+        # 0.158 -> 0.045 s.
         pq.write_table(
-            table, handle, compression="zstd", row_group_size=256, write_statistics=False, store_schema=True
+            table,
+            handle,
+            compression="zstd",
+            use_dictionary=False,
+            row_group_size=256,
+            write_statistics=False,
+            store_schema=True,
         )
         handle.flush()
         os.fsync(handle.fileno())
