@@ -467,7 +467,10 @@ def test_train_without_a_config_needs_only_the_training_manifests(capsys):
     err = capsys.readouterr().err
 
     assert status == 2
-    assert err == "asr-pipeline train: error: without --config, --train-manifest (or --manifest-dir) must be given\n"
+    assert (
+        err
+        == "asr-pipeline train: error: without --config, --train-manifest (or --manifest-dir) must be given\n"
+    )
 
 
 def test_train_runs_one_torchrun_process_and_writes_a_self_contained_run_dir(trained_run, tokenizer_model):
