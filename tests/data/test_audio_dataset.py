@@ -51,9 +51,11 @@ def tone_manifest(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "train.jsonl", records)
 
 
-def index_of(*manifests: Path, tokenizer: CTCTokenizer | None = None) -> tuple[pa.Table, SkipReport]:
+def index_of(
+    *manifests: Path, tokenizer: CTCTokenizer | None = None, frontend=FRONTEND
+) -> tuple[pa.Table, SkipReport]:
     report = SkipReport()
-    return build_audio_index(manifests, FRONTEND, tokenizer, report), report
+    return build_audio_index(manifests, frontend, tokenizer, report), report
 
 
 def test_header_based_frame_counts_equal_the_real_fbank_frame_counts(tone_manifest):
@@ -312,3 +314,14 @@ def test_w2v_bert_frame_estimates_count_stacked_pairs_of_fbank_frames():
     assert (
         frontend.min_samples(3) == 1200 and frontend.num_frames(1200) == 3 and frontend.num_frames(1199) == 2
     )
+
+
+def test_a_precomputed_frame_lasts_one_frame_shift_of_the_frontend(tmp_path):
+    # w2v-bert stacks pairs of 10 ms frames: one of its frames covers 20 ms of audio.
+    manifest = write_jsonl(
+        tmp_path / "m.jsonl", [{"id": "w", "features": np.zeros((7, 160)).tolist(), "tokens": [1]}]
+    )
+
+    index, _ = index_of(manifest, frontend=frontend_for("w2v-bert"))
+
+    assert index.column("duration_ms").to_pylist() == [140]

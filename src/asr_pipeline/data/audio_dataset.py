@@ -15,7 +15,7 @@ the manifests once and takes, per record, in this order:
 
 Records with precomputed features (inline values or a ``.npy``/text feature file, ``features.precomputed``)
 are not featurized: their ``rows`` are the frames, their width must be the frontend's, and their
-``duration_ms`` is ``rows * 10``. Inline values are checked while indexing; a feature file is checked when
+``duration_ms`` is ``rows`` times the frontend's frame shift (10 ms fbank, 20 ms w2v-bert). Inline values are checked while indexing; a feature file is checked when
 it is loaded (and read once while indexing only when the manifest gives no ``rows``/``cols``).
 
 A record that fails all three, has neither tokens nor text to tokenize, carries neither audio nor
@@ -76,7 +76,6 @@ from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.features import frontends, w2v_bert
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.features.precomputed import (
-    PRECOMPUTED_FRAME_SHIFT_MS,
     FeatureError,
     check_features,
     read_feature_file,
@@ -115,6 +114,9 @@ class Frontend(Protocol):
     @property
     def feature_dim(self) -> int: ...
 
+    @property
+    def frame_shift_ms(self) -> float: ...  # time between output frames: a precomputed frame's duration
+
     def num_frames(self, num_samples: int) -> int: ...
 
     def min_samples(self, num_frames: int) -> int: ...  # the fewest samples giving num_frames frames
@@ -140,6 +142,10 @@ class PlannedFrontend:
     @property
     def feature_dim(self) -> int:
         return self.frontend.feature_dim
+
+    @property
+    def frame_shift_ms(self) -> float:
+        return self.frontend.frame_shift_ms
 
     @property
     def _kaldi(self) -> tuple[int, int, int]:  # window and shift in samples, Kaldi frames per output frame
@@ -268,7 +274,7 @@ def _precomputed_row(
         "tokens": list(tokens),
         "rows": rows,
         "cols": frontend.feature_dim,
-        "duration_ms": rows * PRECOMPUTED_FRAME_SHIFT_MS,
+        "duration_ms": round(rows * frontend.frame_shift_ms),
     }
 
 

@@ -25,7 +25,6 @@ from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE, Frontend, frontend_for
 from asr_pipeline.features.precomputed import (
     PAYLOAD_ERROR,
-    PRECOMPUTED_FRAME_SHIFT_MS,
     FeatureError,
     attach_payloads,
     load_precomputed,
@@ -148,7 +147,8 @@ def featurize_row(row: dict, options: ExtractionOptions) -> AudioOutcome:
             features = load_precomputed(row, input_dim)  # (T, F)
         except FeatureError as error:
             return AudioOutcome(None, 0, error.reason, error.detail)
-        duration_ms = PRECOMPUTED_FRAME_SHIFT_MS * features.shape[0]
+        # One frame per frame shift of the configured frontend: 10 ms for fbank, 20 ms for w2v-bert's pairs.
+        duration_ms = round(options.frame_shift_ms * features.shape[0])
         if options.max_audio_duration_sec is not None and duration_ms > 1000 * options.max_audio_duration_sec:
             return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
         return AudioOutcome(features, duration_ms)

@@ -10,9 +10,9 @@ Two jobs:
   (T, F) float32 array. Precomputed features are never re-extracted; they are validated: numeric, ``rows *
   cols`` matching the data, finite, and as wide as the model's input (``input_dim``).
 
-Their ``duration_ms`` is ``rows * 10`` (``PRECOMPUTED_FRAME_SHIFT_MS``): the 10 ms frame shift of the fbank
-and w2v-BERT frontends, which is what the reference trainer's precomputed features use too. The length index
-and ``max_audio_duration_sec`` see them through it.
+Their ``duration_ms`` is ``rows`` times the configured frontend's frame shift (10 ms for fbank, 20 ms for
+w2v-BERT's stacked frame pairs), set by the callers (``features.extract``, ``data.audio_dataset``). The
+length index and ``max_audio_duration_sec`` see them through it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import numpy as np
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
 
-PRECOMPUTED_FRAME_SHIFT_MS = 10
 # Kinds whose payload lives only in the raw manifest (see io/manifests.py ManifestRecord.kind).
 PAYLOAD_KINDS = ("audio_bytes", "features_inline")
 # Set on a row whose payload could not be found again; featurize_row turns it into a counted skip.
