@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,6 +40,7 @@ def _forward(model: nn.Module, batch: list[dict]) -> BatchOutput:
     lengths = torch.tensor([example["rows"] for example in batch], dtype=torch.long)  # (B,)
     features = torch.zeros(len(batch), int(lengths.max()), batch[0]["cols"])  # (B, T, F)
     for i, example in enumerate(batch):
-        features[i, : example["rows"]] = torch.from_numpy(example["features"])
+        # Shard arrays may be read-only views of Arrow buffers, which torch refuses to wrap: copy first.
+        features[i, : example["rows"]] = torch.from_numpy(np.array(example["features"]))
     log_probs, out_lengths = model(features, lengths)
     return BatchOutput([e["id"] for e in batch], [e["text"] for e in batch], log_probs, out_lengths)
