@@ -8,6 +8,7 @@ import pytest
 from asr_pipeline.data.length_index import (
     LENGTH_INDEX_SCHEMA,
     build_length_index,
+    cached_length_index,
     index_is_current,
     load_length_index,
 )
@@ -115,3 +116,25 @@ def test_load_rebuilds_a_stale_index_instead_of_using_it(two_shards, tmp_path):
 def test_load_builds_the_index_when_there_is_no_file(two_shards, tmp_path: Path, index_path):
     path = None if index_path is None else tmp_path / index_path
     assert load_length_index(two_shards, path).num_rows == 8
+
+
+def test_the_index_cache_folder_is_written_once_reused_and_rebuilt_when_a_shard_changes(tmp_path):
+    shards = [
+        str(write_random_shard(tmp_path / "a.parquet", [5, 9, 7], prefix="a")),
+        str(write_random_shard(tmp_path / "b.parquet", [4, 6], prefix="b")),
+    ]
+    cache = tmp_path / "cache"
+
+    first = cached_length_index(shards, cache)
+    (cached,) = cache.glob("length_index-*.parquet")
+    written = cached.stat().st_mtime_ns
+    again = cached_length_index(shards, cache)
+    unchanged = cached.stat().st_mtime_ns
+    write_random_shard(tmp_path / "b.parquet", [4, 6, 12], prefix="b", seed=1)  # re-extracted
+    rebuilt = cached_length_index(shards, cache)
+
+    assert first.equals(again) and unchanged == written  # a current cache is read, not rewritten
+    assert first.column("rows").to_pylist() == [5, 9, 7, 4, 6]
+    assert rebuilt.column("rows").to_pylist() == [5, 9, 7, 4, 6, 12]
+    assert pq.read_table(cached).num_rows == 6  # the stale file was replaced
+    assert [p.name for p in cache.iterdir()] == [cached.name]  # no temporary files left behind

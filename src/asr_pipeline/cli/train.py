@@ -225,6 +225,14 @@ TRAIN_FLAGS: list[TrainFlag] = [
         int,
         "utterances per adaptive batch at most",
     ),
+    TrainFlag(
+        "--dataset-index-dir",
+        "data.dataset_index_dir",
+        str,
+        "cache the shards' length index in this folder: reused while every shard's fingerprint matches, "
+        "rebuilt and rewritten when one changed",
+        metavar="DIR",
+    ),
     TrainFlag("--sort-buffer-size", "data.sort_buffer_size", int, "examples sorted by length together"),
     TrainFlag(
         "--sort-by-length-desc",

@@ -20,6 +20,9 @@ current for ``/abs/data/05/shard-00000.parquet``; that costs a rebuild, never a 
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,6 +136,35 @@ def load_length_index(shard_paths: Sequence[str | Path], index_path: str | Path 
     return build_length_index(wanted)
 
 
+def cached_length_index(
+    shard_paths: Sequence[str | Path], cache_dir: str | Path, *, write: bool = True
+) -> pa.Table:
+    """``load_length_index`` through a cache folder (``--dataset-index-dir``): one file per shard list.
+
+    The file is named by a hash of the shard paths, so several datasets can share one folder. A current
+    file is used as is; a missing or stale one (a shard re-extracted since: its fingerprint changed) is
+    rebuilt and, with ``write``, replaced atomically (a per-process temporary name, then a rename, so
+    ranks or jobs writing the same index never expose half a file). DDP callers let one process per
+    machine write.
+    """
+    wanted = [str(path) for path in shard_paths]
+    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f"length_index-{digest}.parquet"
+    index = load_length_index(wanted, path)
+    if write and not (path.is_file() and _is_cached(path, wanted)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        pq.write_table(index, tmp)
+        os.replace(tmp, path)
+        logger.info("length index cached at %s", path)
+    return index
+
+
+def _is_cached(path: Path, wanted: list[str]) -> bool:
+    stored = pq.read_table(path)
+    return set(LENGTH_INDEX_SCHEMA.names) <= set(stored.column_names) and index_is_current(stored, wanted)
+
+
 def _in_shard_order(index: pa.Table, shard_paths: list[str]) -> pa.Table:
     position = {path: i for i, path in enumerate(shard_paths)}
     shard_rank = np.array([position[s] for s in index.column("shard").to_pylist()], dtype=np.int64)
@@ -140,4 +172,7 @@ def _in_shard_order(index: pa.Table, shard_paths: list[str]) -> pa.Table:
     return index.take(np.lexsort((rows, shard_rank)))
 
 
-__all__ = ["LENGTH_INDEX_SCHEMA", "build_length_index", "index_is_current", "load_length_index"]
+__all__ = [
+    "LENGTH_INDEX_SCHEMA",
+    "build_length_index",
+    "cached_length_index", "index_is_current", "load_length_index"]

@@ -32,6 +32,9 @@ class DataConfig:
     train_manifests: list[str]
     val_manifests: list[str] = field(default_factory=list)  # empty: no validation
     length_index: str | None = None  # Parquet from the index stage; rebuilt in memory when stale or absent
+    # A folder caching the length index of the training/validation shards (one file per shard list); a
+    # stale or missing one is rebuilt and written there. Used when length_index is unset.
+    dataset_index_dir: str | None = None
     input_dim: int = 80  # feature bins F; every shard row must have cols == input_dim
     max_train_samples: int | None = None  # keep the first N training examples (after the duration filter)
     max_val_samples: int | None = None

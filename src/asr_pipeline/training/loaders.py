@@ -37,7 +37,7 @@ from asr_pipeline.data.audio_dataset import (
 )
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
-from asr_pipeline.data.length_index import load_length_index
+from asr_pipeline.data.length_index import cached_length_index, load_length_index
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
@@ -79,7 +79,7 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     max_duration_ms = (
         None if data.max_audio_duration_sec is None else round(data.max_audio_duration_sec * 1000)
     )
-    sources = _Sources(config)
+    sources = _Sources(config, ctx)
     train_index, train_skips = sources.index(train_source.kind, train_source.paths)
     train_index, selection = select_examples(
         train_index, max_duration_ms=max_duration_ms, max_samples=data.max_train_samples
@@ -154,8 +154,9 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
 class _Sources:
     """Index tables of either kind; the tokenizer and frontend are loaded once, and only for raw data."""
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: TrainConfig, ctx: DistributedContext) -> None:
         self.config = config
+        self.ctx = ctx
 
     @functools.cached_property
     def frontend(self) -> PlannedFrontend:
@@ -177,7 +178,12 @@ class _Sources:
     def index(self, kind: ManifestKind, paths: list[str]) -> tuple[pa.Table, SkipReport]:
         report = SkipReport(strict=False)
         if kind == "shards":
-            return load_length_index(paths, self.config.data.length_index), report
+            data = self.config.data
+            if data.length_index is None and data.dataset_index_dir is not None:
+                # One writer per machine; the other ranks rebuild in memory rather than wait for it.
+                write = self.ctx.local_rank == 0
+                return cached_length_index(paths, data.dataset_index_dir, write=write), report
+            return load_length_index(paths, data.length_index), report
         if self.config.data.length_index is not None:
             logger.info("data.length_index applies to feature shards only; raw manifests are indexed anew")
         return build_audio_index(paths, self.frontend, self.tokenizer, report), report
