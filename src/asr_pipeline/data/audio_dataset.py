@@ -212,9 +212,6 @@ def _index_row(
     if frames == 0:
         report.skip("audio shorter than one frame", record.location, f"{duration_ms} ms")
         return None
-    text = record.text
-    if text is None:
-        text = tokenizer.decode(tokens) if tokenizer is not None else " ".join(map(str, tokens))
     return {
         "id": record.id,
         "location": record.location,
@@ -222,7 +219,7 @@ def _index_row(
         "audio_bytes": record.audio_bytes,
         "features_path": None,
         "features": None,
-        "text": text,
+        "text": _reference_text(record, tokens, tokenizer),
         "tokens": list(tokens),
         "rows": frames,
         "cols": frontend.feature_dim,
@@ -260,9 +257,6 @@ def _precomputed_row(
     except FeatureError as error:
         report.skip(error.reason, record.location, error.detail)
         return None
-    text = record.text
-    if text is None:
-        text = tokenizer.decode(tokens) if tokenizer is not None else " ".join(map(str, tokens))
     return {
         "id": record.id,
         "location": record.location,
@@ -270,12 +264,19 @@ def _precomputed_row(
         "audio_bytes": None,
         "features_path": record.features_path if flat is None else None,
         "features": flat,
-        "text": text,
+        "text": _reference_text(record, tokens, tokenizer),
         "tokens": list(tokens),
         "rows": rows,
         "cols": frontend.feature_dim,
         "duration_ms": round(rows * frontend.frame_shift_ms),
     }
+
+
+def _reference_text(record: ManifestRecord, tokens: tuple[int, ...], tokenizer: CTCTokenizer | None) -> str:
+    """The transcript CER/WER compare against: the record's text, else its tokens decoded (or spelled out)."""
+    if record.text is not None:
+        return record.text
+    return tokenizer.decode(tokens) if tokenizer is not None else " ".join(map(str, tokens))
 
 
 def _tokens(
