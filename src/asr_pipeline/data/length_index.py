@@ -21,9 +21,8 @@ current for ``/abs/data/05/shard-00000.parquet``; that costs a rebuild, never a 
 from __future__ import annotations
 
 import hashlib
-import os
-
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
