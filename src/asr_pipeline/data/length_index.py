@@ -174,4 +174,7 @@ def _in_shard_order(index: pa.Table, shard_paths: list[str]) -> pa.Table:
 __all__ = [
     "LENGTH_INDEX_SCHEMA",
     "build_length_index",
-    "cached_length_index", "index_is_current", "load_length_index"]
+    "cached_length_index",
+    "index_is_current",
+    "load_length_index",
+]
