@@ -75,6 +75,29 @@ def single_process(monkeypatch, keep_torch_threads):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture
+def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
+    """``make(precision="f32", **optim)``: a single-process CPU Trainer on the tiny corpus, dropout off
+    (deterministic forward passes), events not written; keyword args override ``optim`` keys."""
+    from asr_pipeline.training.config import resolve_config
+    from asr_pipeline.training.distributed import DistributedContext
+    from asr_pipeline.training.events import EventLog
+    from asr_pipeline.training.loaders import build_data
+    from asr_pipeline.training.loop import Trainer
+
+    def make(precision: str = "f32", **optim: Any) -> Trainer:
+        config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
+        config_dict["model"]["dropout"] = 0.0
+        config_dict["optim"] |= optim
+        config = resolve_config(config_dict)
+        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+        vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
+        events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
+        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
+
+    return make
+
+
 def run_in_process(config_dict: dict) -> dict:
     """Train one rank in this process (with ``single_process``) and return its final metrics."""
     from asr_pipeline.training.config import resolve_config

@@ -11,31 +11,12 @@ import torch
 from torch import nn
 
 from asr_pipeline.data.collate import collate_batch
-from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.config import resolve_config
-from asr_pipeline.training.distributed import DistributedContext
-from asr_pipeline.training.events import EventLog
-from asr_pipeline.training.loaders import build_data
 from asr_pipeline.training.loop import Trainer
 
 from .conftest import run_in_process, tiny_config
 from .test_trainer_steps import utterances
 
 REDUCED = {"bf16": torch.bfloat16, "f16": torch.float16}
-
-
-@pytest.fixture
-def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
-    def make(precision: str) -> Trainer:
-        config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
-        config_dict["model"]["dropout"] = 0.0
-        config = resolve_config(config_dict)
-        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
-        vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
-        events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
-        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
-
-    return make
 
 
 def weights(trainer: Trainer) -> dict[str, torch.Tensor]:

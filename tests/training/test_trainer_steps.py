@@ -7,30 +7,8 @@ import pytest
 import torch
 
 from asr_pipeline.data.collate import collate_batch
-from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.config import resolve_config
-from asr_pipeline.training.distributed import DistributedContext
-from asr_pipeline.training.events import EventLog
-from asr_pipeline.training.loaders import build_data
 from asr_pipeline.training.loop import Trainer
 from tests.factories import NUM_BINS
-
-from .conftest import tiny_config
-
-
-@pytest.fixture
-def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
-    def make(**optim) -> Trainer:
-        config_dict = tiny_config(corpus, tokenizer_path, tmp_path)
-        config_dict["model"]["dropout"] = 0.0  # deterministic forward passes
-        config_dict["optim"] |= optim
-        config = resolve_config(config_dict)
-        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
-        vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
-        events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
-        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
-
-    return make
 
 
 def utterances(count: int, frames: int = 80, tokens: int = 6, seed: int = 0) -> list[dict]:
