@@ -120,18 +120,16 @@ def load_length_index(shard_paths: Sequence[str | Path], index_path: str | Path 
     the file belongs to the ``index`` stage and DVC, not to whoever reads it.
     """
     wanted = [str(path) for path in shard_paths]
-    if index_path is not None and Path(index_path).is_file():
-        stored = pq.read_table(index_path)
-        if set(LENGTH_INDEX_SCHEMA.names) <= set(stored.column_names):
-            stored = stored.select(LENGTH_INDEX_SCHEMA.names).cast(LENGTH_INDEX_SCHEMA)
-            subset = stored.filter(pc.is_in(stored.column("shard"), pa.array(wanted, pa.string())))
-            if index_is_current(subset, wanted):
-                return _in_shard_order(subset, wanted)
-        logger.warning(
-            "length index %s is stale for these %d shards; rebuilding it in memory", index_path, len(wanted)
-        )
-    elif index_path is not None:
-        logger.warning("length index %s does not exist; building it from the shards", index_path)
+    if index_path is None:
+        return build_length_index(wanted)
+    current = _current_rows(Path(index_path), wanted)
+    if current is not None:
+        return current
+    logger.warning(
+        "length index %s is missing or stale for these %d shards; rebuilding it in memory",
+        index_path,
+        len(wanted),
+    )
     return build_length_index(wanted)
 
 
@@ -149,8 +147,11 @@ def cached_length_index(
     wanted = [str(path) for path in shard_paths]
     digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"length_index-{digest}.parquet"
-    index = load_length_index(wanted, path)
-    if write and not (path.is_file() and _is_cached(path, wanted)):
+    current = _current_rows(path, wanted)
+    if current is not None:
+        return current
+    index = build_length_index(wanted)
+    if write:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         pq.write_table(index, tmp)
@@ -159,9 +160,16 @@ def cached_length_index(
     return index
 
 
-def _is_cached(path: Path, wanted: list[str]) -> bool:
-    stored = pq.read_table(path)
-    return set(LENGTH_INDEX_SCHEMA.names) <= set(stored.column_names) and index_is_current(stored, wanted)
+def _current_rows(index_path: Path, wanted: list[str]) -> pa.Table | None:
+    """The rows of ``wanted`` in the index file, in shard order, if the file exists and is current."""
+    if not index_path.is_file():
+        return None
+    stored = pq.read_table(index_path)
+    if not set(LENGTH_INDEX_SCHEMA.names) <= set(stored.column_names):
+        return None
+    stored = stored.select(LENGTH_INDEX_SCHEMA.names).cast(LENGTH_INDEX_SCHEMA)
+    subset = stored.filter(pc.is_in(stored.column("shard"), pa.array(wanted, pa.string())))
+    return _in_shard_order(subset, wanted) if index_is_current(subset, wanted) else None
 
 
 def _in_shard_order(index: pa.Table, shard_paths: list[str]) -> pa.Table:
