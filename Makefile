@@ -31,4 +31,4 @@ format: setup
 	$(BIN)/ruff format .
 
 bench: setup
-	@for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -44,7 +44,7 @@ if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   kenlm_version=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('kenlm'))")
-  "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$work" "kenlm==$kenlm_version"
+  "$VENV/bin/pip" download -q --no-deps --no-binary kenlm -d "$work" "kenlm==$kenlm_version"
   tar -xzf "$work"/kenlm-*.tar.gz -C "$work"
   src=$(find "$work" -maxdepth 1 -type d -name 'kenlm-*' | head -n 1)
   cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 >/dev/null

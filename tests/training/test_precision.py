@@ -108,3 +108,50 @@ def test_a_tiny_run_trains_on_cuda_in_reduced_precision(
     metrics = run_in_process(config)
 
     assert math.isfinite(metrics["train_loss"]) and metrics["steps"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", ["f32", "bf16", "f16"])
+def test_a_cuda_run_resumes_from_its_checkpoint_in_each_precision(
+    corpus, tokenizer_path, tmp_path: Path, single_process, precision
+):
+    run_dir = tmp_path / "run"
+    config = tiny_config(corpus, tokenizer_path, run_dir, backend="cuda", precision=precision)
+    config["optim"]["epochs"] = 1
+    first = run_in_process(config)
+
+    config["optim"]["epochs"] = 2
+    config["run"]["resume_from"] = str(run_dir)
+    resumed = run_in_process(config)
+
+    assert 2 * first["steps"] - 1 <= resumed["steps"] <= 2 * first["steps"] + 1, "one more epoch of steps"
+    assert math.isfinite(resumed["train_loss"])
+    data_events = [e for e in _events(run_dir) if e["type"] == "data"]
+    assert [e["step"] for e in data_events] == [0, first["steps"]], "the second phase starts where it ended"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_torchrun_with_device_indices_trains_one_rank_on_the_listed_gpu(corpus, tokenizer_path, tmp_path):
+    from asr_pipeline.training.config import resolve_config, save_json
+    from asr_pipeline.training.launch import launch_training
+
+    run_dir = tmp_path / "run"
+    config = tiny_config(
+        corpus, tokenizer_path, run_dir, backend="cuda", precision="bf16", device_indices=[0]
+    )
+    config_path = tmp_path / "training_config.json"
+    save_json(resolve_config(config), config_path)
+
+    launch_training(config_path, nproc_per_node=1)
+
+    summary = next(e for e in _events(run_dir) if e["type"] == "summary")
+    assert summary["values"]["world_size"] == 1 and math.isfinite(summary["values"]["train_loss"])
+    assert (run_dir / "checkpoint_latest" / "model.safetensors").is_file()
+
+
+def _events(run_dir: Path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

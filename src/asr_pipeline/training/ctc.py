@@ -40,7 +40,9 @@ def ctc_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tuple[Ten
 
 
 def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
-    mask = torch.arange(batch.targets.shape[1]) < batch.target_lengths[:, None]  # (B, U)
+    mask = (
+        torch.arange(batch.targets.shape[1], device=batch.targets.device) < batch.target_lengths[:, None]
+    )  # (B, U)
     used = batch.targets[mask]
     bad = (used >= vocab_size) | (used < 0) | (used == blank_id)
     if bool(bad.any()):
