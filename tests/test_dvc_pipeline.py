@@ -78,25 +78,34 @@ def edit_params(project: Path, overrides: dict) -> None:
     path.write_text(yaml.safe_dump(_merge(yaml.safe_load(path.read_text()), overrides), sort_keys=False))
 
 
-@pytest.fixture(scope="module")
-def origin(tmp_path_factory) -> Path:
-    """A copy of this project at its current state, run through `dvc repro` and pushed to a remote."""
-    root = tmp_path_factory.mktemp("dvc")
-    project = root / "origin"
+def copy_project(project: Path, params: dict) -> Path:
+    """This project's tracked and untracked-unignored files in ``project``, with ``params`` merged into
+    params.yaml, committed in a fresh git repository."""
     files = run(["git", "ls-files", "-co", "--exclude-standard"], PROJECT_ROOT).stdout.split()
     for name in files:
         if (PROJECT_ROOT / name).is_file():
             (project / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(PROJECT_ROOT / name, project / name)
-    edit_params(project, TINY_PARAMS)
+    edit_params(project, params)
     run(["git", "init", "-q"], project)
-    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"], project)
-    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny"], project)
+    git_commit(project, "tiny")
+    return project
+
+
+def git_commit(project: Path, message: str, *paths: str) -> None:
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", *(paths or ["-A"])], project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message], project)
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory) -> Path:
+    """A copy of this project at its current state, run through `dvc repro` and pushed to a remote."""
+    root = tmp_path_factory.mktemp("dvc")
+    project = copy_project(root / "origin", TINY_PARAMS)
     repro = run(["dvc", "repro"], project)
     (project / "repro.log").write_text(repro.stdout + repro.stderr)
     run(["dvc", "remote", "add", "-d", "team", str(root / "remote")], project)
-    run(["git", "add", "dvc.lock", ".dvc/config", "data/metrics"], project)
-    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "repro"], project)
+    git_commit(project, "repro", "dvc.lock", ".dvc/config", "data/metrics")
     run(["dvc", "push"], project)
     return project
 
@@ -207,3 +216,34 @@ def test_kedro_run_trains_with_the_same_resolved_config_as_dvc(origin, flag):
     run(["kedro", "run", flag, "--env=base"], project)
     assert json.loads(config_path.read_text()) == from_dvc
     assert (project / "data" / "07_train" / "run" / "checkpoint_latest.json").is_file()
+
+
+def _changed_stages(project: Path) -> set[str]:
+    return set(json.loads(run(["dvc", "status", "--json"], project).stdout))
+
+
+def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(origin):
+    from asr_pipeline.stage_deps import STAGE_ENTRY_MODULES, stage_code_deps
+
+    project = clone(origin, "code")
+    importers = {
+        path: {stage for stage in STAGE_ENTRY_MODULES if path in stage_code_deps(stage)}
+        for stage in STAGE_ENTRY_MODULES
+        for path in stage_code_deps(stage)
+    }
+    # One module of each stage's own pipeline, and modules several stages share, among them the ones the
+    # hand-written lists used to miss (tokenizer and shard I/O for train, settings for every stage).
+    edited = [f"src/asr_pipeline/pipelines/{stage}/nodes.py" for stage in STAGE_ENTRY_MODULES] + [
+        "src/asr_pipeline/text/tokenizer.py",
+        "src/asr_pipeline/io/shards.py",
+        "kernels/asr_kernels/glu.py",
+        "src/asr_pipeline/settings.py",
+    ]
+    for path in edited:
+        original = (project / path).read_text()
+        (project / path).write_text(original + "\n# edited\n")
+        expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in ("dev", "test")}
+        expected |= {s for s in importers[path] if s != "evaluate"}
+        assert _changed_stages(project) == expected, path
+        (project / path).write_text(original)
+    assert _changed_stages(project) == set()

@@ -1,12 +1,20 @@
-"""One Kedro pipeline per DVC stage; ``__default__`` runs them all in dependency order."""
+"""One Kedro pipeline per DVC stage; ``__default__`` runs the corpus-to-evaluation stages in dependency order.
+
+``__default__`` leaves out ``demo_corpus``: the demo is one optional source, written to its own folder
+(``paths.demo``), and a plain ``kedro run`` must never synthesize it when ``paths.corpus`` names a user's
+data. Build it explicitly with ``kedro run --pipelines=demo_corpus`` (``dvc repro`` does it for you).
+"""
 
 from __future__ import annotations
 
 from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
+OPTIONAL_PIPELINES = ("demo_corpus",)
+
 
 def register_pipelines() -> dict[str, Pipeline]:
     pipelines = find_pipelines(raise_errors=True)
-    pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
+    default = [pipeline for name, pipeline in pipelines.items() if name not in OPTIONAL_PIPELINES]
+    pipelines["__default__"] = sum(default, Pipeline([]))
     return pipelines

@@ -5,10 +5,11 @@ import json
 import kenlm  # noqa: F401  (the evaluate stage needs the module; fail here, clearly, if it is missing)
 import polars as pl
 import pytest
+from kedro.io import DatasetError
 
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
-from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.io.datasets import DirectoryDataset, TrainedRunDataset
 from asr_pipeline.pipelines.evaluate import create_pipeline as evaluate_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -35,6 +36,7 @@ def trained(tmp_path_factory):
     }
     index = pl.from_arrow(build_length_index(shards["train"] + shards["dev"]))
     run_dir = DirectoryDataset(str(root / "run"))
+    trained_model = TrainedRunDataset(str(root / "run"), marker="checkpoint_latest.json")
     catalog = run_stage(
         train_pipeline(),
         {
@@ -43,7 +45,7 @@ def trained(tmp_path_factory):
             "length_index": index,
             "tokenizer_model": model,
         },
-        datasets={"training_run_dir": run_dir},
+        datasets={"training_run_dir": run_dir, "trained_model": trained_model},
         params={"train": TRAIN_PARAMS},
     )
     return {
@@ -51,6 +53,7 @@ def trained(tmp_path_factory):
         "shards": shards,
         "model": model,
         "run_dir": run_dir,
+        "trained_model": trained_model,
         "metrics": catalog.load("training_metrics"),
     }
 
@@ -63,6 +66,7 @@ def test_train_stage_runs_torchrun_into_the_catalog_run_dir(trained):
     assert (run_dir / "tokenizer.model").read_bytes() == trained["model"]
     assert (run_dir / "checkpoint_latest" / "model.safetensors").is_file()
     assert trained["metrics"]["epochs"] == 1
+    assert trained["trained_model"].load() == run_dir, "the trained run loads once its checkpoint exists"
     assert {"train_loss", "val_cer", "val_wer", "steps"} <= set(trained["metrics"])
 
 
@@ -72,8 +76,7 @@ def test_evaluate_stage_scores_each_split_greedily_and_with_the_lm(trained):
     catalog = run_stage(
         evaluate_pipeline(),
         {
-            "training_run_dir": trained["run_dir"].load(),
-            "training_metrics": trained["metrics"],
+            "trained_model": trained["trained_model"].load(),
             "dev.feature_shards": trained["shards"]["dev"],
             "test.feature_shards": trained["shards"]["test"],
             "tokenizer_model": trained["model"],
@@ -89,3 +92,10 @@ def test_evaluate_stage_scores_each_split_greedily_and_with_the_lm(trained):
         rows = [json.loads(line) for line in catalog.load(f"{split}.hypotheses").splitlines()]
         assert [set(row) for row in rows] == [{"id", "reference", "greedy", "beam_lm"}] * count
         assert rows[0]["id"] == f"{split}-000"
+
+
+def test_evaluation_cannot_load_a_run_that_has_no_checkpoint_yet(tmp_path):
+    (tmp_path / "run").mkdir()
+
+    with pytest.raises(DatasetError, match=r"no trained model in .*checkpoint_latest.json is missing"):
+        TrainedRunDataset(str(tmp_path / "run"), marker="checkpoint_latest.json").load()

@@ -1,23 +1,34 @@
-"""``asr-pipeline extract-features``: manifests and audio in, Parquet feature shards out."""
+"""``asr-pipeline extract-features``: manifests and audio in, Parquet feature shards out.
+
+Flag defaults are the fields of ``features.extract.ExtractionOptions`` (params.yaml ``features``), so the
+command and the features stage extract alike unless told otherwise.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
-from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE
-from asr_pipeline.io.report import SkipReport
+from asr_pipeline.features.extract import ExtractionOptions
+from asr_pipeline.features.frontends import ARCHITECTURES
+from asr_pipeline.io.report import NothingKeptError, SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES
 
 if TYPE_CHECKING:
     from asr_pipeline.features.extract import AudioOutcome
     from asr_pipeline.tui import LiveView
+
+
+def _default(name: str) -> Any:
+    """The default of ``ExtractionOptions.<name>``: the one place it is set."""
+    return {field.name: field.default for field in dataclasses.fields(ExtractionOptions)}[name]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="decode audio, compute fbank features, tokenize: write Parquet feature shards",
         description="Read manifests/audio folders, normalize transcripts, compute the --architecture's "
         "features (80-bin Kaldi fbank, or w2v-BERT's 160-dim stacked fbank) and token ids, and write feature "
-        "shards (directly usable as training manifests). Prints the skip report as JSON.",
+        "shards (directly usable as training manifests). Prints the skip report as JSON; fails, writing "
+        "nothing, when every record is skipped.",
     )
     parser.add_argument(
         "--input",
@@ -43,21 +55,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a .parquet file (one shard holding every example) or a folder (numbered shards "
         "shard-00000.parquet, ... of --shard-size examples; earlier shards there are replaced)",
     )
-    parser.add_argument("--tokenizer", required=True, metavar="MODEL", help="SentencePiece .model file")
+    parser.add_argument(
+        "--tokenizer",
+        metavar="MODEL",
+        help="SentencePiece .model file; without it (features for self-supervised pretraining) rows keep "
+        "the tokens their manifest gives, else none, and their text",
+    )
     parser.add_argument("--blank-id", type=int, default=0, help="CTC blank id the tokenizer maps around")
     parser.add_argument(
-        "--max-audio-duration-sec", type=float, default=30.0, help="skip (and count) longer utterances"
+        "--max-audio-duration-sec",
+        type=float,
+        default=_default("max_audio_duration_sec"),
+        help="skip (and count) longer utterances; read from the audio header before decoding where it can be",
+    )
+    parser.add_argument(
+        "--max-unknown-token-share",
+        type=float,
+        default=_default("max_unknown_token_share"),
+        metavar="SHARE",
+        help="skip (and count) an utterance when more than this share of its pieces are <unk> (text the "
+        "tokenizer cannot spell; bare word boundaries not counted); 1 never skips",
     )
     parser.add_argument(
         "--max-samples", type=int, metavar="N", help="stop after N kept examples (default: all)"
     )
     parser.add_argument(
-        "--shard-size", type=int, default=512, help="examples per shard when --output is a folder"
+        "--shard-size",
+        type=int,
+        default=_default("shard_size"),
+        help="examples per shard when --output is a folder",
     )
     parser.add_argument(
         "--jobs",
         type=int,
-        default=1,
+        default=_default("jobs"),
         metavar="N",
         help="worker processes decoding audio and computing features (shards are identical for any N); "
         "about the number of free CPU cores",
@@ -77,14 +108,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--architecture",
         choices=ARCHITECTURES,
-        default=DEFAULT_ARCHITECTURE,
+        default=_default("architecture"),
         help="the model the features are for: fbank-80 for squeezeformer/zipformer/paraformer, "
         "160-dim stacked normalized fbank (SeamlessM4TFeatureExtractor's) for w2v-bert",
     )
     parser.add_argument(
         "--feature-dtype",
         choices=tuple(FEATURE_DTYPES),
-        default="float32",
+        default=_default("feature_dtype"),
         help="how shards store features: float16 halves their size (readers return float32)",
     )
     parser.add_argument(
@@ -97,12 +128,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.features.extract import ExtractionOptions, extract_records, start_worker_server
+    from asr_pipeline.features.extract import extract_records, start_worker_server
+    from asr_pipeline.text.normalize import NormalizationOptions, normalization_for_model
     from asr_pipeline.text.tokenizer import CTCTokenizer
     from asr_pipeline.tui import LiveView
 
     inputs = [existing_path(path, "--input") for path in args.input]
-    tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
+    tokenizer_path = existing_path(args.tokenizer, "--tokenizer") if args.tokenizer else None
     if args.max_samples is not None and args.max_samples < 1:
         raise UsageError("--max-samples must be >= 1")
     if args.jobs < 1:
@@ -118,16 +150,18 @@ def run(args: argparse.Namespace) -> int:
             "strict": args.strict,
             "jobs": args.jobs,
             "input_dim": args.input_dim,
+            "max_unknown_token_share": args.max_unknown_token_share,
         }
     )
     if options.jobs > 1:
         start_worker_server()  # its torch import overlaps reading the manifests
-    tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
-    from asr_pipeline.text.normalize import normalization_for_model
-
-    # The transcripts are normalized as the tokenizer's were (its <prefix>.json sidecar), or else the defaults.
-    normalization = normalization_for_model(tokenizer_path).to_dict()
-    rows, read_report = _read_manifest_rows(inputs, strict=args.strict, normalization=normalization)
+    if tokenizer_path is None:
+        tokenizer, normalization = None, NormalizationOptions()
+    else:
+        tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
+        # Transcripts are normalized as the tokenizer's were (its <prefix>.json sidecar), else the defaults.
+        normalization = normalization_for_model(tokenizer_path)
+    rows, read_report = _read_manifest_rows(inputs, strict=args.strict, normalization=normalization.to_dict())
     extraction_report = SkipReport(strict=args.strict)
     totals = {"frames": 0, "duration_ms": 0}
     with LiveView("extract-features") if args.tui else nullcontext() as view:
@@ -138,10 +172,14 @@ def run(args: argparse.Namespace) -> int:
         records = _count_frames(islice(extracted, args.max_samples), totals)  # islice(.., None): all
         try:
             written = _write_records(records, Path(args.output), options.shard_size, options.feature_dtype)
+        except NothingKeptError:
+            # Raised again with the manifest-reading skips too: the one line names every reason.
+            _combine_reports(read_report, extraction_report).require_kept("extract-features")
+            raise
         finally:
             extracted.close()  # after --max-samples: stop the --jobs workers now
 
-    report = _combine_reports(read_report, extraction_report)
+    report = _combine_reports(read_report, extraction_report).to_dict()
     stopped = args.max_samples is not None and extraction_report.kept >= args.max_samples
     print_json(
         {
@@ -181,10 +219,6 @@ def _write_records(
                 written.append(output / shard_name(index))
             if writing is not None:
                 writing.result()
-        if not written:  # nothing survived: still write an (empty) shard so the result is explicit
-            shards.save(ShardChunk(0, records_to_table([], feature_dtype)))
-            written.append(output / shard_name(0))
-
     return written
 
 
@@ -231,13 +265,14 @@ def _absorb(report: SkipReport, other: dict) -> None:
         shown.extend(examples[: report.max_examples - len(shown)])
 
 
-def _combine_reports(read: SkipReport, extraction: SkipReport) -> dict:
+def _combine_reports(read: SkipReport, extraction: SkipReport) -> SkipReport:
     """One report: every manifest record seen, skipped while reading or extracting, or kept in a shard."""
     combined = SkipReport(seen=read.seen)
     _absorb(combined, {**read.to_dict(), "seen": 0})
     _absorb(combined, {**extraction.to_dict(), "seen": 0})
     combined.kept = extraction.kept
-    return combined.to_dict()
+    combined.notes.update(extraction.notes)
+    return combined
 
 
 class ExtractionView:

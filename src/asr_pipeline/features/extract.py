@@ -4,6 +4,12 @@ The features are the ``architecture``'s frontend (features/frontends.py): 80-dim
 160-dim stacked fbank. With ``jobs > 1`` the audio work (decode, resample, features: nearly all the time)
 runs in worker processes over chunks of rows, and the results are consumed in manifest order; tokenization,
 the skip report and sharding stay in this process, so the shards are byte-identical to ``jobs=1``.
+
+Without a tokenizer (features for self-supervised pretraining) rows keep the tokens their manifest gives,
+else none, and their text as it is. With one, transcripts it can spell only with ``<unk>`` pieces (another
+language or script than it was trained on) are counted in the report (``kept_with["unknown pieces"]``) and
+skipped when their share of unknown pieces exceeds ``max_unknown_token_share``. A run that keeps nothing
+raises ``NothingKeptError`` (the skips by reason in its message) instead of writing an empty shard.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from asr_pipeline.features.precomputed import (
     attach_payloads,
     load_precomputed,
 )
-from asr_pipeline.io.audio import AudioDecodeError, load_audio
+from asr_pipeline.io.audio import AudioDecodeError, AudioTooLongError, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES, records_to_table
 from asr_pipeline.options import options_from_dict
@@ -46,6 +52,8 @@ CHUNK_ROWS = 8
 CHUNKS_IN_FLIGHT_PER_JOB = 12
 # With jobs > 1, this process featurizes rows itself until the forkserver is up (see _featurize_parallel).
 HELP_WHILE_WORKERS_START = True
+# The report note (SkipReport.notes) of kept utterances with at least one <unk> piece.
+UNKNOWN_PIECES = "unknown pieces"
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,11 @@ class ExtractionOptions:
     # frontend's width (``feature_dim`` gives the resolved value).
     input_dim: int | None = None
     feature_dtype: str = "float32"  # shard storage: float32, or float16 (half the size; readers widen it)
+    # Skip an utterance when more than this share of its pieces are <unk> (CTCTokenizer.unknown_share:
+    # bare word boundaries not counted, so text in a script the tokenizer never saw scores 1.0). 0.5: a
+    # target that is mostly <unk> teaches nothing, while a name with one foreign letter stays. 1.0 never
+    # skips; kept utterances with any <unk> are counted either way.
+    max_unknown_token_share: float = 0.5
 
     def __post_init__(self) -> None:
         where = "params.yaml features"
@@ -78,6 +91,11 @@ class ExtractionOptions:
         if self.feature_dtype not in FEATURE_DTYPES:
             raise ValueError(
                 f"{where}: feature_dtype must be one of {', '.join(FEATURE_DTYPES)}, got {self.feature_dtype!r}"
+            )
+        if not 0.0 <= self.max_unknown_token_share <= 1.0:
+            raise ValueError(
+                f"{where}: max_unknown_token_share must lie in [0, 1] (1: never skip), got "
+                f"{self.max_unknown_token_share}"
             )
 
     @classmethod
@@ -114,20 +132,24 @@ def featurize_audio(
     audio: str | bytes, frontend: Frontend, max_audio_duration_sec: float | None
 ) -> AudioOutcome:
     """Decode (a file path or encoded bytes), resample and compute the frontend's features; audio problems
-    become a skip reason (missing file, empty/truncated/undecodable/silent audio, ...), not an error."""
+    become a skip reason (missing file, empty/truncated/undecodable/silent/non-finite audio, too long: read
+    from the header before decoding where it can be, ...), not an error."""
     sample_rate = frontend.sample_rate
     try:
-        waveform = load_audio(audio, sample_rate)  # (N,)
+        waveform = load_audio(audio, sample_rate, max_duration_sec=max_audio_duration_sec)  # (N,)
+    except AudioTooLongError as error:
+        return AudioOutcome(None, error.duration_ms, error.reason, str(error))
     except AudioDecodeError as error:
         return AudioOutcome(None, 0, error.reason, str(error))
     duration_ms = round(1000 * waveform.shape[0] / sample_rate)
-    if max_audio_duration_sec is not None and duration_ms > 1000 * max_audio_duration_sec:
-        return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
     if not waveform.any():
         return AudioOutcome(None, duration_ms, "silent audio")
     features = frontend(waveform)  # (T, F)
     if features.shape[0] == 0:  # fbank: < 25 ms; w2v-bert: < 35 ms (two frames stack into one)
         return AudioOutcome(None, duration_ms, "audio shorter than one frame", f"{duration_ms} ms")
+    if not np.isfinite(features).all():  # finite audio should not get here; a shard must never hold NaN
+        bad_frame = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
+        return AudioOutcome(None, duration_ms, "NaN/Inf features", f"frame {bad_frame} holds NaN or Inf")
     return AudioOutcome(features, duration_ms)
 
 
@@ -293,15 +315,21 @@ RowObserver = Callable[[dict, AudioOutcome, "dict | None", SkipReport], None]
 
 def extract_records(
     rows: Iterable[dict],
-    tokenizer: CTCTokenizer,
+    tokenizer: CTCTokenizer | None,
     options: ExtractionOptions,
     report: SkipReport,
     total: int | None = None,
     desc: str = "features",
     on_row: RowObserver | None = None,
 ) -> Iterator[dict]:
-    """Yield shard records (features as (T, F)) for manifest rows, skipping and counting bad ones."""
+    """Yield shard records (features as (T, F)) for manifest rows, skipping and counting bad ones.
+
+    ``tokenizer`` None: no tokenization (module docstring). Once every row is consumed, raises
+    ``NothingKeptError`` if none was kept, so no caller writes an empty shard.
+    """
     featurize = _featurize_parallel if options.jobs > 1 else _featurize_serial
+    if tokenizer is not None:
+        report.note(UNKNOWN_PIECES, 0)  # reported even when no transcript has any
     # Embedded audio and inline features are re-read here, streaming, from the raw manifest.
     outcomes = featurize(attach_payloads(rows), options)
     try:
@@ -313,10 +341,15 @@ def extract_records(
                 yield record
     finally:
         outcomes.close()  # stops the worker pool now, not when the generator is garbage-collected
+    report.require_kept("feature extraction")
 
 
 def _record_or_skip(
-    row: dict, audio: AudioOutcome, tokenizer: CTCTokenizer, options: ExtractionOptions, report: SkipReport
+    row: dict,
+    audio: AudioOutcome,
+    tokenizer: CTCTokenizer | None,
+    options: ExtractionOptions,
+    report: SkipReport,
 ) -> dict | None:
     """The shard record of one featurized row, or None after counting why it is skipped."""
     report.seen += 1
@@ -330,6 +363,27 @@ def _record_or_skip(
             f"{location}: the {options.architecture} frontend makes {width}-dim features but input_dim is "
             f"{options.feature_dim}; drop --input-dim (params.yaml features.input_dim) or set it to {width}"
         )
+    if tokenizer is None:
+        tokens = row.get("tokens") or []
+    else:
+        tokens = _checked_tokens(row, tokenizer, options, report)
+        if tokens is None:
+            return None
+    report.kept += 1
+    return {
+        "id": row["id"],
+        "features": audio.features,
+        "tokens": tokens,
+        "duration_ms": audio.duration_ms,
+        "text": row.get("text"),
+    }
+
+
+def _checked_tokens(
+    row: dict, tokenizer: CTCTokenizer, options: ExtractionOptions, report: SkipReport
+) -> list[int] | None:
+    """The row's tokens (given, else its text encoded), or None after counting why they are unusable."""
+    location = row["location"]
     tokens = row["tokens"] if row.get("tokens") is not None else tokenizer.encode(row["text"])
     if not tokens:
         report.skip("no tokens", location)
@@ -342,14 +396,20 @@ def _record_or_skip(
             f"{bad[:5]} not in [0, {tokenizer.vocab_size}) minus blank {tokenizer.blank_id}",
         )
         return None
-    report.kept += 1
-    return {
-        "id": row["id"],
-        "features": audio.features,
-        "tokens": tokens,
-        "duration_ms": audio.duration_ms,
-        "text": row["text"],
-    }
+    unknown = tokenizer.unknown_share(tokens)
+    if unknown > options.max_unknown_token_share:
+        report.skip(
+            "too many unknown pieces",
+            location,
+            f"{unknown:.0%} of the pieces of {row.get('text')!r:.80} are <unk>, above "
+            f"max_unknown_token_share={options.max_unknown_token_share:g}: the tokenizer cannot spell this "
+            "text (another language or script?); train the tokenizer on such text, or raise "
+            "features.max_unknown_token_share (--max-unknown-token-share)",
+        )
+        return None
+    if unknown > 0:
+        report.note(UNKNOWN_PIECES)
+    return tokens
 
 
 def batch_into_shards(

@@ -63,40 +63,121 @@ class Manifest:
         return iter_manifest(self.path, report)
 
 
-class ManifestDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]], Manifest]):
-    """A raw manifest (JSONL/JSON file or audio folder).
+class ManifestDataset(AbstractDataset[Any, Manifest]):
+    """A raw manifest (JSONL/JSON/TSV/Parquet file, audio folder or corpus tree): an input, never written.
 
-    ``save`` takes {relative path: bytes or a callable returning bytes} and writes each file relative to
-    the manifest's folder (the folder itself for an audio folder), so a generator such as the demo
-    corpus writes a manifest together with the audio it references.
+    A user's corpus is a DVC-tracked input, so no stage may write to it (DVC would also delete a stage's
+    outputs before rerunning it). ``corpus`` is the folder DVC tracks as the stages' input
+    (``paths.corpus``); a manifest outside it is refused, since DVC would not notice it change.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, corpus: str | None = None) -> None:
         self._path = Path(path)
+        self._corpus = None if corpus is None else Path(corpus)
 
     def load(self) -> Manifest:
         if not self._path.exists():
             raise DatasetError(
-                f"manifest {self._path} does not exist: point the catalog at your data "
-                "or run the demo_corpus stage first"
+                f"manifest {self._path} does not exist. For the demo corpus, run `dvc repro demo_corpus` "
+                "(or `kedro run --pipelines=demo_corpus`) first; for your own data, point paths.corpus and "
+                "paths.raw_train/raw_dev/raw_test in conf/base/globals.yml at it (README: Train on your own data)"
+            )
+        if self._corpus is not None and not _is_within(self._path, self._corpus):
+            raise DatasetError(
+                f"manifest {self._path} lies outside paths.corpus={self._corpus} (conf/base/globals.yml): the "
+                "stages depend on paths.corpus, so DVC would not see this manifest or its audio change. Move "
+                "the data under paths.corpus or point paths.corpus at a folder that holds it"
             )
         return Manifest(_project_relative(self._path))
 
-    def save(self, data: Mapping[str, bytes | Callable[[], bytes]]) -> None:
-        root = self._path if not self._path.suffix else self._path.parent
-        for relative, content in data.items():
-            target = (root / relative).resolve()
-            if root.resolve() not in target.parents:
-                raise DatasetError(f"refusing to write {relative!r} outside {root}")
-            write_bytes_atomic(target, content() if callable(content) else content)
-        if not self._path.exists():
-            raise DatasetError(f"saved files did not include the manifest {self._path} itself")
+    def save(self, data: Any) -> None:
+        raise DatasetError(
+            f"refusing to write to the raw manifest {self._path}: a corpus is an input (dvc add), never a "
+            "stage output; the demo corpus is written through demo_corpus_files (paths.demo)"
+        )
 
     def _exists(self) -> bool:
         return self._path.exists()
 
     def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "corpus": str(self._corpus)}
+
+
+class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]], None]):
+    """The generated demo corpus: ``save`` writes {path relative to the folder: bytes (or a callable
+    returning bytes)} under its own folder (``paths.demo``) and nothing else.
+
+    A marker file says the folder is the demo's. A folder that holds files but no marker is someone's data
+    (``paths.demo`` pointed at a corpus by mistake): saving there is refused rather than mixing the demo
+    into it or replacing its manifests.
+    """
+
+    MARKER = ".demo_corpus"
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> None:
+        raise DatasetError(f"the demo corpus at {self._path} is read through the *.raw_manifest entries")
+
+    def save(self, data: Mapping[str, bytes | Callable[[], bytes]]) -> None:
+        root = self._path
+        if root.is_dir() and any(root.iterdir()) and not (root / self.MARKER).is_file():
+            raise DatasetError(
+                f"{root} holds files the demo_corpus stage did not write (no {self.MARKER} marker): refusing "
+                "to write the demo corpus into it. paths.demo in conf/base/globals.yml must name a folder only "
+                "the demo writes; your own corpus goes in paths.corpus"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(
+            root / self.MARKER, b"written by the demo_corpus stage; safe to delete and rebuild\n"
+        )
+        for relative, content in data.items():
+            target = (root / relative).resolve()
+            if not _is_within(target, root):
+                raise DatasetError(f"refusing to write {relative!r} outside {root}")
+            write_bytes_atomic(target, content() if callable(content) else content)
+
+    def _exists(self) -> bool:
+        return (self._path / self.MARKER).is_file()
+
+    def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class TrainedRunDataset(AbstractDataset[Path, Path]):
+    """A finished training run: the run dir, which loads only once its checkpoint pointer (``marker``,
+    written last and atomically by training) exists. The train node saves it after training, so a stage
+    that loads it waits for a real checkpoint rather than for a placeholder."""
+
+    def __init__(self, path: str, marker: str) -> None:
+        self._path = Path(path)
+        self._marker = marker
+
+    def load(self) -> Path:
+        if not (self._path / self._marker).is_file():
+            raise DatasetError(
+                f"no trained model in {self._path}: {self._marker} is missing. Train first: "
+                "`dvc repro train` or `kedro run --pipelines=train`"
+            )
+        return _project_relative(self._path)
+
+    def save(self, data: Path) -> None:
+        if Path(data).resolve() != self._path.resolve():
+            raise DatasetError(f"trained run saved as {data}, but this entry is {self._path}")
+        if not (self._path / self._marker).is_file():
+            raise DatasetError(f"training ended without writing {self._path / self._marker}")
+
+    def _exists(self) -> bool:
+        return (self._path / self._marker).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "marker": self._marker}
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
 
 
 @dataclass(frozen=True)

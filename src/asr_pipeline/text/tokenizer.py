@@ -52,6 +52,23 @@ class CTCTokenizer:
             raise ValueError(f"model id {model_id} is the CTC blank and has no piece")
         return model_id if model_id < self.blank_id else model_id - 1
 
+    @property
+    def unk_id(self) -> int:
+        """Model id of SentencePiece's ``<unk>``: what text the model cannot spell encodes to."""
+        return self.to_model_id(self.processor.unk_id())
+
+    def unknown_share(self, model_ids: Sequence[int]) -> float:
+        """Share of the pieces of ``model_ids`` that are ``<unk>`` (0.0 for none).
+
+        Bare word boundaries ("▁" alone) are not counted: SentencePiece puts one before every word it
+        cannot spell, so a transcript in a script the model never saw scores 1.0 rather than 0.5.
+        """
+        boundary = self.processor.piece_to_id(WORD_BOUNDARY)
+        # piece_to_id answers <unk> for a piece the model lacks: then no id is a bare boundary.
+        boundary_id = None if boundary == self.processor.unk_id() else self.to_model_id(boundary)
+        counted = [int(i) for i in model_ids if int(i) != boundary_id]
+        return sum(i == self.unk_id for i in counted) / len(counted) if counted else 0.0
+
     def encode(self, text: str) -> list[int]:
         return [self.to_model_id(p) for p in self.processor.encode(text, out_type=int)]
 

@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 synthesize_demo_corpus,
                 inputs="params:demo_corpus",
-                outputs=["train.raw_manifest", "dev.raw_manifest", "test.raw_manifest"],
+                outputs="demo_corpus_files",
                 name="synthesize_demo_corpus",
             )
         ]

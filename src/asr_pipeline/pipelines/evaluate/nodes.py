@@ -11,7 +11,6 @@ from asr_pipeline.decoding.evaluation import decode_and_score
 
 def evaluate_split(
     run_dir: Path,
-    training_metrics: dict,
     feature_shards: list[str],
     tokenizer_model: bytes,
     lm_binary: bytes,
@@ -19,11 +18,10 @@ def evaluate_split(
 ) -> tuple[str, dict]:
     """Decode one split greedily and with CTC prefix beam search + KenLM; score both.
 
-    ``training_metrics`` is taken only to order this node after training. Returns the hypotheses
+    ``run_dir`` is the trained run (its checkpoint exists: ``trained_model`` in the catalog). Returns the hypotheses
     (JSONL: id, reference, greedy, beam_lm) and metrics in percent:
     ``{"greedy": {"wer", "cer"}, "beam_lm": {"wer", "cer"}, "utterances": N}``.
     """
-    del training_metrics
     beam_params = {k: v for k, v in params.items() if k != "batch_size"}
     options = BeamSearchOptions(**beam_params)
     with tempfile.NamedTemporaryFile(suffix=".binary") as lm_file:

@@ -13,8 +13,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     Node(
                         evaluate_split,
                         inputs=[
-                            "training_run_dir",
-                            "training_metrics",
+                            "trained_model",
                             "feature_shards",
                             "tokenizer_model",
                             "lm_binary",
@@ -25,7 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     )
                 ],
                 namespace=split,
-                inputs={"training_run_dir", "training_metrics", "tokenizer_model", "lm_binary"},
+                inputs={"trained_model", "tokenizer_model", "lm_binary"},
                 parameters={"params:evaluate"},
             )
             for split in EVAL_SPLITS

@@ -9,7 +9,6 @@ import polars as pl
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.io.datasets import ShardChunk
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.io.shards import records_to_table
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
@@ -18,9 +17,11 @@ def extract_features(
 ) -> Iterator[tuple[ShardChunk, dict]]:
     """Stream one split into shards: yields (shard, report so far) so Kedro saves shard by shard.
 
-    The report saved last is complete: kept/skipped counts by reason and total audio duration.
-    ``params`` is params.yaml ``features`` (``ExtractionOptions``): ``architecture`` picks the frontend,
-    ``feature_dtype`` the shard storage dtype.
+    The report saved last is complete: kept/skipped counts by reason, kept utterances with <unk> pieces
+    (``kept_with``) and total audio duration. ``params`` is params.yaml ``features`` (``ExtractionOptions``):
+    ``architecture`` picks the frontend, ``feature_dtype`` the shard storage dtype. A split whose every
+    record is skipped fails the node (``NothingKeptError``, naming the skips) instead of writing an empty
+    shard.
     """
     options = ExtractionOptions.from_dict(params)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
@@ -29,14 +30,11 @@ def extract_features(
     records = extract_records(
         manifest.iter_rows(named=True), tokenizer, options, report, total=manifest.height
     )
-    index = -1
     for index, table in enumerate(batch_into_shards(records, options.shard_size, options.feature_dtype)):
         totals["frames"] += int(pl.from_arrow(table.select(["rows"]))["rows"].sum())
         totals["duration_ms"] += int(pl.from_arrow(table.select(["duration_ms"]))["duration_ms"].sum())
         totals["shards"] = index + 1
         yield ShardChunk(index, table), _summary(report, totals)
-    if index < 0:  # nothing survived: still write an (empty) shard so the split is explicit
-        yield ShardChunk(0, records_to_table([], options.feature_dtype)), _summary(report, totals)
 
 
 def _summary(report: SkipReport, totals: dict) -> dict:

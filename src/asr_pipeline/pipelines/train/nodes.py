@@ -23,8 +23,8 @@ def train_model(
     tokenizer_model: bytes,
     run_dir: Path,
     params: dict,
-) -> dict:
-    """Train in ``run_dir`` (from the catalog) and return the run's final metrics.
+) -> tuple[dict, Path]:
+    """Train in ``run_dir`` (from the catalog); return the run's final metrics and the trained run dir.
 
     The run directory is made self-contained: it holds the tokenizer and length index it used next
     to ``training_config.json``, the checkpoints and ``events.jsonl``. A failing rank fails torchrun,
@@ -53,7 +53,8 @@ def train_model(
     )
     # train.launch: nproc_per_node (absent: one per run.device_indices entry, else 1) and the multi-node
     # rendezvous (nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_backend), as torchrun takes them.
-    return run_training(config, **launch_options(params.get("launch") or {}))
+    metrics = run_training(config, **launch_options(params.get("launch") or {}))
+    return metrics, run_dir
 
 
 def _empty_directory(path: Path) -> None:

@@ -16,7 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "training_run_dir",
                     "params:train",
                 ],
-                outputs="training_metrics",
+                outputs=["training_metrics", "trained_model"],
                 name="train_model",
             )
         ]

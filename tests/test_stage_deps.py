@@ -1,0 +1,88 @@
+"""Every DVC stage depends on all the code it runs: dvc.yaml's generated `# code:` blocks are current, and the
+static import closure covers what the stage really imports at run time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_pipeline.stage_deps import PROJECT_ROOT, STAGE_ENTRY_MODULES, render, stage_code_deps
+
+
+def test_dvc_yaml_lists_the_current_code_deps_of_every_stage():
+    current = (PROJECT_ROOT / "dvc.yaml").read_text()
+
+    assert render(current) == current, "run `python -m asr_pipeline.stage_deps --write` and commit dvc.yaml"
+
+
+def test_every_stage_depends_on_kedros_own_project_files():
+    for stage in STAGE_ENTRY_MODULES:
+        deps = stage_code_deps(stage)
+        for path in (
+            "conf/base/catalog.yml",
+            "src/asr_pipeline/settings.py",
+            "src/asr_pipeline/config_loader.py",
+            "src/asr_pipeline/pipeline_registry.py",
+        ):
+            assert path in deps, (stage, path)
+
+
+def test_train_depends_on_what_the_torchrun_worker_imports_beyond_the_node():
+    deps = stage_code_deps("train")
+
+    for path in (
+        "src/asr_pipeline/text/tokenizer.py",
+        "src/asr_pipeline/io/shards.py",
+        "src/asr_pipeline/training/worker.py",
+        "src/asr_pipeline/models/squeezeformer.py",
+        "kernels/asr_kernels/__init__.py",
+        "kernels/asr_kernels/glu.py",
+    ):
+        assert path in deps, path
+    assert "src/asr_pipeline/demo/synthesis.py" not in deps, "only what it imports"
+
+
+def test_an_import_inside_a_function_counts(tmp_path, monkeypatch):
+    from asr_pipeline import stage_deps
+
+    package = tmp_path / "src" / "asr_pipeline"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "entry.py").write_text("def f():\n    from ..sub import lazy\n    from . import other\n")
+    (package / "sub" / "lazy.py").write_text("")
+    (package / "sub" / "other.py").write_text("import asr_pipeline.sub.deep\n")
+    (package / "sub" / "deep.py").write_text("")
+    monkeypatch.setattr(stage_deps, "SOURCE_ROOTS", {"asr_pipeline": tmp_path / "src"})
+    stage_deps.closure.cache_clear()
+    try:
+        files = {p.name for p in stage_deps.closure(("asr_pipeline.sub.entry",))}
+    finally:
+        stage_deps.closure.cache_clear()
+
+    assert files == {"__init__.py", "entry.py", "lazy.py", "other.py", "deep.py"}
+
+
+@pytest.mark.parametrize("stage", ["transcripts", "features", "train", "evaluate"])
+def test_the_static_deps_cover_every_project_module_the_stage_imports_at_run_time(stage):
+    entries = ["asr_pipeline.settings", "asr_pipeline.pipeline_registry", *STAGE_ENTRY_MODULES[stage]]
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {entries!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m.__file__ for m in list(sys.modules.values()) "
+        "if getattr(m, '__file__', None))))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    roots = (PROJECT_ROOT / "src", PROJECT_ROOT / "kernels")
+    imported = {
+        str(path.relative_to(PROJECT_ROOT))
+        for path in map(Path, json.loads(result.stdout.splitlines()[-1]))
+        if any(root in path.parents for root in roots)
+    }
+
+    assert imported, "the stage imports project modules"
+    assert imported <= set(stage_code_deps(stage)), sorted(imported - set(stage_code_deps(stage)))
