@@ -150,7 +150,7 @@ def test_a_tokenizer_too_large_for_the_corpus_exits_1_with_the_library_message(t
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a tiny corpus\n", encoding="utf-8")
 
-    status = cli("tokenizer", "--input", corpus, "--output-dir", tmp_path)  # --vocab-size 5000
+    status = cli("tokenizer", "--input", corpus, "--output-dir", tmp_path)  # the default --vocab-size 256
     err = capsys.readouterr().err
 
     assert status == 1

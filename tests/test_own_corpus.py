@@ -123,3 +123,20 @@ def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_inta
     assert (project / "data" / "01_raw" / "demo" / "dev.jsonl").is_file()
     assert digests(corpus) == before
     assert "up to date" in run(["dvc", "status"], project).stdout, "the stages read your corpus, not the demo"
+
+
+def test_pointing_the_demo_at_your_data_fails_the_stage_and_deletes_nothing(tmp_path):
+    project = copy_project(tmp_path / "project", TINY_PARAMS)
+    corpus = project / "data" / "01_raw" / "mycorpus"
+    (corpus / "train").mkdir(parents=True)
+    (corpus / "train" / "utt1.txt").write_text("my own words\n")
+    (corpus / "dev.jsonl").write_text('{"audio_path": "train/utt1.wav", "text": "my own words"}\n')
+    before = digests(corpus)
+    globals_path = project / "conf" / "base" / "globals.yml"
+    globals_path.write_text(globals_path.read_text().replace("  demo: data/01_raw/demo", f"  demo: {corpus}"))
+
+    result = run(["dvc", "repro", "demo_corpus"], project, check=False)
+
+    assert result.returncode != 0
+    assert "holds files the demo_corpus stage did not write" in result.stdout + result.stderr
+    assert digests(corpus) == before, "DVC did not delete it first, and the demo did not write into it"

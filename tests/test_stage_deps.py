@@ -53,7 +53,9 @@ def test_an_import_inside_a_function_counts(tmp_path, monkeypatch):
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
-    (package / "sub" / "entry.py").write_text("def f():\n    from ..sub import lazy\n    from . import other\n")
+    (package / "sub" / "entry.py").write_text(
+        "def f():\n    from ..sub import lazy\n    from . import other\n"
+    )
     (package / "sub" / "lazy.py").write_text("")
     (package / "sub" / "other.py").write_text("import asr_pipeline.sub.deep\n")
     (package / "sub" / "deep.py").write_text("")

@@ -1,4 +1,5 @@
-"""``asr-pipeline extract-features``: frontends, float16 shards, the --tui view and crash safety."""
+"""``asr-pipeline extract-features``: frontends, float16 shards, the --tui view, crash safety, a run that keeps
+nothing, extraction without a tokenizer and transcripts the tokenizer cannot spell."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from asr_pipeline.cli import main
+from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.io.shards import iter_examples, list_shards
 from asr_pipeline.text.sentencepiece_training import SentencePieceOptions, train_sentencepiece
 from asr_pipeline.tui import LiveView
@@ -152,3 +154,99 @@ def test_a_killed_extraction_leaves_only_complete_shards_and_a_rerun_writes_the_
     run_cli("extract-features", "--output", killed, *flags)
 
     assert {path.name: path.read_bytes() for path in killed.iterdir()} == expected
+
+
+def run_failing_cli(capsys: pytest.CaptureFixture, *parts: object) -> tuple[int, list[str]]:
+    """``main`` in this process, expected to fail; returns its status and its stderr's error lines."""
+    status = main([str(part) for part in parts])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return status, [line for line in err.splitlines() if "error:" in line]
+
+
+@pytest.mark.parametrize("output_name", ["shards", "one.parquet"])
+def test_when_every_record_is_skipped_it_exits_1_with_the_skips_by_reason_and_writes_no_shard(
+    tmp_path, tokenizer_model, capsys, output_name
+):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    for name in ("a", "b"):
+        (folder / f"{name}.wav").write_bytes(b"this is not audio" * 8)
+        (folder / f"{name}.txt").write_text("a broken recording", encoding="utf-8")
+    (folder / "c.wav").write_bytes(make_wav(seconds=0.5))
+    (folder / "c.txt").write_text("?!", encoding="utf-8")  # nothing left after normalization
+    output = tmp_path / output_name
+
+    status, errors = run_failing_cli(
+        capsys, "extract-features", "--input", folder, "--output", output, "--tokenizer", tokenizer_model
+    )
+
+    assert status == 1 and len(errors) == 1
+    assert errors[0].startswith("asr-pipeline extract-features: error: extract-features: all 3 records were")
+    assert "empty transcript: 1" in errors[0] and "undecodable audio: 2" in errors[0], (
+        "reading's and extraction's"
+    )
+    assert str(folder / "a.wav") in errors[0]
+    assert not output.exists() or not any(output.iterdir()), "no empty shard"
+
+
+def test_without_a_tokenizer_shards_hold_empty_tokens_and_the_normalized_text(tmp_path, audio_folder):
+    output = tmp_path / "unlabelled"
+
+    report = run_cli(
+        "extract-features", "--input", audio_folder, "--output", output, "--max-audio-duration-sec", "1"
+    )
+
+    assert report["kept"] == 3 and "kept_with" not in report
+    (shard,) = list_shards(output)
+    examples = list(iter_examples(shard))
+    assert [(e["id"], e["tokens"], e["text"]) for e in examples] == [
+        ("utt0", [], TINY_SENTENCES[0]),
+        ("utt1", [], TINY_SENTENCES[1]),
+        ("utt3", [], TINY_SENTENCES[3]),
+    ]
+    index = build_length_index([shard])  # what training and `asr-pipeline index` read
+    assert index.column("tokens").to_pylist() == [0, 0, 0]
+
+
+def test_the_summary_counts_utterances_with_unknown_pieces_and_skips_those_above_the_share(
+    tmp_path, tokenizer_model
+):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for name, text in [("english", "the cat sat"), ("name", "the quick josé"), ("cyrillic", "привет мир")]:
+        (folder / f"{name}.wav").write_bytes(make_wav(seconds=0.5))
+        (folder / f"{name}.txt").write_text(text, encoding="utf-8")
+    flags = ["--input", folder, "--tokenizer", tokenizer_model]
+
+    report = run_cli("extract-features", "--output", tmp_path / "a", *flags)
+    keep_all = run_cli(
+        "extract-features", "--output", tmp_path / "b", *flags, "--max-unknown-token-share", "1"
+    )
+
+    assert report["kept"] == 2 and report["skipped_by_reason"] == {"too many unknown pieces": 1}
+    assert report["kept_with"] == {"unknown pieces": {"count": 1, "share": 0.5}}
+    assert keep_all["kept"] == 3 and keep_all["kept_with"]["unknown pieces"]["count"] == 2
+
+
+def test_a_kaldi_dir_with_segments_gives_each_utterance_only_its_own_stretch_of_the_recording(
+    tmp_path, tokenizer_model
+):
+    from tests.io.audio_files import write_ramp
+
+    data = tmp_path / "kaldi"
+    ramp = write_ramp(data / "meeting.wav", seconds=2.0)  # (32000,) samples that say where they are
+    (data / "wav.scp").write_text("meeting meeting.wav\n")
+    (data / "text").write_text(f"m-a {TINY_SENTENCES[0]}\nm-b {TINY_SENTENCES[1]}\nm-c {TINY_SENTENCES[2]}\n")
+    (data / "segments").write_text("m-a meeting 0.00 0.50\nm-b meeting 0.50 1.25\nm-c meeting 1.25 -1\n")
+
+    report = run_cli(
+        "extract-features", "--input", data, "--tokenizer", tokenizer_model, "--output", tmp_path / "out"
+    )
+
+    assert report["kept"] == 3
+    examples = {e["id"]: e for shard in list_shards(tmp_path / "out") for e in iter_examples(shard)}
+    assert {i: e["duration_ms"] for i, e in examples.items()} == {"m-a": 500, "m-b": 750, "m-c": 750}
+    # 25 ms windows every 10 ms (snip edges): 48 frames in 0.5 s, 73 in 0.75 s; not the recording's 198.
+    assert {i: e["rows"] for i, e in examples.items()} == {"m-a": 48, "m-b": 73, "m-c": 73}
+    assert len(ramp) == 32000

@@ -15,6 +15,7 @@ import pytest
 
 from asr_pipeline.cli import build_parser, main
 from asr_pipeline.text.normalize import normalization_for_model
+from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import TINY_SENTENCES, make_wav
 
@@ -81,25 +82,25 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             return result, pos
 
 
-def test_flags_have_the_reference_names_and_defaults():
+def test_flags_have_the_reference_names_and_the_librarys_defaults():
     args = build_parser().parse_args(["tokenizer", "--input", "x"])
-    assert (args.output_dir, args.model_prefix, args.vocab_size, args.model_type) == (
-        "tokenizer",
-        "tokenizer",
-        5000,
-        "unigram",
-    )
-    assert (args.character_coverage, args.input_sentence_size, args.user_defined_symbols) == (1.0, 0, None)
-    assert not any(
-        [
-            args.shuffle_input_sentence,
-            args.train_extremely_large_corpus,
-            args.byte_fallback,
-            args.keep_corpus,
-            args.sentencepiece_command,
-        ]
-    )
+    library = SentencePieceOptions()  # what the tokenizer stage trains with for unset params
+
+    assert (args.output_dir, args.model_prefix) == ("tokenizer", "tokenizer")
+    for name in (
+        "vocab_size", "model_type", "character_coverage", "input_sentence_size", "shuffle_input_sentence",
+        "train_extremely_large_corpus", "byte_fallback", "blank_id", "sentencepiece_command",
+    ):  # fmt: skip
+        assert getattr(args, name) == getattr(library, name), name
+    assert (args.vocab_size, args.shuffle_input_sentence) == (256, True), "no longer 5000 and off"
+    assert (args.user_defined_symbols, args.keep_corpus) == (None, False)
     assert (args.unicode_form, args.no_lowercase, args.keep_punctuation) == ("NFKC", False, False)
+
+
+def test_switches_turn_a_default_on_or_off():
+    parse = build_parser().parse_args
+    assert parse(["tokenizer", "--no-shuffle-input-sentence"]).shuffle_input_sentence is False
+    assert parse(["tokenizer", "--byte-fallback"]).byte_fallback is True
 
 
 def test_writes_model_vocab_and_json_sidecar_under_the_prefix_and_prints_pieces_plus_blank(tmp_path):
@@ -140,7 +141,7 @@ def test_character_coverage_drops_rare_characters(tmp_path):
 def test_input_sentence_size_trains_on_the_first_sentences_and_shuffle_samples_them(tmp_path):
     sentences = ["abc abd" for _ in range(150)] + ["xyz" for _ in range(150)]
     flags = ("--model-type", "char", "--vocab-size", 20, "--input-sentence-size", 101)
-    _, first = trained(tmp_path / "first", *flags, sentences=sentences)
+    _, first = trained(tmp_path / "first", *flags, "--no-shuffle-input-sentence", sentences=sentences)
     spec = trainer_spec(first.read_bytes())
     assert (spec[11], spec[19]) == ([101], [0])
     assert "x" not in CTCTokenizer.from_file(first).pieces()  # only the first 101 sentences were read
@@ -223,7 +224,7 @@ def test_an_external_spm_train_failure_exits_1_with_its_message(tmp_path):
     (tmp_path / "c.txt").write_text("a tiny corpus\n")
     status, _, err = tokenizer(
         "--input", tmp_path / "c.txt", "--output-dir", tmp_path, "--sentencepiece-command", "spm_train"
-    )  # --vocab-size 5000 on three words
+    )  # the default --vocab-size (256) on three words
     assert status == 1 and "SentencePiece training failed" in err and "exited" in err
 
 

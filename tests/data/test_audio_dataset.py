@@ -131,13 +131,13 @@ def test_bad_records_are_skipped_and_counted_by_reason(tmp_path, spm_model):
 
     assert index.column("id").to_pylist() == ["good"]
     assert dict(report.counts) == {
-        "undecodable audio": 2,
+        "undecodable audio": 1,
         "audio shorter than one frame": 1,
         "no text and no tokens": 1,
         "text but no tokens, and no tokenizer": 1,
-        "missing file": 1,
+        "missing file": 2,  # the missing audio file, and the missing feature file
     }
-    assert any("missing.wav" in example for example in report.examples["undecodable audio"])
+    assert any("missing.wav" in example for example in report.examples["missing file"])
 
 
 def test_precomputed_features_are_used_as_given_and_checked(tmp_path):
@@ -325,3 +325,25 @@ def test_a_precomputed_frame_lasts_one_frame_shift_of_the_frontend(tmp_path):
     index, _ = index_of(manifest, frontend=frontend_for("w2v-bert"))
 
     assert index.column("duration_ms").to_pylist() == [140]
+
+
+def test_kaldi_segments_are_measured_and_decoded_as_their_own_stretch_of_the_recording(tmp_path, spm_model):
+    from tests.io.audio_files import write_ramp
+
+    data = tmp_path / "kaldi"
+    write_ramp(data / "meeting.wav", seconds=2.0)
+    (data / "wav.scp").write_text("meeting meeting.wav\n")
+    (data / "text").write_text("m-a the cat\nm-b a dog\nm-c the mat\n")
+    (data / "segments").write_text("m-a meeting 0.00 0.50\nm-b meeting 0.50 1.25\nm-c meeting 1.25 -1\n")
+    tokenizer = CTCTokenizer(spm_model)
+
+    index, report = index_of(data, tokenizer=tokenizer)
+    dataset = AudioDataset(index, FRONTEND)
+
+    assert report.skipped == 0
+    assert index.column("rows").to_pylist() == [48, 73, 73], "from the header and the segment, not decoded"
+    assert index.column("duration_ms").to_pylist() == [500, 750, 750]
+    assert [dataset[i]["features"].shape[0] for i in range(3)] == [48, 73, 73]
+    waveform = load_audio(data / "meeting.wav")  # (32000,)
+    expected = torch.from_numpy(np.ascontiguousarray(FRONTEND(waveform[8000:20000])))
+    assert torch.equal(dataset[1]["features"], expected), "m-b is samples 8000..20000 of the recording"

@@ -1,13 +1,16 @@
-"""Feature extraction with ``jobs`` worker processes: the same shards, bytes and skip report as one job."""
+"""Feature extraction: with ``jobs`` worker processes the same shards, bytes and skip report as one job; bad
+audio, untokenizable transcripts, runs that keep nothing, and extraction without a tokenizer."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile
 
 from asr_pipeline.features.extract import CHUNK_ROWS, ExtractionOptions, batch_into_shards, extract_records
-from asr_pipeline.io.report import InputError, SkipReport
+from asr_pipeline.io.report import InputError, NothingKeptError, SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import TINY_SENTENCES, make_wav
@@ -114,3 +117,118 @@ def test_workers_alone_write_the_same_bytes_as_one_job(
     assert report == one_report
     for path in sorted(one_folder.iterdir()):
         assert (tmp_path / "workers" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+# --- bad audio, unknown pieces, nothing kept, no tokenizer -------------------------------------------------
+def audio_row(path: Path, text: str = "the cat sat", index: int = 1, **extra) -> dict:
+    return {"id": path.stem, "location": f"m.jsonl:{index}", "audio_path": str(path), "text": text, **extra}
+
+
+def test_non_finite_audio_is_a_counted_skip_and_a_strict_error_naming_the_file(tmp_path, tokenizer):
+    samples = np.full(8000, 0.1, dtype=np.float32)
+    samples[100] = np.inf
+    soundfile.write(tmp_path / "inf.wav", samples, 16000, subtype="FLOAT")
+    good = tmp_path / "good.wav"
+    good.write_bytes(make_wav(seconds=0.5))
+    rows = [audio_row(tmp_path / "inf.wav"), audio_row(good, index=2)]
+
+    report = SkipReport()
+    records = list(extract_records(rows, tokenizer, ExtractionOptions(), report))
+
+    assert [r["id"] for r in records] == ["good"] and all(np.isfinite(r["features"]).all() for r in records)
+    assert report.to_dict()["skipped_by_reason"] == {"non-finite audio samples": 1}
+    with pytest.raises(InputError, match=r"m\.jsonl:1: non-finite audio samples \(.*inf\.wav: sample 100"):
+        list(extract_records(rows, tokenizer, ExtractionOptions(strict=True), SkipReport(strict=True)))
+
+
+def test_audio_longer_than_the_limit_is_skipped_from_its_header_without_decoding(
+    tmp_path, tokenizer, monkeypatch
+):
+    rate = 44100
+    samples = np.zeros(150 * rate, dtype=np.int16)  # 2.5 min of silence ...
+    samples[: rate // 2] = 9000  # ... after a short click
+    soundfile.write(tmp_path / "long.flac", samples, rate)
+    short = tmp_path / "short.wav"
+    short.write_bytes(make_wav(seconds=0.5, sample_rate=16000))
+    real_read = soundfile.SoundFile.read
+    decoded: list[int] = []
+
+    def counting_read(sound, *args, **kwargs):
+        decoded.append(sound.frames)
+        return real_read(sound, *args, **kwargs)
+
+    monkeypatch.setattr(soundfile.SoundFile, "read", counting_read)
+    report = SkipReport()
+    options = ExtractionOptions(max_audio_duration_sec=20.0)
+
+    records = list(
+        extract_records(
+            [audio_row(tmp_path / "long.flac"), audio_row(short, index=2)], tokenizer, options, report
+        )
+    )
+
+    assert [r["id"] for r in records] == ["short"]
+    assert decoded == [8000], "only the short file was decoded"
+    assert report.to_dict()["skipped_by_reason"] == {"longer than max_audio_duration_sec": 1}
+    assert "the header declares 150000 ms" in report.examples["longer than max_audio_duration_sec"][0]
+
+
+def test_transcripts_the_tokenizer_cannot_spell_are_counted_and_skipped_above_the_share(tmp_path, tokenizer):
+    good = tmp_path / "good.wav"
+    good.write_bytes(make_wav(seconds=0.5))
+    rows = [
+        audio_row(good, "the cat sat", 1, id="english"),
+        audio_row(good, "the quick josé", 2, id="one-foreign-letter"),  # 1 of 10 pieces is <unk>
+        audio_row(good, "привет мир", 3, id="cyrillic"),  # every piece is <unk>
+    ]
+
+    report = SkipReport()
+    records = list(extract_records(rows, tokenizer, ExtractionOptions(), report))
+
+    assert [r["id"] for r in records] == ["english", "one-foreign-letter"]
+    summary = report.to_dict()
+    assert summary["kept_with"] == {"unknown pieces": {"count": 1, "share": 0.5}}
+    assert summary["skipped_by_reason"] == {"too many unknown pieces": 1}
+    assert (
+        "m.jsonl:3: too many unknown pieces (100% of the pieces of 'привет мир' are <unk>"
+        in (summary["first_skipped"]["too many unknown pieces"][0])
+    )
+    lenient = ExtractionOptions(max_unknown_token_share=1.0)
+    assert len(list(extract_records(rows, tokenizer, lenient, SkipReport()))) == 3, "1.0 never skips"
+    strict = ExtractionOptions(strict=True)
+    with pytest.raises(InputError, match=r"m\.jsonl:3: too many unknown pieces"):
+        list(extract_records(rows, tokenizer, strict, SkipReport(strict=True)))
+
+
+def test_max_unknown_token_share_outside_0_1_is_rejected_naming_the_option():
+    with pytest.raises(
+        ValueError, match=r"params\.yaml features: max_unknown_token_share must lie in \[0, 1\]"
+    ):
+        ExtractionOptions.from_dict({"max_unknown_token_share": 1.5})
+
+
+def test_extraction_that_keeps_nothing_raises_with_the_skips_instead_of_yielding_nothing(tmp_path, tokenizer):
+    rows = [audio_row(tmp_path / "gone.wav"), audio_row(tmp_path / "also-gone.wav", index=2)]
+
+    with pytest.raises(NothingKeptError, match=r"all 2 records were skipped.*missing file: 2"):
+        list(extract_records(rows, tokenizer, ExtractionOptions(), SkipReport()))
+
+
+def test_without_a_tokenizer_records_keep_their_text_and_given_tokens_and_nothing_else(tmp_path):
+    good = tmp_path / "good.wav"
+    good.write_bytes(make_wav(seconds=0.5))
+    rows = [
+        audio_row(good, "привет мир", 1, id="text-only"),
+        audio_row(good, None, 2, id="unlabelled"),
+        audio_row(good, None, 3, id="tokens-given", tokens=[3, 4]),
+    ]
+    report = SkipReport()
+
+    records = list(extract_records(rows, None, ExtractionOptions(), report))
+
+    assert [(r["id"], r["tokens"], r["text"]) for r in records] == [
+        ("text-only", [], "привет мир"),
+        ("unlabelled", [], None),
+        ("tokens-given", [3, 4], None),
+    ]
+    assert report.kept == 3 and "kept_with" not in report.to_dict(), "no tokenizer: no <unk> to count"

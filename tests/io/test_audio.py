@@ -1,10 +1,12 @@
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
 
-from asr_pipeline.io.audio import AudioDecodeError, load_audio
+from asr_pipeline.io.audio import NON_FINITE, TOO_LONG, AudioDecodeError, AudioTooLongError, load_audio
 from tests.conftest import make_wav
 
 
@@ -138,3 +140,60 @@ def test_random_bytes_are_rejected_naming_the_source(name):
 def test_empty_bytes_are_rejected():
     with pytest.raises(AudioDecodeError, match="empty"):
         load_audio(b"", 16000, name="u1.wav")
+
+
+# --- non-finite samples and the duration limit ------------------------------------------------------------
+def test_nan_or_inf_samples_are_refused_naming_the_file_and_the_first_bad_sample(tmp_path):
+    samples = np.full(1600, 0.1, dtype=np.float32)
+    samples[800] = np.nan
+    path = tmp_path / "corrupt.wav"
+    soundfile.write(path, samples, 16000, subtype="FLOAT")  # only float WAV/FLAC can hold NaN
+
+    with pytest.raises(
+        AudioDecodeError, match=r"corrupt\.wav: sample 800 \(0\.050 s\) is NaN or Inf"
+    ) as error:
+        load_audio(path, 16000)
+    assert error.value.reason == NON_FINITE == "non-finite audio samples"
+
+
+@pytest.fixture(scope="module")
+def three_minute_wav(tmp_path_factory) -> Path:
+    """3 min at 44.1 kHz: silence with a 1 s tone at the start (16 MB; 31 MB of float32 decoded)."""
+    rate = 44100
+    samples = np.zeros(180 * rate, dtype=np.int16)
+    samples[:rate] = (0.3 * 32767 * np.sin(2 * np.pi * 440 * np.arange(rate) / rate)).astype(np.int16)
+    path = tmp_path_factory.mktemp("long") / "lecture.wav"
+    soundfile.write(path, samples, rate, subtype="PCM_16")
+    return path
+
+
+def test_a_file_longer_than_the_limit_is_refused_from_its_header_without_decoding(
+    three_minute_wav, monkeypatch
+):
+    def never(*args, **kwargs):
+        raise AssertionError("decoded or resampled although the header already says it is too long")
+
+    monkeypatch.setattr(soundfile.SoundFile, "read", never)
+    monkeypatch.setattr("asr_pipeline.io.audio._resampler", never)
+    monkeypatch.setattr("asr_pipeline.io.audio._decode_ffmpeg", never)
+
+    with pytest.raises(AudioTooLongError, match=r"lecture\.wav: the header declares 180000 ms") as error:
+        load_audio(three_minute_wav, 16000, max_duration_sec=10.0)
+    assert (error.value.reason, error.value.duration_ms) == (TOO_LONG, 180_000)
+    with pytest.raises(AudioTooLongError):  # embedded bytes: the same header check
+        load_audio(three_minute_wav.read_bytes(), 16000, name="lecture.wav", max_duration_sec=10.0)
+
+
+def test_audio_within_the_limit_decodes_as_without_one(three_minute_wav):
+    limited = load_audio(three_minute_wav, 16000, max_duration_sec=180.0)
+    assert limited.shape == (180 * 16000,)
+
+
+def test_an_ffmpeg_format_is_decoded_only_up_to_the_limit(tmp_path):
+    path = tmp_path / "long.m4a"
+    tone = "sine=frequency=440:sample_rate=44100:duration=20"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", tone, str(path)], check=True)
+
+    with pytest.raises(AudioTooLongError, match=r"long\.m4a: at least 2000 ms decoded") as error:
+        load_audio(path, 16000, max_duration_sec=2.0)
+    assert error.value.duration_ms == 2000, "ffmpeg stopped one sample past the 2 s limit, not at 20 s"

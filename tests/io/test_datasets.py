@@ -3,6 +3,7 @@ from kedro.io import DatasetError
 
 from asr_pipeline.io.datasets import (
     BinaryFileDataset,
+    DemoCorpusDataset,
     DirectoryDataset,
     FeatureShardsDataset,
     ManifestDataset,
@@ -10,7 +11,6 @@ from asr_pipeline.io.datasets import (
 )
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import records_to_table
-from tests.conftest import make_wav
 
 
 def test_binary_file_round_trips(tmp_path):
@@ -19,28 +19,60 @@ def test_binary_file_round_trips(tmp_path):
     assert dataset.load() == b"\x00\x01"
 
 
-def test_manifest_dataset_writes_files_next_to_the_manifest_and_reads_records(tmp_path):
-    dataset = ManifestDataset(str(tmp_path / "dev.jsonl"))
-    dataset.save(
-        {
-            "dev.jsonl": b'{"id": "a", "audio_path": "dev/a.wav", "text": "x"}\n',
-            "dev/a.wav": lambda: make_wav(),
-        }
+def test_manifest_dataset_reads_records_with_paths_relative_to_the_manifest(tmp_path):
+    (tmp_path / "dev.jsonl").write_text('{"id": "a", "audio_path": "dev/a.wav", "text": "x"}\n')
+
+    [record] = list(
+        ManifestDataset(str(tmp_path / "dev.jsonl"), corpus=str(tmp_path)).load().records(SkipReport())
     )
-    assert (tmp_path / "dev" / "a.wav").is_file()
-    [record] = list(dataset.load().records(SkipReport()))
+
     assert record.audio_path == str(tmp_path / "dev" / "a.wav")
 
 
-def test_manifest_dataset_refuses_paths_outside_its_folder(tmp_path):
-    dataset = ManifestDataset(str(tmp_path / "train"))
+def test_the_demo_refuses_to_write_into_a_folder_that_holds_someone_elses_files(tmp_path):
+    corpus = tmp_path / "mine"
+    (corpus / "train").mkdir(parents=True)
+    (corpus / "train" / "a.txt").write_text("my own words")
+    (corpus / "dev.jsonl").write_text('{"audio_path": "a.wav", "text": "x"}\n')
+
+    with pytest.raises(DatasetError, match=r"holds files the demo_corpus stage did not write"):
+        DemoCorpusDataset(str(corpus)).save({"dev.jsonl": b"demo", "train/a.txt": b"demo"})
+
+    assert (corpus / "train" / "a.txt").read_text() == "my own words"
+    assert (corpus / "dev.jsonl").read_text() == '{"audio_path": "a.wav", "text": "x"}\n'
+
+
+def test_the_demo_rebuilds_its_own_folder_from_scratch_and_never_writes_outside_it(tmp_path):
+    demo = DemoCorpusDataset(str(tmp_path / "demo"))
+    demo.save({"dev.jsonl": b"one", "train/old-utterance.wav": b"RIFF"})
+    demo.save({"dev.jsonl": b"two"})  # its own marker is there: a rebuild is allowed
+
+    assert (tmp_path / "demo" / "dev.jsonl").read_bytes() == b"two"
+    assert not (tmp_path / "demo" / "train").exists(), "no file of the earlier (larger) build lingers"
     with pytest.raises(DatasetError, match="outside"):
-        dataset.save({"../escape.wav": b""})
+        demo.save({"../escape.txt": b"x"})
+    assert not (tmp_path / "escape.txt").exists()
 
 
-def test_missing_manifest_says_what_to_do(tmp_path):
-    with pytest.raises(DatasetError, match="demo_corpus"):
-        ManifestDataset(str(tmp_path / "nope.jsonl")).load()
+def test_a_raw_manifest_is_an_input_that_no_stage_can_write(tmp_path):
+    (tmp_path / "dev.jsonl").write_text("{}\n")
+
+    with pytest.raises(DatasetError, match="never a stage output"):
+        ManifestDataset(str(tmp_path / "dev.jsonl")).save({"dev.jsonl": b"{}"})
+    assert (tmp_path / "dev.jsonl").read_text() == "{}\n"
+
+
+def test_a_manifest_outside_the_tracked_corpus_folder_is_refused_with_the_setting_to_change(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "elsewhere.jsonl").write_text("{}\n")
+
+    with pytest.raises(DatasetError, match=r"outside paths.corpus=.*globals.yml"):
+        ManifestDataset(str(tmp_path / "elsewhere.jsonl"), corpus=str(tmp_path / "corpus")).load()
+
+
+def test_a_missing_manifest_says_how_to_build_the_demo_or_point_at_your_data(tmp_path):
+    with pytest.raises(DatasetError, match=r"dvc repro demo_corpus.*paths.corpus"):
+        ManifestDataset(str(tmp_path / "train")).load()
 
 
 def test_shard_chunk_zero_replaces_an_earlier_run(tmp_path):

@@ -50,19 +50,6 @@ def test_strict_mode_stops_at_the_first_bad_line(tmp_path):
         list(iter_manifest(manifest, SkipReport(strict=True)))
 
 
-def test_audio_folder_pairs_audio_with_sidecars(tmp_path):
-    (tmp_path / "spk1").mkdir()
-    (tmp_path / "spk1" / "u1.wav").write_bytes(make_wav())
-    (tmp_path / "spk1" / "u1.txt").write_text("Hello there\n")
-    (tmp_path / "u2.flac").write_bytes(b"")
-    (tmp_path / "u2.tokens").write_text("7 8")
-    records = {r.id: r for r in iter_manifest(tmp_path, SkipReport())}
-    assert set(records) == {"spk1__u1", "u2"}
-    assert records["spk1__u1"].text == "Hello there"
-    assert records["u2"].tokens == (7, 8)
-    assert records["u2"].text is None
-
-
 def test_folder_with_record_files_reads_those_instead_of_scanning(tmp_path):
     (tmp_path / "x.wav").write_bytes(make_wav())
     (tmp_path / "a.jsonl").write_text('{"id": "only", "audio_path": "x.wav", "text": "t"}\n')
@@ -161,170 +148,111 @@ def test_json_array_records_are_located_by_index(tmp_path):
     assert report.to_dict()["first_skipped"]["invalid tokens"][0].startswith(f"{manifest}:record 2")
 
 
-# --- TSV -------------------------------------------------------------------------------------------------
+# --- transcripts and ids ---------------------------------------------------------------------------------
 
 
-def test_tsv_rows_carry_feature_paths_shapes_tokens_and_optional_text(tmp_path):
-    manifest = tmp_path / "train.tsv"
-    manifest.write_text(
-        "features_path\trows\tcols\ttokens\ttext\n"  # optional header
-        "feats/a.npy\t120\t80\t5 6 7\thello world\n"
-        "\n"
-        "feats/b.npy\t98\t80\t1,2\n"
-    )
-    report = SkipReport()
-    records = list(iter_manifest(manifest, report))
-    assert [r.id for r in records] == ["feats__a", "feats__b"]
-    assert records[0].features_path == str(tmp_path / "feats" / "a.npy")
-    assert (records[0].rows, records[0].cols, records[0].tokens, records[0].text) == (
-        120,
-        80,
-        (5, 6, 7),
-        "hello world",
-    )
-    assert (records[1].text, records[1].tokens, records[1].location) == (None, (1, 2), f"{manifest}:4")
-    assert report.seen == 2
-
-
-BAD_TSV_ROWS = [
-    ("a.npy\t120\t80\n", "wrong column count"),
-    ("a.npy\t120\t80\t1\ttext\textra\n", "wrong column count"),
-    ("a.npy\t12.5\t80\t1\n", "invalid rows/cols"),
-    ("a.npy\t120\tx\t1\n", "invalid rows/cols"),
-    ("a.npy\t-3\t80\t1\n", "invalid rows/cols"),
-    ("a.npy\t120\t80\t1 b\n", "invalid tokens"),
-    ("\t120\t80\t1\n", "missing features_path"),
-    (b"a.npy\t120\t80\t1\t\xff\n", "invalid UTF-8"),
+NON_STRING_TEXT = [
+    {"text": 42},
+    {"sentence": 3.5},
+    {"transcript": ["hello", "world"]},
+    {"text": {"en": "hello"}},
+    {"text": True},
 ]
 
 
-@pytest.mark.parametrize(("line", "reason"), BAD_TSV_ROWS)
-def test_bad_tsv_rows_are_counted_with_their_line(tmp_path, line, reason):
-    manifest = tmp_path / "m.tsv"
-    manifest.write_bytes(b"ok.npy\t10\t80\t1 2\n" + (line if isinstance(line, bytes) else line.encode()))
+@pytest.mark.parametrize("fields", NON_STRING_TEXT)
+def test_non_string_text_is_counted_naming_file_and_line(tmp_path, fields):
+    manifest = write_jsonl(tmp_path / "m.jsonl", {"id": "ok", "text": "t"}, {"id": "bad", **fields})
     report = SkipReport()
     assert [r.id for r in iter_manifest(manifest, report)] == ["ok"]
-    assert report.to_dict()["skipped_by_reason"] == {reason: 1}
-    assert report.to_dict()["first_skipped"][reason][0].startswith(f"{manifest}:2: {reason}")
+    assert report.to_dict()["skipped_by_reason"] == {"invalid text": 1}
+    [message] = report.to_dict()["first_skipped"]["invalid text"]
+    field = next(iter(fields))
+    assert message.startswith(f"{manifest}:2: invalid text ({field} must be a string, got ")
 
 
-@pytest.mark.parametrize(("line", "reason"), BAD_TSV_ROWS)
-def test_bad_tsv_rows_stop_strict_mode_naming_file_and_line(tmp_path, line, reason):
-    manifest = tmp_path / "m.tsv"
-    manifest.write_bytes(b"ok.npy\t10\t80\t1 2\n" + (line if isinstance(line, bytes) else line.encode()))
-    with pytest.raises(InputError, match=rf"m\.tsv:2: {reason}"):
+@pytest.mark.parametrize("fields", NON_STRING_TEXT)
+def test_non_string_text_stops_strict_mode_naming_file_and_line(tmp_path, fields):
+    manifest = write_jsonl(tmp_path / "m.jsonl", {"id": "bad", **fields})
+    with pytest.raises(InputError, match=r"m\.jsonl:1: invalid text"):
         list(iter_manifest(manifest, SkipReport(strict=True)))
 
 
-# --- Parquet ---------------------------------------------------------------------------------------------
-
-
-def write_parquet(path, columns: dict, schema=None):
-    pq.write_table(pa.table(columns, schema=schema), path, row_group_size=2)  # several row groups
-    return path
-
-
-def test_parquet_aliases_and_hugging_face_audio_struct(tmp_path):
-    manifest = write_parquet(
-        tmp_path / "hf.parquet",
-        {
-            "utt_id": ["u0", "u1", "u2"],
-            "sentence": ["one", "two", None],
-            "label_ids": [[1, 2], None, [3]],
-            "audio": [
-                {"bytes": b"RIFF0", "path": "orig0.wav"},
-                {"bytes": None, "path": "clips/u1.wav"},  # no bytes: the path is the fallback
-                None,
-            ],
-        },
-    )
-    records = list(iter_manifest(manifest, SkipReport()))
-    assert [r.id for r in records] == ["u0", "u1", "u2"]
-    assert (records[0].audio_bytes, records[0].audio_path, records[0].tokens) == (b"RIFF0", None, (1, 2))
-    assert (records[1].audio_bytes, records[1].audio_path) == (None, str(tmp_path / "clips" / "u1.wav"))
-    assert (records[2].text, records[2].tokens, records[2].audio_bytes) == (None, (3,), None)
-    assert [r.location for r in records] == [f"{manifest}:row {n}" for n in range(3)]
-
-
-def test_parquet_reads_only_the_alias_columns(tmp_path, monkeypatch):
-    manifest = write_parquet(
-        tmp_path / "m.parquet",
-        {"key": ["a"], "transcript": ["t"], "file_path": ["a.flac"], "huge_unrelated": [[0.0] * 1000]},
-    )
-    asked = []
-    original = pq.ParquetFile.iter_batches
-
-    def spy(self, *args, **kwargs):
-        asked.append(sorted(kwargs["columns"]))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
-    [record] = iter_manifest(manifest, SkipReport())
-    assert asked == [["file_path", "key", "transcript"]]
-    assert (record.id, record.text, record.audio_path) == ("a", "t", str(tmp_path / "a.flac"))
-
-
-def test_parquet_inline_features_flat_and_2d(tmp_path):
-    write_parquet(
-        tmp_path / "flat.parquet",
-        {"id": ["a"], "fbank": [[0.0] * 6], "num_frames": [3], "feature_dim": [2], "targets": [[4]]},
-    )
-    write_parquet(
-        tmp_path / "grid.parquet", {"id": ["b"], "input_features": [[[0.0, 1.0]] * 5], "text": ["t"]}
-    )
-    write_parquet(tmp_path / "bytes.parquet", {"id": ["c"], "audio_bytes": [b"\x00\x01"], "text": ["t"]})
-    records = {r.id: r for r in iter_manifest(tmp_path, SkipReport())}  # a folder of Parquet files
-    assert (records["a"].rows, records["a"].cols, records["a"].has_inline_features) == (3, 2, True)
-    assert (records["b"].rows, records["b"].cols, records["b"].has_inline_features) == (5, 2, True)
-    assert records["c"].audio_bytes == b"\x00\x01"
-
-
-BAD_PARQUET_ROWS = [  # (a good row, a bad row of the same columns, reason)
-    (
-        {"features": [0.0] * 6, "rows": 2, "cols": 3},
-        {"features": [0.0] * 5, "rows": 2, "cols": 3},
-        "rows*cols does not match",
-    ),
-    (
-        {"features": [0.0] * 6, "rows": 2, "cols": 3},
-        {"features": [0.0] * 4, "rows": None, "cols": None},
-        "invalid features",
-    ),
-    ({"features": [[0.0, 1.0]]}, {"features": [[0.0, 1.0], [2.0]]}, "ragged features"),
-    (
-        {"features": [[0.0, 1.0]] * 2, "rows": 2},
-        {"features": [[0.0, 1.0]] * 2, "rows": 3},
-        "rows*cols does not match",
-    ),
-    ({"tokens": ["1"]}, {"tokens": ["1", "x"]}, "invalid tokens"),
-    ({"rows": 10, "cols": 80}, {"rows": 0, "cols": 80}, "invalid rows/cols"),
-    ({"audio_data": b"x"}, {"audio_data": b""}, "empty audio bytes"),
-]
-
-
-@pytest.mark.parametrize(("good", "bad", "reason"), BAD_PARQUET_ROWS)
-def test_bad_parquet_rows_are_counted_with_their_row(tmp_path, good, bad, reason):
-    manifest = tmp_path / "m.parquet"
-    pq.write_table(pa.Table.from_pylist([{"id": "ok", **good}, {"id": "bad", **bad}]), manifest)
+def test_non_string_text_in_a_json_array_is_located_by_record(tmp_path):
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps([{"id": "a", "text": "t"}, {"id": "b", "text": 7}]))
     report = SkipReport()
-    assert [r.id for r in iter_manifest(manifest, report)] == ["ok"]
-    assert report.to_dict()["skipped_by_reason"] == {reason: 1}
-    assert report.to_dict()["first_skipped"][reason][0].startswith(f"{manifest}:row 1: {reason}")
-    with pytest.raises(InputError, match=rf"m\.parquet:row 1: {re.escape(reason)}"):
-        list(iter_manifest(manifest, SkipReport(strict=True)))
+    assert [r.id for r in iter_manifest(manifest, report)] == ["a"]
+    assert report.to_dict()["first_skipped"]["invalid text"][0].startswith(
+        f"{manifest}:record 2: invalid text"
+    )
 
 
-def test_unreadable_parquet_is_rejected_naming_the_file(tmp_path):
-    manifest = tmp_path / "broken.parquet"
-    manifest.write_bytes(b"PAR1 this is not parquet")
-    with pytest.raises(InputError, match=r"broken\.parquet: not a readable Parquet file"):
-        list(iter_manifest(manifest, SkipReport()))
+def test_a_non_string_audio_path_is_counted_not_a_crash(tmp_path):
+    manifest = write_jsonl(tmp_path / "m.jsonl", {"id": "a", "audio_path": 12, "text": "t"})
+    report = SkipReport()
+    assert list(iter_manifest(manifest, report)) == []
+    assert report.to_dict()["skipped_by_reason"] == {"invalid audio_path": 1}
 
 
-def test_parquet_features_of_the_wrong_type_are_rejected_naming_the_column(tmp_path):
-    manifest = write_parquet(tmp_path / "m.parquet", {"id": ["a"], "fbank": ["not a list"]})
-    with pytest.raises(InputError, match=r"m\.parquet: column 'fbank'"):
-        list(iter_manifest(manifest, SkipReport()))
+def test_records_without_ids_whose_audio_shares_a_stem_get_distinct_ids(tmp_path):
+    manifest = write_jsonl(
+        tmp_path / "m.jsonl",
+        {"audio_path": "stereo.opus", "text": "a"},
+        {"audio_path": "stereo.sph", "text": "b"},
+        {"audio_path": "mono.wav", "text": "c"},
+        {"audio_path": "./stereo.opus", "text": "a again"},  # the same file: a real duplicate
+    )
+    assert [r.id for r in iter_manifest(manifest, SkipReport())] == ["stereo", "stereo.sph", "mono", "stereo"]
+
+
+# --- relative paths --------------------------------------------------------------------------------------
+
+
+def _jsonl(folder):
+    return write_jsonl(folder / "m.jsonl", {"id": "u", "audio_path": "audio/u.wav", "text": "t"})
+
+
+def _json_array(folder):
+    (folder / "m.json").write_text(json.dumps([{"id": "u", "audio_path": "audio/u.wav", "text": "t"}]))
+    return folder / "m.json"
+
+
+def _audio_tsv(folder):
+    (folder / "m.tsv").write_text("audio/u.wav\tt\n")
+    return folder / "m.tsv"
+
+
+def _parquet(folder):
+    pq.write_table(
+        pa.table({"id": ["u"], "audio_path": ["audio/u.wav"], "text": ["t"]}), folder / "m.parquet"
+    )
+    return folder / "m.parquet"
+
+
+def _kaldi(folder):
+    (folder / "wav.scp").write_text("u audio/u.wav\n")
+    (folder / "text").write_text("u t\n")
+    return folder
+
+
+@pytest.mark.parametrize("write", [_jsonl, _json_array, _audio_tsv, _parquet, _kaldi])
+def test_relative_audio_paths_resolve_against_the_manifests_folder_in_every_form(
+    tmp_path, write, monkeypatch
+):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    manifest = write(folder)
+    monkeypatch.chdir(tmp_path)  # not the manifest's folder: a path relative to the cwd would be wrong
+    [record] = iter_manifest(manifest.relative_to(tmp_path), SkipReport())
+    assert record.audio_path == "corpus/audio/u.wav"
+
+
+def test_relative_feature_paths_resolve_against_the_tsvs_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.tsv").write_text("feats/a.npy\t10\t80\t1\n")
+    [record] = iter_manifest(tmp_path / "sub" / "m.tsv", SkipReport())
+    assert record.features_path == str(tmp_path / "sub" / "feats" / "a.npy")
 
 
 # --- plain text ------------------------------------------------------------------------------------------
@@ -359,30 +287,10 @@ def test_a_txt_manifest_says_it_is_tokenizer_text(tmp_path):
 # --- folders ---------------------------------------------------------------------------------------------
 
 
-def test_audio_folder_reads_frame_count_hints(tmp_path):
-    (tmp_path / "a.wav").write_bytes(make_wav())
-    (tmp_path / "a.rows").write_text("412\n")
-    (tmp_path / "b.wav").write_bytes(make_wav())
-    (tmp_path / "b.frames").write_text("98")
-    (tmp_path / "c.wav").write_bytes(make_wav())
-    records = {r.id: r for r in iter_manifest(tmp_path, SkipReport())}
-    assert (records["a"].rows, records["b"].rows, records["c"].rows) == (412, 98, None)
-
-
-def test_bad_frame_count_hint_is_counted_naming_the_sidecar(tmp_path):
-    (tmp_path / "a.wav").write_bytes(make_wav())
-    (tmp_path / "a.rows").write_text("about 400")
-    report = SkipReport()
-    assert list(iter_manifest(tmp_path, report)) == []
-    assert report.to_dict()["first_skipped"]["invalid frame count"][0].startswith(str(tmp_path / "a.rows"))
-    with pytest.raises(InputError, match=r"a\.rows: invalid frame count"):
-        list(iter_manifest(tmp_path, SkipReport(strict=True)))
-
-
 def test_folder_reads_every_record_file_kind_and_ignores_audio(tmp_path):
     (tmp_path / "x.wav").write_bytes(make_wav())
     write_jsonl(tmp_path / "a.jsonl", {"id": "j", "text": "t"})
     (tmp_path / "b.tsv").write_text("t.npy\t10\t80\t1\n")
-    write_parquet(tmp_path / "c.parquet", {"id": ["p"], "text": ["t"]})
+    pq.write_table(pa.table({"id": ["p"], "text": ["t"]}), tmp_path / "c.parquet")
     (tmp_path / "d.json").write_text(json.dumps([{"id": "arr", "text": "t"}]))
     assert [r.id for r in iter_manifest(tmp_path, SkipReport())] == ["j", "t", "p", "arr"]

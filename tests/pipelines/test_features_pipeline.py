@@ -1,7 +1,9 @@
 import polars as pl
 import pyarrow.parquet as pq
+import pytest
 
 from asr_pipeline.io.datasets import FeatureShardsDataset
+from asr_pipeline.io.report import NothingKeptError
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.pipelines.features import create_pipeline
 from asr_pipeline.pipelines.transcripts.nodes import MANIFEST_SCHEMA
@@ -39,7 +41,7 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
             [(1.0, "the cat", None), (0.5, "a dog", None), (None, "lost", None), (0.3, "x", [3, 4])],
         ),
         "dev.manifest": _manifest(tmp_path, "dev", [(0.7, "the mat", None), (0.5, "bad ids", [999])]),
-        "test.manifest": _manifest(tmp_path, "test", [(None, "missing", None)]),
+        "test.manifest": _manifest(tmp_path, "test", [(0.6, "a cat", None), (0.5, "привет мир", None)]),
         "tokenizer_model": spm_model,
     }
     datasets = {
@@ -70,5 +72,28 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
     assert catalog.load("dev.extraction_report")["skipped_by_reason"] == {
         "token id outside the vocabulary": 1
     }
-    test_shards = catalog.load("test.feature_shards")
-    assert pq.read_table(test_shards[0]).num_rows == 0  # an empty split is explicit, not missing
+    test_report = catalog.load("test.extraction_report")
+    assert test_report["skipped_by_reason"] == {"too many unknown pieces": 1}, (
+        "the tokenizer knows no Cyrillic"
+    )
+    assert train_report["kept_with"] == {"unknown pieces": {"count": 0, "share": 0.0}}
+
+
+def test_features_stage_fails_naming_the_skips_when_a_split_keeps_nothing(
+    tmp_path, spm_model, project_params
+):
+    missing = _manifest(tmp_path, "train", [(None, "lost", None), (None, "gone", None)])
+    inputs = {"train.manifest": missing, "dev.manifest": missing, "test.manifest": missing}
+    datasets = {
+        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
+        for split in ("train", "dev", "test")
+    }
+
+    with pytest.raises(NothingKeptError, match=r"all 2 records were skipped.*missing file: 2"):
+        run_stage(
+            create_pipeline(),
+            {**inputs, "tokenizer_model": spm_model},
+            datasets,
+            params={"features": project_params["features"], "tokenizer": project_params["tokenizer"]},
+        )
+    assert not list((tmp_path / "features").rglob("*.parquet")), "no empty shard"

@@ -40,7 +40,8 @@ def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, pro
     train = catalog.load("train.manifest")
     assert train["text"].to_list() == ["hello world", "good morning"]
     assert train.columns == [
-        "id", "location", "source", "kind", "audio_path", "features_path", "rows", "cols", "text", "tokens"
+        "id", "location", "source", "kind", "audio_path", "features_path", "rows", "cols", "text", "tokens",
+        "offset_sec", "duration_sec",
     ]  # fmt: skip
     assert set(train["kind"]) == {"audio_file"}
     assert catalog.load("tokenizer_corpus") == "hello world\ngood morning\n"

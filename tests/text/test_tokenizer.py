@@ -50,3 +50,17 @@ def test_too_large_vocab_gives_an_actionable_error():
 def test_char_model_treats_vocab_size_as_an_upper_bound():
     model = train_sentencepiece(TINY_SENTENCES, SentencePieceOptions(vocab_size=200, model_type="char"))
     assert CTCTokenizer(model).num_pieces < 200
+
+
+@pytest.mark.parametrize("blank_id", [0, 5])
+def test_unknown_share_counts_unk_pieces_but_not_bare_word_boundaries(spm_model, blank_id):
+    tokenizer = CTCTokenizer(spm_model, blank_id=blank_id)
+    cyrillic = tokenizer.encode("привет мир")  # "▁", <unk>, "▁", <unk>: the model never saw this script
+
+    assert tokenizer.piece(tokenizer.unk_id) == "<unk>"
+    assert cyrillic.count(tokenizer.unk_id) == 2 and len(cyrillic) == 4
+    assert tokenizer.unknown_share(cyrillic) == 1.0, "bare boundaries do not dilute it to 0.5"
+    assert tokenizer.unknown_share(tokenizer.encode("the cat sat")) == 0.0
+    # One unknown letter among 12 pieces, 2 of them bare boundaries: 1 / 10.
+    assert tokenizer.unknown_share(tokenizer.encode("the quick josé")) == pytest.approx(0.1)
+    assert tokenizer.unknown_share([]) == 0.0

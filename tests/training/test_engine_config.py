@@ -74,10 +74,15 @@ def test_params_yaml_train_section_still_resolves_to_the_demo_variant_on_the_ste
 
 @pytest.mark.parametrize("architecture", ["zipformer", "paraformer", "w2v-bert"])
 def test_an_architecture_not_built_yet_is_refused_by_config_resolution(architecture):
-    with pytest.raises(
-        ValueError, match=f"not available yet: {architecture} lands with its own issue; use squeezeformer"
-    ):
+    with pytest.raises(ValueError, match=f"{architecture} cannot be built .* trains squeezeformer only"):
         resolve_config(MINIMAL, {"model.architecture": architecture})
+
+
+def test_an_unknown_variant_is_refused_by_config_resolution_naming_the_sizes():
+    with pytest.raises(
+        ValueError, match=r"model: unknown squeezeformer variant 'xxl'; choose one of: xs, s, sm"
+    ):
+        resolve_config(MINIMAL, {"model.variant": "xxl"})
 
 
 def test_an_unknown_architecture_lists_the_known_ones():

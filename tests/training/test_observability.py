@@ -155,6 +155,21 @@ def test_a_disabled_progress_and_event_log_draw_and_call_nothing(tmp_path):
     assert progress.view is None and calls == [] and not (tmp_path / "events.jsonl").exists()
 
 
+@pytest.mark.usefixtures("single_process")
+@pytest.mark.parametrize("log_every", [3, 1000])
+def test_the_last_step_of_a_run_is_always_logged_so_short_runs_have_curves(
+    corpus, tokenizer_path, tmp_path, log_every
+):
+    run(tiny_config(corpus, tokenizer_path, tmp_path, log_every=log_every))
+
+    last = events(tmp_path, "summary")[0]["step"]
+    assert last % 3 != 0 and last < 1000, "the tiny run's step count makes both cases meaningful"
+    logged = [e["step"] for e in events(tmp_path, "train")]
+    assert logged == [*range(log_every, last, log_every), last]
+    loss_curve = tmp_path / DVCLIVE_DIR / "plots" / "metrics" / "train" / "loss.tsv"
+    assert [step for step, _ in tsv(loss_curve)] == logged, "what `dvc plots show` reads"
+
+
 # --- DVCLive --------------------------------------------------------------------------------------------
 def test_the_dvclive_logger_writes_one_row_per_event_keyed_by_step(tmp_path):
     logger = DVCLiveLogger(tmp_path)

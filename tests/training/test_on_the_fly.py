@@ -80,7 +80,7 @@ def test_a_tiny_run_trains_on_a_jsonl_manifest_of_audio_and_counts_the_bad_files
 
     [data] = events(tmp_path, "data")
     assert data["train"]["kind"] == "raw" and data["val"]["kind"] == "raw"
-    assert data["train"]["skipped_by_reason"] == {"undecodable audio": 1}, "the missing file, at indexing"
+    assert data["train"]["skipped_by_reason"] == {"missing file": 1}, "the missing file, at indexing"
     assert data["train"]["selection"]["available"] == 15  # 14 tones + the truncated one
     assert data["train"]["selection"]["skipped"] == 1
     assert data["val"]["examples"] == 4

@@ -19,6 +19,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
             return action.help
+        if "%(default)" in (action.help or ""):  # BooleanOptionalAction (Python < 3.12) adds it itself
+            return action.help
         return f"{action.help} (default: %(default)s)"
 
 
@@ -32,21 +34,29 @@ def existing_path(path: str, flag: str) -> Path:
     return Path(path)
 
 
-def shard_paths(inputs: list[str], flag: str) -> list[str]:
-    """Shard files in order: files as given, folders expanded to their shard-*.parquet (else *.parquet)."""
-    from asr_pipeline.io.shards import list_shards
+def shard_paths(inputs: list[str], flag: str, tokenizer: str | Path | None = None) -> list[str]:
+    """Shard files in order: files as given, folders expanded to their shard-*.parquet (else *.parquet).
 
-    paths: list[str] = []
+    A raw manifest (JSONL/JSON/TSV/Parquet records, an audio folder: ``data.sources``) is a usage error
+    that shows the ``extract-features`` command making shards of it, with ``tokenizer`` in it when given.
+    """
+    from asr_pipeline.data.sources import resolve_manifests
+
     for given in inputs:
-        path = existing_path(given, flag)
-        if path.is_dir():
-            found = list_shards(path) or sorted(path.glob("*.parquet"))
-            if not found:
-                raise UsageError(f"{flag} {path}: no .parquet feature shards in this folder")
-            paths.extend(str(shard) for shard in found)
-        else:
-            paths.append(str(path))
-    return paths
+        existing_path(given, flag)
+    try:
+        resolved = resolve_manifests(inputs, flag)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if resolved.kind == "raw":
+        raw = Path(resolved.paths[0])
+        output = raw.with_name(f"{raw.stem}_features")
+        raise UsageError(
+            f"{flag} {raw} is a raw manifest (records or audio), but this command reads feature shards; make "
+            f"them with `{PROG} extract-features --input {raw} --tokenizer {tokenizer or 'TOKENIZER.model'} "
+            f"--output {output}` and pass {flag} {output}"
+        )
+    return resolved.paths
 
 
 def print_json(payload: dict) -> None:

@@ -17,14 +17,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "CTC prefix beam search (with KenLM shallow fusion when --lm is given); print WER/CER as JSON.",
     )
     parser.add_argument(
-        "--run-dir", required=True, help="a training run dir (training_config.json, checkpoint)"
+        "--run-dir",
+        required=True,
+        help="a training run dir (training_config.json, checkpoint), its checkpoint_latest/ folder or its "
+        "checkpoint_latest.json",
     )
     parser.add_argument(
         "--input",
         action="append",
         required=True,
         metavar="PATH",
-        help="a feature shard or a folder of shards; repeat for several",
+        help="a feature shard or a folder of shards (made by extract-features); repeat for several",
     )
     parser.add_argument(
         "--tokenizer", metavar="MODEL", help="SentencePiece .model (default: <run-dir>/tokenizer.model)"
@@ -45,17 +48,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.beam_search import BeamSearchOptions, load_lm
     from asr_pipeline.decoding.evaluation import decode_and_score
-    from asr_pipeline.training.run_layout import CONFIG_FILE, TOKENIZER_FILE
+    from asr_pipeline.training.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
 
-    run_dir = existing_path(args.run_dir, "--run-dir")
+    run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
-    shards = shard_paths(args.input, "--input")
     if args.tokenizer:
         tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
     elif (run_dir / TOKENIZER_FILE).is_file():
         tokenizer_path = run_dir / TOKENIZER_FILE
     else:
         raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
+    shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
     lm = load_lm(existing_path(args.lm, "--lm")) if args.lm else None
     options = BeamSearchOptions(
         beam_width=args.beam_width, lm_weight=args.lm_weight, word_bonus=args.word_bonus

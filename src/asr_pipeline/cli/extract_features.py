@@ -46,7 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar="PATH",
-        help="a JSONL/JSON manifest or an audio folder with .txt sidecars; repeat for several",
+        help="a manifest (JSONL/JSON; TSV: feature list, audio_path<TAB>text or Common Voice; Parquet), a "
+        "folder of them, a Kaldi data dir (wav.scp + text [+ segments]), a LibriSpeech split folder or an "
+        "audio folder with .txt/.lab/.transcript sidecars; relative paths resolve against the manifest's "
+        "folder; repeat for several",
     )
     parser.add_argument(
         "--output",

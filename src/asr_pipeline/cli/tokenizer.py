@@ -1,22 +1,32 @@
 """``asr-pipeline tokenizer``: train a SentencePiece model on the normalized transcripts of the inputs.
 
-Flag names and defaults follow the reference Rust trainer. The transcripts are streamed into a corpus file
-(``<output-dir>/<model-prefix>.corpus.txt``, one normalized sentence per line) that the library or an
-external ``spm_train`` trains on; it is deleted afterwards unless ``--keep-corpus``.
+Flag names follow the reference Rust trainer; every trainer default is the field of
+``text.sentencepiece_training.SentencePieceOptions`` (the library's, which the tokenizer stage uses under
+params.yaml ``tokenizer``), and the text normalization's is ``NormalizationOptions``'. The transcripts are
+streamed into a corpus file (``<output-dir>/<model-prefix>.corpus.txt``, one normalized sentence per line)
+that the library or an external ``spm_train`` trains on; it is deleted afterwards unless ``--keep-corpus``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.normalize import UNICODE_FORMS, NormalizationOptions, normalize_text, tokenizer_sidecar
+from asr_pipeline.text.sentencepiece_training import MODEL_TYPES, SentencePieceOptions
+
+
+def _default(options: type, name: str) -> Any:
+    """The default of the ``options`` dataclass field ``name``: the one place it is set."""
+    return {field.name: field.default for field in dataclasses.fields(options)}[name]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,9 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--input",
         action="append",
         metavar="PATH",
-        help="a manifest (JSONL/JSON/TSV/Parquet), a folder of them, an audio folder with .txt/.lab/"
-        ".transcript sidecars, a plain-text file (one sentence per non-empty line) or a folder of such "
-        ".txt files; repeat for several",
+        help="a manifest (JSONL/JSON/TSV/Parquet), a folder of them, a Kaldi data dir (wav.scp + text), a "
+        "LibriSpeech split folder, an audio folder with .txt/.lab/.transcript sidecars, a plain-text file "
+        "(one sentence per non-empty line) or a folder of such .txt files; relative paths in a manifest "
+        "resolve against its folder; repeat for several",
     )
     parser.add_argument(
         "--manifest-dir",
@@ -44,27 +55,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--output-dir", default="tokenizer", help="folder to write into")
     parser.add_argument("--model-prefix", default="tokenizer", help="file name stem of .model/.vocab/.json")
-    parser.add_argument("--vocab-size", type=int, default=5000, help="SentencePiece pieces, blank excluded")
+    spm = SentencePieceOptions
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=_default(spm, "vocab_size"),
+        help="SentencePiece pieces, blank excluded",
+    )
     parser.add_argument(
         "--model-type",
-        choices=["unigram", "bpe", "char", "word"],
-        default="unigram",
+        choices=MODEL_TYPES,
+        default=_default(spm, "model_type"),
         help="SentencePiece model type",
     )
     parser.add_argument(
-        "--character-coverage", type=float, default=1.0, help="fraction of characters the pieces must cover"
+        "--character-coverage",
+        type=float,
+        default=_default(spm, "character_coverage"),
+        help="fraction of characters the pieces must cover",
     )
     parser.add_argument(
-        "--input-sentence-size", type=int, default=0, help="train on at most this many sentences; 0 uses all"
+        "--input-sentence-size",
+        type=int,
+        default=_default(spm, "input_sentence_size"),
+        help="train on at most this many sentences; 0 uses all",
     )
     parser.add_argument(
         "--shuffle-input-sentence",
-        action="store_true",
-        help="sample the --input-sentence-size sentences at random instead of taking the first ones",
+        action=argparse.BooleanOptionalAction,
+        default=_default(spm, "shuffle_input_sentence"),
+        help="sample the --input-sentence-size sentences at random (--no-shuffle-input-sentence: take the "
+        "first ones)",
     )
     parser.add_argument(
         "--train-extremely-large-corpus",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=_default(spm, "train_extremely_large_corpus"),
         help="wider counters for unigram training on very large corpora (more memory)",
     )
     parser.add_argument(
@@ -73,7 +99,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated pieces that are never split, e.g. '<noise>,<laugh>'",
     )
     parser.add_argument(
-        "--byte-fallback", action="store_true", help="spell unknown characters as UTF-8 bytes"
+        "--byte-fallback",
+        action=argparse.BooleanOptionalAction,
+        default=_default(spm, "byte_fallback"),
+        help="spell unknown characters as UTF-8 bytes",
     )
     parser.add_argument(
         "--keep-corpus",
@@ -85,11 +114,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="train with this external spm_train (same flags) instead of the Python library",
     )
-    parser.add_argument("--blank-id", type=int, default=0, help="CTC blank position among the model ids")
+    parser.add_argument(
+        "--blank-id",
+        type=int,
+        default=_default(spm, "blank_id"),
+        help="CTC blank position among the model ids",
+    )
     parser.add_argument(
         "--unicode-form",
         choices=[*UNICODE_FORMS, "none"],
-        default="NFKC",
+        default=_default(NormalizationOptions, "unicode_form") or "none",
         help="Unicode normalization of the transcripts ('none' keeps them as they are)",
     )
     parser.add_argument(
@@ -110,7 +144,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.text.sentencepiece_training import (
-        SentencePieceOptions,
         tokenizer_summary,
         train_sentencepiece_file,
         vocab_text,
@@ -207,12 +240,13 @@ def _iter_sentences(inputs: list[Path], options: NormalizationOptions, report: S
 def _iter_transcripts(path: Path, report: SkipReport) -> Iterator[tuple[str, str | None]]:
     """(location, transcript or None) of each record or text line of one --input."""
     from asr_pipeline.io.audio import AUDIO_EXTENSIONS  # heavy imports: not for --help
+    from asr_pipeline.io.kaldi import is_kaldi_data_dir
     from asr_pipeline.io.manifests import RECORD_FILE_SUFFIXES, iter_manifest, iter_text_lines
 
     if path.is_file() and path.suffix.lower() == ".txt":
         yield from iter_text_lines(path, report)
         return
-    if path.is_dir():
+    if path.is_dir() and not is_kaldi_data_dir(path):  # a Kaldi dir's audio may live elsewhere
         has = {p.suffix.lower() for p in path.rglob("*") if p.is_file()}
         if not has & {*RECORD_FILE_SUFFIXES, *AUDIO_EXTENSIONS} and ".txt" in has:
             # Neither manifests nor audio (whose .txt files are sidecars): a folder of plain-text corpora.

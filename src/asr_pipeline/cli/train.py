@@ -18,6 +18,7 @@ from asr_pipeline.models.architectures import (
     DEFAULT_NUM_LAYERS,
     SQUEEZEFORMER_VARIANTS,
     check_available,
+    check_variant,
 )
 from asr_pipeline.training.config import (
     DataConfig,
@@ -295,14 +296,16 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "--resume-from",
         "run.resume_from",
         str,
-        "continue the run in this run dir from its checkpoint_latest",
+        "continue the run in this run dir from its checkpoint_latest (the run dir, its checkpoint_latest/ "
+        "or its checkpoint_latest.json)",
         metavar="DIR",
     ),
     TrainFlag(
         "--init-from",
         "run.init_from",
         str,
-        "start from a run dir's or .safetensors weights (matching tensors); ignored with --resume-from",
+        "start from a run dir's (or its checkpoint_latest/ or checkpoint_latest.json) or a .safetensors "
+        "file's weights (matching tensors); ignored with --resume-from",
         metavar="PATH",
     ),
     TrainFlag(
@@ -537,6 +540,14 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
             raise UsageError("without --config, --train-manifest (or --manifest-dir) must be given")
         base = {"run": {"output_dir": DEFAULT_OUTPUT_DIR}}
     overrides = _flag_overrides(args)
+    if "model.variant" in overrides:  # refused here as a usage error (exit 2), before anything runs
+        architecture = overrides.get("model.architecture") or base.get("model", {}).get(
+            "architecture", _config_default(ModelConfig, "architecture")
+        )
+        try:
+            check_variant(architecture, overrides["model.variant"])
+        except ValueError as error:
+            raise UsageError(f"--variant: {error}") from None
     if args.manifest_dir is not None:
         _use_manifest_dir(args, output_dir=args.output_dir or base.get("run", {}).get("output_dir"))
     # The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0: a clip flag given
@@ -606,7 +617,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.training.launch import check_devices, resolve_nproc_per_node, run_training
+    from asr_pipeline.training.launch import check_config, check_devices, resolve_nproc_per_node, run_training
 
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
@@ -616,6 +627,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     check_devices(config, nproc_per_node)  # a CUDA run this machine cannot start: before anything is written
+    try:
+        check_config(config)  # no vocabulary size, no checkpoint to resume: one line, before torchrun
+    except (ValueError, FileNotFoundError) as error:
+        raise UsageError(str(error)) from None
     run_dir = Path(config.run.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve():

@@ -80,7 +80,8 @@ from asr_pipeline.features.precomputed import (
     check_features,
     read_feature_file,
 )
-from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError, load_audio
+from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError
+from asr_pipeline.io.audio_segment import load_audio_segment, segment_bounds
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -100,6 +101,8 @@ AUDIO_INDEX_SCHEMA = pa.schema(
         ("rows", pa.int32()),
         ("cols", pa.int32()),
         ("duration_ms", pa.int32()),
+        ("offset_sec", pa.float64()),  # a Kaldi segment of the audio: start, length; null: the whole file
+        ("duration_sec", pa.float64()),
     ]
 )
 
@@ -224,6 +227,8 @@ def _index_row(
         "rows": frames,
         "cols": frontend.feature_dim,
         "duration_ms": duration_ms,
+        "offset_sec": record.offset_sec,
+        "duration_sec": record.duration_sec,
     }
 
 
@@ -269,6 +274,8 @@ def _precomputed_row(
         "rows": rows,
         "cols": frontend.feature_dim,
         "duration_ms": round(rows * frontend.frame_shift_ms),
+        "offset_sec": None,
+        "duration_sec": None,
     }
 
 
@@ -310,7 +317,8 @@ def _tokens(
 
 
 def _measure(record: ManifestRecord, frontend: Frontend) -> tuple[int, int] | SkippedExample:
-    """(frames T, duration in ms) without decoding when the manifest or the audio header tells."""
+    """(frames T, duration in ms) without decoding when the manifest or the audio header tells; of the
+    record's segment (Kaldi ``segments``) when it has one."""
     rate = frontend.sample_rate
     if record.rows is not None:
         return record.rows, round(1000 * frontend.min_samples(record.rows) / rate)
@@ -323,14 +331,19 @@ def _measure(record: ManifestRecord, frontend: Frontend) -> tuple[int, int] | Sk
         except (soundfile.LibsndfileError, RuntimeError, OSError, TypeError):
             info = None  # ffmpeg may still read it: measured by decoding below
         if info is not None and info.frames > 0 and info.samplerate > 0:
-            resampled = (
-                info.frames if info.samplerate == rate else math.ceil(info.frames * rate / info.samplerate)
-            )
-            return frontend.num_frames(resampled), round(1000 * info.frames / info.samplerate)
+            try:
+                start, stop = segment_bounds(
+                    info.frames, info.samplerate, record.offset_sec, record.duration_sec, record.location
+                )
+            except AudioDecodeError as error:
+                return SkippedExample(record.id, record.location, error.reason, str(error))
+            frames = stop - start
+            resampled = frames if info.samplerate == rate else math.ceil(frames * rate / info.samplerate)
+            return frontend.num_frames(resampled), round(1000 * frames / info.samplerate)
     try:
-        waveform = load_audio(source, rate)  # (N,)
+        waveform = load_audio_segment(source, rate, record.offset_sec, record.duration_sec)  # (N,)
     except AudioDecodeError as error:
-        return SkippedExample(record.id, record.location, "undecodable audio", str(error))
+        return SkippedExample(record.id, record.location, error.reason, str(error))
     return frontend.num_frames(len(waveform)), round(1000 * len(waveform) / rate)
 
 
@@ -375,9 +388,11 @@ class AudioDataset(Dataset):
         else:
             source = row["audio_bytes"] if row["audio_bytes"] is not None else row["audio_path"]
             try:
-                waveform = load_audio(source, self.frontend.sample_rate)  # (N,)
-            except AudioDecodeError as error:
-                return SkippedExample(row["id"], row["location"], "undecodable audio", str(error))
+                waveform = load_audio_segment(  # (N,)
+                    source, self.frontend.sample_rate, row["offset_sec"], row["duration_sec"]
+                )
+            except AudioDecodeError as error:  # its reason: undecodable, missing, non-finite samples, ...
+                return SkippedExample(row["id"], row["location"], error.reason, str(error))
             if epoch is not None and self.waveform_augment is not None:
                 waveform = self.waveform_augment(waveform, np.random.default_rng([self.seed, epoch, item, 0]))
             features = torch.from_numpy(np.ascontiguousarray(self.frontend(waveform)))  # (T, F)

@@ -35,7 +35,8 @@ from asr_pipeline.features.precomputed import (
     attach_payloads,
     load_precomputed,
 )
-from asr_pipeline.io.audio import AudioDecodeError, AudioTooLongError, load_audio
+from asr_pipeline.io.audio import AudioDecodeError, AudioTooLongError
+from asr_pipeline.io.audio_segment import load_audio_segment
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES, records_to_table
 from asr_pipeline.options import options_from_dict
@@ -129,14 +130,21 @@ class AudioOutcome(NamedTuple):
 
 
 def featurize_audio(
-    audio: str | bytes, frontend: Frontend, max_audio_duration_sec: float | None
+    audio: str | bytes,
+    frontend: Frontend,
+    max_audio_duration_sec: float | None,
+    offset_sec: float | None = None,
+    duration_sec: float | None = None,
 ) -> AudioOutcome:
-    """Decode (a file path or encoded bytes), resample and compute the frontend's features; audio problems
-    become a skip reason (missing file, empty/truncated/undecodable/silent/non-finite audio, too long: read
-    from the header before decoding where it can be, ...), not an error."""
+    """Decode (a file path or encoded bytes; the segment ``offset_sec``/``duration_sec`` of it when a Kaldi
+    ``segments`` line gives one), resample and compute the frontend's features; audio problems become a skip
+    reason (missing file, empty/truncated/undecodable/silent/non-finite audio, a segment outside the audio,
+    too long: read from the header before decoding where it can be, ...), not an error."""
     sample_rate = frontend.sample_rate
     try:
-        waveform = load_audio(audio, sample_rate, max_duration_sec=max_audio_duration_sec)  # (N,)
+        waveform = load_audio_segment(  # (N,)
+            audio, sample_rate, offset_sec, duration_sec, max_duration_sec=max_audio_duration_sec
+        )
     except AudioTooLongError as error:
         return AudioOutcome(None, error.duration_ms, error.reason, str(error))
     except AudioDecodeError as error:
@@ -175,7 +183,13 @@ def featurize_row(row: dict, options: ExtractionOptions) -> AudioOutcome:
             return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
         return AudioOutcome(features, duration_ms)
     audio = row["audio_bytes"] if kind == "audio_bytes" else row["audio_path"]
-    return featurize_audio(audio, options.frontend, options.max_audio_duration_sec)
+    return featurize_audio(
+        audio,
+        options.frontend,
+        options.max_audio_duration_sec,
+        row.get("offset_sec"),
+        row.get("duration_sec"),
+    )
 
 
 def _featurize_chunk(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".webm")
+# .sph: NIST SPHERE (LDC corpora), PCM read by libsndfile; shorten-compressed SPHERE is not (convert it).
+AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".sph", ".m4a", ".aac", ".webm")
 # Containers libsndfile cannot open: skip the in-process attempt and go to ffmpeg.
 FFMPEG_ONLY_EXTENSIONS = (".m4a", ".aac", ".webm")
 # An MP3's header-declared frame count is an estimate for files without a Xing/Info header; only a

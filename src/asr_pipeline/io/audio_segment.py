@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from asr_pipeline.io.audio import (
     FFMPEG_ONLY_EXTENSIONS,
     TRUNCATION_TOLERANCE,
     AudioDecodeError,
+    AudioTooLongError,
     load_audio,
 )
 
@@ -35,28 +37,28 @@ def load_audio_segment(
     offset_sec: float | None = None,
     duration_sec: float | None = None,
     name: str | None = None,
+    max_duration_sec: float | None = None,
 ) -> np.ndarray:
     """Mono float32 (N,) at ``sample_rate`` of ``source`` from ``offset_sec`` for ``duration_sec``.
 
     Both None: the whole audio, exactly ``load_audio``. ``duration_sec`` None: to the end. Raises
-    ``AudioDecodeError`` as ``load_audio`` does, and with reason ``segment outside the audio`` or
-    ``invalid segment``.
+    ``AudioDecodeError`` as ``load_audio`` does (``AudioTooLongError`` when the segment, not the recording,
+    is longer than ``max_duration_sec``), and with reason ``segment outside the audio`` or ``invalid
+    segment``.
     """
     if offset_sec is None and duration_sec is None:
-        return load_audio(source, sample_rate, name)
+        return load_audio(source, sample_rate, name, max_duration_sec)
     base = name or ("<audio bytes>" if isinstance(source, bytes) else str(source))
-    end = "the end" if duration_sec is None else f"{(offset_sec or 0.0) + duration_sec:g} s"
-    label = f"{base} [{offset_sec or 0.0:g} s to {end}]"
-    _check_segment(offset_sec, duration_sec, label)
+    segment = _Segment(offset_sec or 0.0, duration_sec, base, max_duration_sec)
     if not isinstance(source, bytes):
         path = Path(source)
         if path.suffix.lower() not in FFMPEG_ONLY_EXTENSIONS and path.is_file():
             try:
-                return _load_seeked(path, sample_rate, offset_sec, duration_sec, label)
+                return _load_seeked(path, sample_rate, segment)
             except (soundfile.LibsndfileError, RuntimeError, TypeError):
                 pass  # libsndfile cannot read it: decoded whole below, where load_audio tries ffmpeg
-    waveform = load_audio(source, sample_rate, name)  # (N,)
-    start, stop = segment_bounds(len(waveform), sample_rate, offset_sec, duration_sec, label)
+    waveform = load_audio(source, sample_rate, name)  # (N,) the whole recording: no length limit
+    start, stop = segment.bounds(len(waveform), sample_rate)
     return waveform[start:stop]
 
 
@@ -78,36 +80,58 @@ def segment_bounds(
     return start, min(stop, total_frames)
 
 
-def _check_segment(offset_sec: float | None, duration_sec: float | None, label: str) -> None:
-    offset_ok = offset_sec is None or (math.isfinite(offset_sec) and offset_sec >= 0)
-    duration_ok = duration_sec is None or (math.isfinite(duration_sec) and duration_sec > 0)
-    if not (offset_ok and duration_ok):
-        raise AudioDecodeError(
-            f"{label}: invalid segment (offset_sec={offset_sec}, duration_sec={duration_sec}); expected "
-            "offset_sec >= 0 and duration_sec > 0",
-            "invalid segment",
-        )
+@dataclass(frozen=True)
+class _Segment:
+    offset_sec: float
+    duration_sec: float | None  # None: to the end
+    source: str  # for messages
+    max_duration_sec: float | None
+
+    def __post_init__(self) -> None:
+        offset_ok = math.isfinite(self.offset_sec) and self.offset_sec >= 0
+        duration = self.duration_sec
+        if not offset_ok or (duration is not None and not (math.isfinite(duration) and duration > 0)):
+            raise AudioDecodeError(
+                f"{self.label}: invalid segment (offset_sec={self.offset_sec}, duration_sec={duration}); "
+                "expected offset_sec >= 0 and duration_sec > 0",
+                "invalid segment",
+            )
+
+    @property
+    def label(self) -> str:
+        end = "the end" if self.duration_sec is None else f"{self.offset_sec + self.duration_sec:g} s"
+        return f"{self.source} [{self.offset_sec:g} s to {end}]"
+
+    def bounds(self, total_frames: int, rate: int) -> tuple[int, int]:
+        """``segment_bounds``, and ``AudioTooLongError`` past ``max_duration_sec`` (before any decoding)."""
+        start, stop = segment_bounds(total_frames, rate, self.offset_sec, self.duration_sec, self.label)
+        if self.max_duration_sec is not None and stop - start > self.max_duration_sec * rate:
+            duration_ms = round(1000 * (stop - start) / rate)
+            raise AudioTooLongError(
+                f"{self.label}: the segment lasts {duration_ms} ms, longer than the "
+                f"{self.max_duration_sec:g} s allowed (max_audio_duration_sec)",
+                duration_ms,
+            )
+        return start, stop
 
 
-def _load_seeked(
-    path: Path, sample_rate: int, offset_sec: float | None, duration_sec: float | None, label: str
-) -> np.ndarray:
+def _load_seeked(path: Path, sample_rate: int, segment: _Segment) -> np.ndarray:
     with soundfile.SoundFile(str(path)) as sound:
         if not sound.seekable():
             raise RuntimeError("not seekable")
         rate, total = sound.samplerate, sound.frames
-        start, stop = segment_bounds(total, rate, offset_sec, duration_sec, label)
+        start, stop = segment.bounds(total, rate)
         sound.seek(start)
         data = sound.read(stop - start, dtype="float32", always_2d=True)  # (n, C)
     # An MP3's frame count is an estimate for files without a Xing/Info header (as in io/audio.py).
     if len(data) < (stop - start) - TRUNCATION_TOLERANCE * total:
         raise AudioDecodeError(
-            f"{label}: truncated audio (the header declares {total} frames, the segment ends at frame "
-            f"{stop}, only {start + len(data)} decode)",
+            f"{segment.label}: truncated audio (the header declares {total} frames, the segment ends at "
+            f"frame {stop}, only {start + len(data)} decode)",
             "truncated audio",
         )
     # Back through load_audio, as an exact float WAV at the file's rate: it mixes to mono, resamples and
     # checks the samples the same way for a segment as for a whole file.
     buffer = io.BytesIO()
     soundfile.write(buffer, data, rate, format="WAV", subtype="FLOAT")
-    return load_audio(buffer.getvalue(), sample_rate, name=label)
+    return load_audio(buffer.getvalue(), sample_rate, segment.label)

@@ -107,9 +107,10 @@ class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]
     """The generated demo corpus: ``save`` writes {path relative to the folder: bytes (or a callable
     returning bytes)} under its own folder (``paths.demo``) and nothing else.
 
-    A marker file says the folder is the demo's. A folder that holds files but no marker is someone's data
-    (``paths.demo`` pointed at a corpus by mistake): saving there is refused rather than mixing the demo
-    into it or replacing its manifests.
+    A marker file says the folder is the demo's; a save replaces everything in such a folder. A folder that
+    holds files but no marker is someone's data (``paths.demo`` pointed at a corpus by mistake): saving there
+    is refused rather than mixing the demo into it or replacing its manifests. (dvc.yaml marks the folder
+    ``persist: true`` so that DVC leaves it to this check instead of deleting it before the stage runs.)
     """
 
     MARKER = ".demo_corpus"
@@ -128,6 +129,11 @@ class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]
                 "to write the demo corpus into it. paths.demo in conf/base/globals.yml must name a folder only "
                 "the demo writes; your own corpus goes in paths.corpus"
             )
+        if (
+            root.is_dir()
+        ):  # the demo's own folder: rebuilt from scratch, so no file of an earlier build lingers
+            for child in root.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         root.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(
             root / self.MARKER, b"written by the demo_corpus stage; safe to delete and rebuild\n"

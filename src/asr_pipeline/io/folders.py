@@ -89,7 +89,7 @@ def _iter_librispeech(root: Path, files: list[Path], report: SkipReport) -> Iter
     duplicates: list[Path] = []
     for file in files:
         if file.suffix.lower() in AUDIO_EXTENSIONS:
-            key = (file.parent, file.name[: -len(file.suffix)])
+            key = (file.parent, file.stem)
             if audio_by_key.setdefault(key, file) != file:
                 duplicates.append(file)
     claimed: set[Path] = set()
@@ -110,7 +110,7 @@ def _iter_librispeech(root: Path, files: list[Path], report: SkipReport) -> Iter
             )
     for audio in duplicates:
         report.seen += 1
-        first = audio_by_key[(audio.parent, audio.name[: -len(audio.suffix)])]
+        first = audio_by_key[(audio.parent, audio.stem)]
         report.skip("duplicate id", str(audio), f"{first.name} is already the audio of this utterance")
     for audio in (file for file in audio_by_key.values() if file not in claimed):
         report.seen += 1

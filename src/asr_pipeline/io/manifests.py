@@ -188,7 +188,7 @@ class _JsonRecords:
             raise _Skip("record is not a JSON object")
         _, utt_id = first_field(obj, ID_FIELDS)
         _, audio = first_field(obj, AUDIO_FIELDS)
-        text_field, text = first_field(obj, TEXT_FIELDS)
+        text_field, given_text = first_field(obj, TEXT_FIELDS)
         _, tokens = first_field(obj, TOKEN_FIELDS)
         features_path = obj.get("features_path")
         parsed_tokens = _checked(
@@ -196,7 +196,7 @@ class _JsonRecords:
         )
         rows = _checked("invalid rows/cols", lambda: parse_dimension(obj.get("rows"), "rows"))
         cols = _checked("invalid rows/cols", lambda: parse_dimension(obj.get("cols"), "cols"))
-        _checked("invalid text", lambda: check_text(text, text_field or "text"))
+        text = _checked("invalid text", lambda: check_text(given_text, text_field or "text"))
         features = obj.get("features")
         if features is not None:
             try:

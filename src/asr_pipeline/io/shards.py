@@ -7,9 +7,10 @@ One row is one example. Columns (names follow the reference Rust trainer):
                  list<float16>  with ``features.feature_dtype: float16`` (half the disk and page cache)
     rows         int32          number of frames T
     cols         int32          feature dimension F
-    tokens       list<int32>    CTC model ids (blank excluded, see text.tokenizer)
+    tokens       list<int32>    CTC model ids (blank excluded, see text.tokenizer); empty in shards extracted
+                                without a tokenizer (features for self-supervised pretraining)
     duration_ms  int32          audio duration
-    text         string         normalized transcript
+    text         string         normalized transcript; null when the record had none
 
 A shard written by ``extract-features`` is directly usable as a training manifest. float16 shards are
 stored natively (Parquet's FLOAT16 logical type, which pyarrow and polars read back as halffloat / f16);

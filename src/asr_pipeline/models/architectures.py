@@ -14,6 +14,7 @@ AVAILABLE_ARCHITECTURES = ("squeezeformer",)
 # Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
 # smallest first, then the CPU sizes. Listed here so --help can name them without importing torch.
 SQUEEZEFORMER_VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
+VARIANTS = {"squeezeformer": SQUEEZEFORMER_VARIANTS}  # named sizes of each AVAILABLE_ARCHITECTURES entry
 
 # A model built with no variant gets the reference trainer's "custom" sizes (its --d-model,
 # --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply.
@@ -37,12 +38,26 @@ def check_known(architecture: str) -> str:
 
 
 def check_available(architecture: str) -> str:
-    """``check_known``, and a ValueError saying what to use for an architecture not built yet."""
+    """``check_known``, and a ValueError saying what can be built instead of an architecture not built yet."""
     name = check_known(architecture)
     if name not in AVAILABLE_ARCHITECTURES:
+        available = ", ".join(AVAILABLE_ARCHITECTURES)
         raise ValueError(
-            f"not available yet: {name} lands with its own issue; use squeezeformer "
-            "(--architecture squeezeformer)"
+            f"{name} cannot be built by this version of asr_pipeline, which trains {available} only; "
+            "train with --architecture squeezeformer (params.yaml train.model.architecture: squeezeformer)"
+        )
+    return name
+
+
+def check_variant(architecture: str, variant: str | None) -> str | None:
+    """``variant`` lower-cased (None: the default sizes); a ValueError naming the sizes it can be."""
+    if variant is None:
+        return None
+    name, valid = variant.lower(), VARIANTS[check_available(architecture)]
+    if name not in valid:
+        raise ValueError(
+            f"unknown {architecture} variant {variant!r}; choose one of: {', '.join(valid)} (or none for "
+            f"d_model {DEFAULT_D_MODEL}, {DEFAULT_NUM_LAYERS} layers, {DEFAULT_NUM_HEADS} heads)"
         )
     return name
 
@@ -56,6 +71,8 @@ __all__ = [
     "RECIPE_PEAK_LR",
     "SQUEEZEFORMER_PEAK_LR_CAP",
     "SQUEEZEFORMER_VARIANTS",
+    "VARIANTS",
     "check_available",
     "check_known",
+    "check_variant",
 ]

@@ -25,6 +25,7 @@ from asr_pipeline.models.architectures import (
     DEFAULT_NUM_HEADS,
     DEFAULT_NUM_LAYERS,
     check_available,
+    check_variant,
 )
 from asr_pipeline.models.squeezeformer import (
     SIZES,
@@ -45,13 +46,7 @@ def _check_architecture(architecture: str) -> str:
 
 
 def _check_variant(architecture: str, variant: str | None) -> str | None:
-    if variant is None:
-        return None
-    name = variant.lower()
-    valid = list_variants(architecture)
-    if name not in valid:
-        raise ValueError(f"unknown {architecture} variant {variant!r}; choose one of: {', '.join(valid)}")
-    return name
+    return check_variant(architecture, variant)
 
 
 def list_variants(architecture: str) -> list[str]:

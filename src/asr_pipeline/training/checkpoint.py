@@ -37,10 +37,8 @@ from torch import Tensor, nn
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
 from asr_pipeline.training.ema import EMA_FILE
-from asr_pipeline.training.run_layout import CONFIG_FILE
+from asr_pipeline.training.run_layout import CHECKPOINT_DIR, CHECKPOINT_POINTER, CONFIG_FILE, resolve_run_dir
 
-CHECKPOINT_DIR = "checkpoint_latest"
-CHECKPOINT_POINTER = "checkpoint_latest.json"
 BEST_DIR = "checkpoint_best"
 BEST_POINTER = "checkpoint_best.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -179,6 +177,8 @@ def load_weights(run_dir: str | Path, file: str = WEIGHTS_FILE) -> dict[str, tor
 def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
     """The trained model of ``run_dir`` (CPU, eval mode) and the config it was trained with.
 
+    ``run_dir`` may also be its ``checkpoint_latest/`` folder or ``checkpoint_latest.json`` pointer.
+
     The architecture and variant come from ``training_config.json``; every model field comes from the
     ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
     rebuilt model is the trained one even if the registry's variant numbers changed since, and even when
@@ -186,7 +186,7 @@ def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
     """
     from asr_pipeline.models.registry import build_from_config
 
-    run_dir = Path(run_dir)
+    run_dir = resolve_run_dir(run_dir)  # its checkpoint_latest/ or checkpoint_latest.json are accepted too
     config = load_json(run_dir / CONFIG_FILE)
     saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
     model = build_from_config(config.model.architecture, saved_model_config)

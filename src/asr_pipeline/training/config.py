@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from asr_pipeline.io.atomic import write_json_atomic
-from asr_pipeline.models.architectures import RECIPE_PEAK_LR, SQUEEZEFORMER_PEAK_LR_CAP, check_available
+from asr_pipeline.models.architectures import (
+    RECIPE_PEAK_LR,
+    SQUEEZEFORMER_PEAK_LR_CAP,
+    check_available,
+    check_variant,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +111,8 @@ class DataConfig:
 class ModelConfig:
     # One of models.architectures.ARCHITECTURES; those not built yet are refused here, before torchrun.
     architecture: str = "squeezeformer"
-    variant: str | None = None  # a named size ("xs", "demo"; "tiny" in tests); None: the default sizes
+    # A named size ("xs", "demo"; "tiny" in tests), checked here too; None: the default sizes.
+    variant: str | None = None
     vocab_size: int | None = None  # None: the tokenizer's vocab_size (pieces + blank)
     blank_id: int = 0
     # Size overrides. None: the variant's value, or with no variant the reference trainer's defaults
@@ -120,6 +126,7 @@ class ModelConfig:
         _positive(self, "vocab_size", "d_model", "num_layers", "num_heads")
         _non_negative(self, "blank_id", "dropout")
         check_available(self.architecture)
+        check_variant(self.architecture, self.variant)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,6 +331,15 @@ def upgrade_saved(values: Mapping[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
+def check_vocab_source(config: TrainConfig) -> None:
+    """The output layer's size must come from somewhere: ``run.tokenizer`` or ``model.vocab_size``."""
+    if config.run.tokenizer is None and config.model.vocab_size is None:
+        raise ValueError(
+            "the model's output size is unknown: pass --tokenizer MODEL (its pieces + 1 blank; "
+            "run.tokenizer) or --vocab-size N (model.vocab_size)"
+        )
+
+
 def peak_learning_rate(config: TrainConfig) -> float:
     """``optim.learning_rate`` when set; else ``default_peak_learning_rate`` of the model."""
     if config.optim.learning_rate is not None:
@@ -467,6 +483,7 @@ __all__ = [
     "RunConfig",
     "TrainConfig",
     "ValidationConfig",
+    "check_vocab_source",
     "default_peak_learning_rate",
     "load_json",
     "peak_learning_rate",

@@ -15,13 +15,18 @@ its own (``dvcyaml=None``), which would fight the project's, and to save no expe
 stage output. Parameters come from ``params.yaml`` and the final metrics from ``data/metrics/train.json``,
 which the train stage already declares, so ``dvc exp show`` compares runs without DVCLive's copies.
 
-Note: DVCLive opens the DVC repository it runs in, and in a Git repository without DVC it runs
-``dvc init`` (``dvclive.dvc.get_dvc_repo``); the CLI run outside any Git repository touches nothing.
+Training never changes a repository it was not asked to touch. DVCLive opens the DVC project it runs in,
+and in a Git repository without DVC it would run ``dvc init`` there and stage the new files with git
+(``dvclive.dvc.get_dvc_repo``): ``asr-pipeline train`` started inside someone else's checkout would
+initialise DVC in it. So DVC integration is on only inside a DVC project (a ``.dvc`` folder in the working
+directory or above it, where DVC itself looks: ``dvc_project_root``); anywhere else DVCLive writes the same
+files but never looks for a repository (``_live_without_repo``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +46,9 @@ class DVCLiveLogger:
         from dvclive import Live  # imports dvc: only rank 0 of a run pays for it
 
         self.directory = Path(run_dir) / DVCLIVE_DIR
-        self.live = Live(
+        self.dvc_integration = dvc_project_root() is not None
+        live_class = Live if self.dvc_integration else _live_without_repo()
+        self.live = live_class(
             dir=str(self.directory), resume=resume, report=None, save_dvc_exp=False, dvcyaml=None
         )
 
@@ -65,4 +72,34 @@ class DVCLiveLogger:
         self.live.end()
 
 
-__all__ = ["DVCLIVE_DIR", "DVCLiveLogger"]
+def dvc_project_root(start: str | Path | None = None) -> Path | None:
+    """The DVC project ``start`` (default: the working directory) lies in: the nearest folder at or above
+    it holding ``.dvc/``, searched as ``dvc.repo.Repo.find_root`` does (up to the filesystem's mount
+    point); None outside any DVC project."""
+    folder = Path(start or os.getcwd()).resolve()
+    while True:
+        if (folder / ".dvc").is_dir():
+            return folder
+        if folder.parent == folder or os.path.ismount(folder):
+            return None
+        folder = folder.parent
+
+
+def _live_without_repo() -> type:
+    """``dvclive.Live`` that never opens, initialises or stages anything in a repository.
+
+    DVCLive has no option for this: ``Live._init_dvc`` is where it finds the repository, running
+    ``dvc init`` in a Git one without DVC. Skipping it leaves what this logger uses (metrics, TSV plots,
+    the summary) unchanged; tests/training/test_dvclive_logger.py checks a foreign Git repository stays
+    untouched, so a DVCLive release that moves this hook fails there, not in a user's checkout.
+    """
+    from dvclive import Live
+
+    class LiveWithoutRepo(Live):
+        def _init_dvc(self) -> None:
+            self._dvc_repo = None
+
+    return LiveWithoutRepo
+
+
+__all__ = ["DVCLIVE_DIR", "DVCLiveLogger", "dvc_project_root"]

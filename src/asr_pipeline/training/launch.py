@@ -187,6 +187,25 @@ def check_devices(config: TrainConfig, nproc_per_node: int, cuda_device_count: i
         )
 
 
+def check_config(config: TrainConfig) -> None:
+    """Refuse a config the workers could only fail on after torchrun started (each rank with its own
+    traceback): no vocabulary size, or a resume/init source without a checkpoint. Raises ValueError or
+    FileNotFoundError, one line naming the option and the flag to pass."""
+    from asr_pipeline.training.config import check_vocab_source
+    from asr_pipeline.training.run_layout import require_checkpoint
+
+    check_vocab_source(config)
+    run = config.run
+    if run.resume_from is not None:
+        require_checkpoint(run.resume_from, "run.resume_from (--resume-from)")
+    elif run.init_from is not None:  # ignored when resuming
+        if Path(run.init_from).suffix == ".safetensors":
+            if not Path(run.init_from).is_file():
+                raise FileNotFoundError(f"run.init_from (--init-from) {run.init_from!r}: no such file")
+        else:
+            require_checkpoint(run.init_from, "run.init_from (--init-from)")
+
+
 def cpu_threads_per_rank(nproc_per_node: int) -> int:
     return max(1, _available_cores() // nproc_per_node)
 
@@ -223,6 +242,7 @@ __all__ = [
     "LAUNCH_KEYS",
     "RDZV_BACKENDS",
     "TrainingFailedError",
+    "check_config",
     "check_devices",
     "cpu_threads_per_rank",
     "cuda_device_index",
@@ -239,14 +259,16 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
 
     The one path from a resolved config to a finished run, shared by the Kedro train node and
     ``asr-pipeline train``. ``nproc_per_node`` None: one process per ``run.device_indices`` entry, else 1.
-    ``launch`` takes the rendezvous options of ``torchrun_command``. The device checks run first, so a
-    CUDA run on a machine without CUDA fails here, naming the fix, and writes nothing.
+    ``launch`` takes the rendezvous options of ``torchrun_command``. The device and config checks run
+    first (``check_devices``, ``check_config``), so a run on CUDA where there is none, without a vocabulary
+    size or resuming from no checkpoint fails here, naming the fix, and writes nothing.
     """
     from asr_pipeline.training.config import save_json
     from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
 
     nproc = resolve_nproc_per_node(config, nproc_per_node)
     check_devices(config, nproc)
+    check_config(config)
     torchrun_command("-", nproc, **launch)  # the rendezvous options' checks, before anything is written
     run_dir = Path(config.run.output_dir)
     config_path = run_dir / CONFIG_FILE

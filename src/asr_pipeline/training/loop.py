@@ -64,7 +64,7 @@ from asr_pipeline.training.checkpoint import (
     save_checkpoint,
     write_json_atomic,
 )
-from asr_pipeline.training.config import TrainConfig, peak_learning_rate, save_json
+from asr_pipeline.training.config import TrainConfig, check_vocab_source, peak_learning_rate, save_json
 from asr_pipeline.training.ctc import check_targets, ctc_losses
 from asr_pipeline.training.distributed import (
     DistributedContext,
@@ -80,7 +80,7 @@ from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
-from asr_pipeline.training.run_layout import METRICS_FILE
+from asr_pipeline.training.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.training.schedule import lr_schedule
 from asr_pipeline.training.validation import ValidationDecoder, validate
 
@@ -182,7 +182,7 @@ class Trainer:
     def learning_rate(self, step: int) -> float:
         return self.schedule(step)
 
-    def resume(self, run_dir: str) -> int:
+    def resume(self, run_dir: str | Path) -> int:
         """Load ``run_dir``'s latest checkpoint; returns the epoch to continue in."""
         state = load_training_state(run_dir)
         # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these.
@@ -232,7 +232,10 @@ class Trainer:
             if self.counters["skipped_steps"] > skipped_before:
                 self._sync_counters()
             self.progress.advance(self.step)
-            if self.step % config.run.log_every == 0:
+            # Also at the run's last step, so a run shorter than log_every still has its curves (dvc plots).
+            # Every rank has the same epoch_batches, so all of them take this collective together.
+            last_step = epoch == optim.epochs - 1 and batches_done == epoch_batches
+            if self.step % config.run.log_every == 0 or last_step:
                 self._log_train(epoch)
             if every_steps and self.step % every_steps == 0:
                 self.run_validation(epoch, "step")
@@ -451,29 +454,29 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         else None
     )
     vocab_size = _vocab_size(config, tokenizer)
-    if config.run.resume_from:  # before save_json: resuming in place would overwrite the saved config
-        check_resume_compatible(config, resolved_model_config(config, vocab_size), config.run.resume_from)
+    # The run dir, whichever form was given (the dir, its checkpoint_latest/ or checkpoint_latest.json).
+    resume_dir = resolve_run_dir(config.run.resume_from) if config.run.resume_from else None
+    if resume_dir is not None:  # before save_json: resuming in place would overwrite the saved config
+        check_resume_compatible(config, resolved_model_config(config, vocab_size), resume_dir)
     if ctx.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         save_json(config, output_dir / CONFIG_FILE)
     # Rank 0 only: the terminal display and the DVCLive curves, both fed by the event log.
     observe = ctx.is_main and not config.run.dry_run
     progress = TrainingProgress(epochs=config.optim.epochs, enabled=observe, tui=config.run.tui)
-    resumed_in_place = config.run.resume_from is not None and (
-        Path(config.run.resume_from).resolve() == output_dir.resolve()
-    )
+    resumed_in_place = resume_dir is not None and resume_dir.resolve() == output_dir.resolve()
     dvclive = DVCLiveLogger(output_dir, resume=resumed_in_place) if observe else None
     listeners: list[EventListener] = [progress] if dvclive is None else [progress, dvclive]
     events = EventLog(
         output_dir / EVENTS_FILE,
         enabled=ctx.is_main,
-        append=config.run.resume_from is not None,
+        append=resume_dir is not None,
         listeners=listeners,
     )
     try:
         data = build_data(config, ctx)
         trainer = Trainer(config, ctx, data, vocab_size, events, tokenizer=tokenizer, progress=progress)
-        start_epoch = trainer.resume(config.run.resume_from) if config.run.resume_from else 0
+        start_epoch = trainer.resume(resume_dir) if resume_dir is not None else 0
         if config.run.dry_run:
             values = dry_run(trainer.model, data.train_loader, config, ctx, vocab_size)
             events.write("dry_run", trainer.step, start_epoch, values)
@@ -550,10 +553,8 @@ def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], se
 
 def _vocab_size(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
     if tokenizer is None:
-        if config.model.vocab_size is None:
-            raise ValueError(
-                "model.vocab_size is unset and there is no run.tokenizer to infer it from; set one"
-            )
+        check_vocab_source(config)
+        assert config.model.vocab_size is not None
         return config.model.vocab_size
     if config.model.vocab_size not in (None, tokenizer.vocab_size):
         raise ValueError(

@@ -32,6 +32,7 @@ from torch import nn
 
 from asr_pipeline.training.checkpoint import (
     CHECKPOINT_DIR,
+    CHECKPOINT_POINTER,
     CONFIG_FILE,
     WEIGHTS_FILE,
     committed_dir,
@@ -45,6 +46,7 @@ from asr_pipeline.training.config import (
     to_dict,
     upgrade_saved,
 )
+from asr_pipeline.training.run_layout import resolve_run_dir
 
 CRITICAL_DATA_KEYS = (
     "train_manifests",
@@ -91,8 +93,9 @@ def _field_defaults(section: type) -> dict[str, Any]:
 
 
 def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], run_dir: str | Path) -> None:
-    """Raise ValueError listing every training-critical key that differs from the checkpoint in ``run_dir``."""
-    run_dir = Path(run_dir)
+    """Raise ValueError listing every training-critical key that differs from the checkpoint in ``run_dir``
+    (or the run dir its ``checkpoint_latest/`` or ``checkpoint_latest.json`` stands for)."""
+    run_dir = resolve_run_dir(run_dir)
     pointer = read_checkpoint_pointer(run_dir)
     saved_path = committed_dir(run_dir) / CONFIG_FILE
     if not saved_path.is_file():  # checkpoints written before the config was kept beside them
@@ -122,13 +125,15 @@ def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], r
 
 
 def init_weights_path(source: str | Path) -> Path:
-    """A ``.safetensors`` file as is; a run dir: its ``checkpoint_latest/model.safetensors``."""
+    """A ``.safetensors`` file as is; a run dir (or its ``checkpoint_latest/`` or ``checkpoint_latest.json``,
+    ``run_layout.resolve_run_dir``): its latest checkpoint's ``model.safetensors``."""
     source = Path(source)
-    path = committed_dir(source) / WEIGHTS_FILE if source.is_dir() else source
+    run_dir = resolve_run_dir(source)
+    path = source if source.suffix == ".safetensors" else committed_dir(run_dir) / WEIGHTS_FILE
     if not path.is_file() or path.suffix != ".safetensors":
         raise FileNotFoundError(
             f"run.init_from={str(source)!r}: expected a .safetensors file or a run dir holding "
-            f"{CHECKPOINT_DIR}/{WEIGHTS_FILE}; {path} is not one"
+            f"{CHECKPOINT_DIR}/{WEIGHTS_FILE} (or that folder, or {CHECKPOINT_POINTER}); {path} is not one"
         )
     return path
 

@@ -22,6 +22,8 @@ MANIFEST_SCHEMA = {
     "cols": pl.Int32,  # feature width (F) when the manifest says
     "text": pl.String,  # normalized; "" when the record has tokens only
     "tokens": pl.List(pl.Int32),  # null: tokenized by the features stage with the trained tokenizer
+    "offset_sec": pl.Float64,  # a segment of the audio file (Kaldi `segments`): its start; null: the whole file
+    "duration_sec": pl.Float64,  # and its length; null: to the end of the file
 }
 
 
@@ -65,6 +67,8 @@ def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFra
             "cols": record.cols,
             "text": text or "",
             "tokens": list(record.tokens) if record.tokens is not None else None,
+            "offset_sec": record.offset_sec,
+            "duration_sec": record.duration_sec,
         }
         for name, value in values.items():
             rows[name].append(value)

@@ -1,0 +1,31 @@
+"""The registered pipelines: one per DVC stage, and a default run that never synthesizes the demo corpus."""
+
+from __future__ import annotations
+
+import pytest
+from kedro.framework.project import configure_project
+from kedro.pipeline import Pipeline
+
+
+@pytest.fixture(scope="module")
+def pipelines() -> dict[str, Pipeline]:
+    configure_project("asr_pipeline")  # find_pipelines looks up the configured package
+    from asr_pipeline.pipeline_registry import register_pipelines
+
+    return register_pipelines()
+
+
+def test_there_is_one_pipeline_per_dvc_stage_and_a_default(pipelines):
+    assert set(pipelines) == {
+        "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"
+    }  # fmt: skip
+
+
+def test_a_plain_kedro_run_leaves_the_demo_out_and_runs_every_other_stage(pipelines):
+    default_nodes = {node.name for node in pipelines["__default__"].nodes}
+
+    assert "synthesize_demo_corpus" not in default_nodes
+    assert "demo_corpus_files" not in pipelines["__default__"].all_outputs()
+    for name, pipeline in pipelines.items():
+        if name not in ("__default__", "demo_corpus"):
+            assert {node.name for node in pipeline.nodes} <= default_nodes, name

@@ -1,0 +1,78 @@
+"""DVCLive curves never change a repository training was not asked to touch: outside a DVC project (a Git
+checkout of someone else's, say) the logger writes its files without DVC integration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR, DVCLiveLogger, dvc_project_root
+
+TRAIN_VALUES = {"loss": 2.5, "lr": 1e-3, "grad_norm": 4.0, "audio_seconds_per_sec": 90.0}
+
+
+def git(repo: Path, *args: str) -> str:
+    command = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def foreign_repo(tmp_path) -> Path:
+    """Someone else's Git repository with one commit and no DVC."""
+    repo = tmp_path / "their-project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README.md").write_text("not ours\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+def test_a_run_inside_a_foreign_git_repository_leaves_it_untouched(foreign_repo, monkeypatch):
+    monkeypatch.chdir(foreign_repo)  # `asr-pipeline train --output-dir runs/x` started from their checkout
+    status_before = git(foreign_repo, "status", "--porcelain")
+
+    logger = DVCLiveLogger(foreign_repo / "runs" / "x")
+    logger.on_event("train", 10, 0, TRAIN_VALUES)
+    logger.close()
+
+    assert not logger.dvc_integration
+    assert not (foreign_repo / ".dvc").exists() and not (foreign_repo / ".dvcignore").exists()
+    assert git(foreign_repo, "diff", "--cached", "--name-only") == "", "nothing staged"
+    assert git(foreign_repo, "status", "--porcelain") == status_before + "?? runs/\n", (
+        "only the run dir is new"
+    )
+    live = foreign_repo / "runs" / "x" / DVCLIVE_DIR
+    assert (live / "plots" / "metrics" / "train" / "loss.tsv").read_text().splitlines() == [
+        "step\tloss",
+        "10\t2.5",
+    ]
+    assert json.loads((live / "metrics.json").read_text())["step"] == 10
+
+
+def test_inside_a_dvc_project_the_logger_keeps_its_dvc_integration(foreign_repo, monkeypatch):
+    from dvc.repo import Repo
+
+    Repo.init(str(foreign_repo)).close()  # now it is a DVC project: ours to log into
+    git(foreign_repo, "commit", "-q", "-m", "dvc init")
+    (foreign_repo / "src").mkdir()
+    monkeypatch.chdir(foreign_repo / "src")
+
+    logger = DVCLiveLogger(foreign_repo / "runs" / "x")
+    logger.on_event("train", 10, 0, TRAIN_VALUES)
+    logger.close()
+
+    assert logger.dvc_integration
+    assert (foreign_repo / "runs" / "x" / DVCLIVE_DIR / "metrics.json").is_file()
+    assert git(foreign_repo, "diff", "--cached", "--name-only") == ""
+
+
+def test_the_dvc_project_is_the_nearest_folder_above_holding_dvc(tmp_path):
+    (tmp_path / "project" / ".dvc").mkdir(parents=True)
+    (tmp_path / "project" / "a" / "b").mkdir(parents=True)
+
+    assert dvc_project_root(tmp_path / "project" / "a" / "b") == tmp_path / "project"
+    assert dvc_project_root(tmp_path) is None
