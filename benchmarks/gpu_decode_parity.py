@@ -26,8 +26,8 @@ from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSe
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.inference import iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
+from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.checkpoint import load_model_from_run
 
 
 def log_probs_on(model, shards: list[str], device: str, dtype: torch.dtype | None, batch_size: int):
@@ -64,8 +64,9 @@ def main() -> None:
         if Path(args.shards).is_dir()
         else [args.shards]
     )
-    model, config = load_model_from_run(args.run_dir)
-    tokenizer = CTCTokenizer.from_file(Path(args.run_dir) / "tokenizer.model", blank_id=config.model.blank_id)
+    run = load_run_model(args.run_dir)
+    model = run.model
+    tokenizer = CTCTokenizer.from_file(Path(args.run_dir) / "tokenizer.model", blank_id=run.blank_id)
     lm = load_lm(args.lm) if args.lm else None
     options = BeamSearchOptions(
         beam_width=args.beam_width, lm_weight=args.lm_weight, word_bonus=args.word_bonus

@@ -55,9 +55,12 @@ def keep_in_float32(kind: str | None, device_type: str) -> None:
     if kind in families:
         families[kind].forward = _in_float32(families[kind].forward, device_type)
     elif kind == "out":  # the CTC output projection: the model's only nn.Linear named "output"
+        import dataclasses
+
         from asr_pipeline.models import registry
 
-        build = registry.build_squeezeformer
+        spec = registry.get_spec("squeezeformer")
+        build = spec.builder
 
         class Float32Output(nn.Module):
             def __init__(self, linear: nn.Linear) -> None:
@@ -73,7 +76,7 @@ def keep_in_float32(kind: str | None, device_type: str) -> None:
             model.output = Float32Output(model.output)
             return model
 
-        registry.build_squeezeformer = build_with_float32_output
+        registry.SPECS[spec.name] = dataclasses.replace(spec, builder=build_with_float32_output)
 
 
 def run_one(name: str, args) -> None:

@@ -48,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.beam_search import BeamSearchOptions, load_lm
     from asr_pipeline.decoding.evaluation import decode_and_score
-    from asr_pipeline.training.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
+    from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
 
     run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
 from asr_pipeline.models.architectures import (
     ARCHITECTURES,
+    AVAILABLE_ARCHITECTURES,
+    DEFAULT_ARCHITECTURE,
     DEFAULT_D_MODEL,
     DEFAULT_NUM_HEADS,
     DEFAULT_NUM_LAYERS,
@@ -78,13 +80,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "--architecture",
         "model.architecture",
         str,
-        "model architecture (models.registry); only squeezeformer is available yet",
+        f"model architecture (models.registry); only {', '.join(AVAILABLE_ARCHITECTURES)} is available yet",
         list(ARCHITECTURES),
     ),
     *(
         TrainFlag(f"--{name}", "model.architecture", bool, f"shortcut for --architecture {name}", const=name)
         for name in ARCHITECTURES
-        if name != "squeezeformer"
+        if name != DEFAULT_ARCHITECTURE
     ),
     TrainFlag(
         "--variant",
@@ -571,7 +573,7 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
     if config.run.tokenizer is None:
         return config, None
     # Like the train stage, keep the tokenizer in the run dir: the run is then self-contained for decoding.
-    from asr_pipeline.training.run_layout import TOKENIZER_FILE
+    from asr_pipeline.run_layout import TOKENIZER_FILE
 
     source = existing_path(config.run.tokenizer, "--tokenizer" if args.tokenizer else "run.tokenizer")
     in_run = str(Path(config.run.output_dir) / TOKENIZER_FILE)

@@ -13,8 +13,8 @@ from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSe
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.inference import iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
+from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.checkpoint import load_model_from_run
 
 
 def decode_and_score(
@@ -34,8 +34,14 @@ def decode_and_score(
     ``{"utterances": N, "greedy": {"wer", "cer"}, <beam_name>: {"wer", "cer"}}``.
     """
     torch.manual_seed(0)
-    model, config = load_model_from_run(run_dir)
-    tokenizer = CTCTokenizer(tokenizer_model, blank_id=config.model.blank_id)
+    run = load_run_model(run_dir)
+    if run.output != "ctc":
+        raise ValueError(
+            f"{run_dir} holds a {run.architecture} model with a {run.output} decoder; decode_and_score "
+            "decodes CTC log-probs only"
+        )
+    model = run.model
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
     searcher = CTCPrefixBeamSearch(options, tokenizer, lm)
     rows = []
     for batch in iter_log_probs(model, list(feature_shards), batch_size=batch_size):

@@ -1,8 +1,9 @@
-"""Which features each model architecture eats: the frontend an architecture name selects.
+"""Which features each model architecture eats: the frontend an architecture's spec names
+(``models.architectures.FRONTENDS``, the torch-free mirror of each ``ArchitectureSpec.frontend``).
 
-    architecture                         frontend   F (per frame)  frame shift
-    squeezeformer, zipformer, paraformer  fbank      num_mel_bins   10 ms   (features/fbank.py)
-    w2v-bert                              w2v-bert   160            20 ms   (features/w2v_bert.py)
+    frontend   F (per frame)  frame shift
+    fbank      num_mel_bins   10 ms   (features/fbank.py)      squeezeformer, zipformer, paraformer
+    w2v-bert   160            20 ms   (features/w2v_bert.py)   w2v-bert
 
 A ``Frontend`` is a small frozen value (picklable, so worker processes get it with their rows).
 """
@@ -17,9 +18,10 @@ import numpy as np
 from asr_pipeline.features import w2v_bert
 from asr_pipeline.features.fbank import FbankOptions, compute_fbank
 
-FBANK_ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer")
-ARCHITECTURES = (*FBANK_ARCHITECTURES, "w2v-bert")
-DEFAULT_ARCHITECTURE = "squeezeformer"
+# Names only (no torch): which architectures exist and which frontend each one's spec names.
+from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE, FRONTENDS
+
+FRONTEND_KINDS = ("fbank", "w2v-bert")
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,25 @@ class Frontend:
         return compute_fbank(waveform, self.fbank)
 
 
+def frontend_named(kind: str, fbank: FbankOptions | None = None) -> Frontend:
+    """The frontend called ``kind`` (one of ``FRONTEND_KINDS``); ``fbank`` defaults to FbankOptions()."""
+    if kind not in FRONTEND_KINDS:
+        raise ValueError(f"unknown frontend {kind!r}; expected one of {', '.join(FRONTEND_KINDS)}")
+    return Frontend(kind, fbank if fbank is not None else FbankOptions())  # type: ignore[arg-type]
+
+
 def frontend_for(architecture: str, fbank: FbankOptions | None = None) -> Frontend:
     """The frontend of ``architecture`` (one of ``ARCHITECTURES``); ``fbank`` defaults to FbankOptions()."""
-    fbank = fbank if fbank is not None else FbankOptions()
-    if architecture == "w2v-bert":
-        return Frontend("w2v-bert", fbank)
-    if architecture in FBANK_ARCHITECTURES:
-        return Frontend("fbank", fbank)
-    raise ValueError(f"unknown architecture {architecture!r}; expected one of {', '.join(ARCHITECTURES)}")
+    if architecture not in FRONTENDS:
+        raise ValueError(f"unknown architecture {architecture!r}; expected one of {', '.join(ARCHITECTURES)}")
+    return frontend_named(FRONTENDS[architecture], fbank)
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "FRONTEND_KINDS",
+    "Frontend",
+    "frontend_for",
+    "frontend_named",
+]

@@ -3,6 +3,10 @@
 The training config and the command line check ``--architecture`` and fill in learning-rate and size
 defaults from here, so a typo or an architecture that has not landed yet is refused before torchrun
 starts (and ``asr-pipeline train --help`` stays fast); ``models.registry`` builds the models.
+
+This is the torch-free mirror of the registry's specs (``models.registry.SPECS``): a new architecture adds
+its name to ``AVAILABLE_ARCHITECTURES``, its sizes to ``VARIANTS`` and its frontend to ``FRONTENDS``, and
+``tests/models/test_architectures.py`` keeps these equal to its spec.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 # The reference trainer's four architectures; the registry can build those in AVAILABLE_ARCHITECTURES.
 ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
 AVAILABLE_ARCHITECTURES = ("squeezeformer",)
+DEFAULT_ARCHITECTURE = ARCHITECTURES[0]  # what model.architecture is when not given
 
 # Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
 # smallest first, then the CPU sizes. Listed here so --help can name them without importing torch.
@@ -22,10 +27,11 @@ DEFAULT_D_MODEL = 256
 DEFAULT_NUM_LAYERS = 16
 DEFAULT_NUM_HEADS = 4
 
-# Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given.
-# Squeezeformer: the variant's published peak capped at this value (training.config.peak_learning_rate
-# says why), and this value itself with no variant.
-SQUEEZEFORMER_PEAK_LR_CAP = 3e-4
+# The features each architecture eats (features.frontends): the frontend's name, one per known architecture.
+FRONTENDS = {"squeezeformer": "fbank", "zipformer": "fbank", "paraformer": "fbank", "w2v-bert": "w2v-bert"}
+
+# Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given, for the
+# architectures not built yet; a built one's recipe lives in its spec (ArchitectureSpec.peak_learning_rate).
 RECIPE_PEAK_LR = {"zipformer": 1e-3, "paraformer": 1e-3, "w2v-bert": 1e-4}
 
 
@@ -37,6 +43,11 @@ def check_known(architecture: str) -> str:
     return name
 
 
+def frontend_of(architecture: str) -> str:
+    """The frontend name (``features.frontends``) of a known architecture."""
+    return FRONTENDS[check_known(architecture)]
+
+
 def check_available(architecture: str) -> str:
     """``check_known``, and a ValueError saying what can be built instead of an architecture not built yet."""
     name = check_known(architecture)
@@ -44,7 +55,8 @@ def check_available(architecture: str) -> str:
         available = ", ".join(AVAILABLE_ARCHITECTURES)
         raise ValueError(
             f"{name} cannot be built by this version of asr_pipeline, which trains {available} only; "
-            "train with --architecture squeezeformer (params.yaml train.model.architecture: squeezeformer)"
+            f"train with --architecture {DEFAULT_ARCHITECTURE} (params.yaml train.model.architecture: "
+            f"{DEFAULT_ARCHITECTURE})"
         )
     return name
 
@@ -65,14 +77,16 @@ def check_variant(architecture: str, variant: str | None) -> str | None:
 __all__ = [
     "ARCHITECTURES",
     "AVAILABLE_ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
     "DEFAULT_D_MODEL",
     "DEFAULT_NUM_HEADS",
     "DEFAULT_NUM_LAYERS",
+    "FRONTENDS",
     "RECIPE_PEAK_LR",
-    "SQUEEZEFORMER_PEAK_LR_CAP",
     "SQUEEZEFORMER_VARIANTS",
     "VARIANTS",
     "check_available",
     "check_known",
     "check_variant",
+    "frontend_of",
 ]

@@ -1,127 +1,153 @@
-"""Architecture + named variant -> config -> model. The one place the CLI, the Kedro train node and the
-training worker turn ``--architecture``/``--variant`` flags into a model.
+"""Architecture + named variant -> config -> model, through one ``ArchitectureSpec`` per architecture. The
+one place the CLI, the Kedro train node, the training worker and ``models.loading`` turn
+``--architecture``/``--variant`` flags (or a saved config) into a model.
 
     config = model_config("squeezeformer", "xs", input_dim=80, vocab_size=257, dropout=0.0)
     model = build_model("squeezeformer", "demo", input_dim=80, vocab_size=257)
 
 Overrides are config fields and win over the variant's numbers; ``None`` means "not given", so optional
-command-line flags can be passed straight through. With no variant the model gets the reference trainer's
-defaults (``d_model`` 256, 16 layers, 4 heads: ``models.architectures``), again unless overridden.
-Configs are frozen dataclasses of plain values: ``dataclasses.asdict`` -> JSON -> ``build_from_config``
-rebuilds the same model from a run directory.
+command-line flags can be passed straight through. With no variant the model gets the architecture's
+default sizes (for Squeezeformer the reference trainer's: ``models.architectures.DEFAULT_*``). Configs are
+frozen dataclasses of plain values: ``dataclasses.asdict`` -> JSON -> ``build_from_config`` rebuilds the
+same model from a run directory.
+
+A new architecture is its own model file, a spec next to it, and one entry in ``SPECS`` (plus its name in
+the torch-free ``models.architectures``, which a test keeps equal to ``SPECS``). Nothing outside
+``models/`` branches on an architecture's name: it asks its spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from torch import nn
 
-from asr_pipeline.models.architectures import (
-    ARCHITECTURES,
-    AVAILABLE_ARCHITECTURES,
-    DEFAULT_D_MODEL,
-    DEFAULT_NUM_HEADS,
-    DEFAULT_NUM_LAYERS,
-    check_available,
-    check_variant,
-)
-from asr_pipeline.models.squeezeformer import (
-    SIZES,
-    SqueezeformerConfig,
-    build_squeezeformer,
-    paper_time_indices,
-    squeezeformer_config,
-)
+from asr_pipeline.models.architectures import ARCHITECTURES, check_available
+from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
+from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
 
-AVAILABLE = AVAILABLE_ARCHITECTURES
-# What variant=None builds: the reference trainer's default sizes; every other field is the config
-# dataclass's default (kernel 31, dropout 0.1) and the U-Net follows num_layers by the paper's rule.
-DEFAULT_SIZE = {"d_model": DEFAULT_D_MODEL, "num_layers": DEFAULT_NUM_LAYERS, "num_heads": DEFAULT_NUM_HEADS}
+# name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
+SPECS: dict[str, ArchitectureSpec] = {SQUEEZEFORMER.name: SQUEEZEFORMER}
 
 
-def _check_architecture(architecture: str) -> str:
-    return check_available(architecture)
+def get_spec(architecture: str) -> ArchitectureSpec:
+    """The spec of ``architecture``; a ValueError naming the known (or buildable) ones otherwise."""
+    name = architecture.lower()
+    if name in SPECS:
+        return SPECS[name]
+    check_available(name)  # raises for an unknown name, or one planned but not built yet
+    raise ValueError(f"{name} has no registry entry (models.registry.SPECS); it cannot be built")
 
 
-def _check_variant(architecture: str, variant: str | None) -> str | None:
-    return check_variant(architecture, variant)
+def check_variant(architecture: str, variant: str | None) -> str | None:
+    """``variant`` lower-cased (None: the default sizes); a ValueError naming the sizes it can be."""
+    spec = get_spec(architecture)
+    if variant is None:
+        return None
+    if variant.lower() not in spec.variants:
+        raise ValueError(
+            f"unknown {spec.name} variant {variant!r}; choose one of: {', '.join(spec.variants)} "
+            "(or none for the default sizes)"
+        )
+    return variant.lower()
+
+
+def check_options(architecture: str, options: Mapping[str, object]) -> None:
+    """A ValueError naming every key of ``options`` that is not an architecture-specific config field."""
+    spec = get_spec(architecture)
+    unknown = sorted(set(options) - set(spec.option_fields))
+    if unknown:
+        common = sorted(set(unknown) & set(COMMON_FIELDS))
+        hint = f" ({', '.join(common)}: set model.<field> itself, not in options)" if common else ""
+        raise ValueError(
+            f"unknown {spec.name} option(s) {', '.join(unknown)}{hint}; model.options accepts: "
+            f"{', '.join(spec.option_fields)}"
+        )
 
 
 def list_variants(architecture: str) -> list[str]:
-    """Named sizes, smallest paper size first, then the CPU sizes."""
-    _check_architecture(architecture)
-    return list(SIZES)
+    """Named sizes, in the spec's order (Squeezeformer: smallest paper size first, then the CPU sizes)."""
+    return list(get_spec(architecture).variants)
 
 
 def model_config(
     architecture: str, variant: str | None = None, *, input_dim: int, vocab_size: int, **overrides: object
-) -> SqueezeformerConfig:
-    """The resolved config of ``variant`` (None: the default sizes, ``DEFAULT_SIZE``) with ``overrides``."""
-    architecture = _check_architecture(architecture)
-    variant = _check_variant(architecture, variant)
+) -> Any:
+    """The resolved config of ``variant`` (None: the default sizes) with ``overrides`` (config fields;
+    None values mean "not given")."""
+    spec = get_spec(architecture)
+    variant = check_variant(architecture, variant)
     given = {key: value for key, value in overrides.items() if value is not None}
-    fields = {field.name for field in dataclasses.fields(SqueezeformerConfig)}
-    unknown = sorted(set(given) - fields)
+    unknown = sorted(set(given) - set(spec.fields))
     if unknown:
         raise ValueError(
-            f"unknown {architecture} config field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(fields))}"
+            f"unknown {spec.name} config field(s) {', '.join(unknown)}; valid fields: "
+            f"{', '.join(sorted(spec.fields))}"
         )
-    if variant is None:
-        values: dict[str, object] = {**DEFAULT_SIZE, **given}
-        reduce, recover = paper_time_indices(int(values["num_layers"]))  # type: ignore[arg-type]
-        values.setdefault("time_reduce_idx", reduce)
-        values.setdefault("time_recover_idx", recover)
-        return SqueezeformerConfig(input_dim=input_dim, vocab_size=vocab_size, **values)  # type: ignore[arg-type]
-    return squeezeformer_config(variant, input_dim=input_dim, vocab_size=vocab_size, **given)
+    return spec.config_for(variant, {"input_dim": input_dim, "vocab_size": vocab_size, **given})
 
 
 def build_model(
     architecture: str, variant: str | None = None, *, input_dim: int, vocab_size: int, **overrides: object
 ) -> nn.Module:
     config = model_config(architecture, variant, input_dim=input_dim, vocab_size=vocab_size, **overrides)
-    return build_squeezeformer(config)
+    return get_spec(architecture).builder(config)
 
 
-def config_from_dict(architecture: str, values: Mapping[str, object]) -> SqueezeformerConfig:
+def config_from_dict(architecture: str, values: Mapping[str, object]) -> Any:
     """Inverse of ``dataclasses.asdict``: a saved config (e.g. from a checkpoint) exactly as it was.
 
     Prefer this to passing the saved dict to ``build_model`` as overrides: there ``None`` means "not
-    given", so a saved ``time_recover_idx=None`` would fall back to the variant's value.
+    given", so a saved ``time_recover_idx=None`` would fall back to the variant's value. Lists (JSON has
+    no tuples) come back as tuples where the config's default is one.
     """
-    _check_architecture(architecture)
-    fields = {field.name for field in dataclasses.fields(SqueezeformerConfig)}
-    unknown = sorted(set(values) - fields)
+    spec = get_spec(architecture)
+    unknown = sorted(set(values) - set(spec.fields))
     if unknown:
-        raise ValueError(f"saved {architecture} config has unknown field(s) {', '.join(unknown)}")
-    return SqueezeformerConfig(**values)  # type: ignore[arg-type]
+        raise ValueError(f"saved {spec.name} config has unknown field(s) {', '.join(unknown)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(spec.config_class)}
+    restored = {
+        key: tuple(value) if isinstance(value, list) and isinstance(defaults.get(key), tuple) else value
+        for key, value in values.items()
+    }
+    return spec.config_class(**restored)
 
 
-def build_from_config(architecture: str, config: SqueezeformerConfig | Mapping[str, object]) -> nn.Module:
+def build_from_config(architecture: str, config: object) -> nn.Module:
     """The model of a resolved (or saved, as a dict) config, with no variant lookup."""
-    if not isinstance(config, SqueezeformerConfig):
-        config = config_from_dict(architecture, config)
-    _check_architecture(architecture)
-    return build_squeezeformer(config)
+    spec = get_spec(architecture)
+    if not isinstance(config, spec.config_class):
+        config = config_from_dict(architecture, config)  # type: ignore[arg-type]
+    return spec.builder(config)
 
 
 def variant_peak_lr(architecture: str, variant: str | None) -> float | None:
-    """The peak learning rate the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3);
-    None for no variant (the default sizes have no published peak)."""
-    architecture = _check_architecture(architecture)
-    name = _check_variant(architecture, variant)
-    return None if name is None else SIZES[name].peak_lr
+    """The peak learning rate the paper trained this size with; None for no variant (the default sizes
+    have no published peak)."""
+    return get_spec(architecture).variant_peak_lr(check_variant(architecture, variant))
+
+
+def peak_learning_rate(architecture: str, variant: str | None) -> float:
+    """The architecture's recipe peak learning rate for ``variant``."""
+    return get_spec(architecture).peak_learning_rate(check_variant(architecture, variant))
 
 
 __all__ = [
     "ARCHITECTURES",
-    "AVAILABLE",
-    "DEFAULT_SIZE",
+    "COMMON_FIELDS",
+    "SPECS",
+    "ArchitectureSpec",
+    "OutputKind",
     "build_from_config",
     "build_model",
+    "check_options",
+    "check_variant",
     "config_from_dict",
+    "get_spec",
     "list_variants",
     "model_config",
+    "peak_learning_rate",
     "variant_peak_lr",
 ]

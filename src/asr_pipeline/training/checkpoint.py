@@ -1,4 +1,4 @@
-"""The run dir's checkpoint files, and rebuilding a trained model from a run dir.
+"""The run dir's checkpoint files (the model itself is built and rebuilt by ``models.loading``).
 
 Layout (ARCHITECTURE.md, "Data contracts")::
 
@@ -17,61 +17,48 @@ Layout (ARCHITECTURE.md, "Data contracts")::
 tmp + ``os.replace``, so a reader that finds it also finds the weights it describes. The directory itself
 is written as ``checkpoint_latest.tmp`` and swapped in, so a crash mid-write never damages the previous
 checkpoint, and the previous directory is kept as ``checkpoint_latest.old`` until the pointer names the
-new one (``committed_dir`` reads through a kill at any point). ``training_state.pt`` holds only tensors
+new one (``run_layout.committed_dir`` reads through a kill at any point). ``training_state.pt`` holds only tensors
 and plain containers, so it loads with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from asr_pipeline.io.atomic import write_json_atomic
+from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
+from asr_pipeline.run_layout import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_POINTER,
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    committed_dir,
+    read_checkpoint_pointer,
+    resolve_run_dir,
+)
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
 from asr_pipeline.training.ema import EMA_FILE
-from asr_pipeline.training.run_layout import CHECKPOINT_DIR, CHECKPOINT_POINTER, CONFIG_FILE, resolve_run_dir
 
 BEST_DIR = "checkpoint_best"
 BEST_POINTER = "checkpoint_best.json"
-WEIGHTS_FILE = "model.safetensors"
 STATE_FILE = "training_state.pt"
 
 
 def build_model_from_config(config: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
-    """The model ``config.model`` describes and its full model config as a dict (for checkpoint_latest.json)."""
-    from asr_pipeline.models.registry import build_model
-
-    model = build_model(config.model.architecture, config.model.variant, **_model_kwargs(config, vocab_size))
-    return model, resolved_model_config(config, vocab_size)
+    """The model ``config.model`` describes and its full model config as a dict (for checkpoint_latest.json);
+    built through the architecture's spec by ``models.loading.build_model_for``."""
+    return build_model_for(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
 
 
 def resolved_model_config(config: TrainConfig, vocab_size: int) -> dict[str, Any]:
     """The full model config ``config.model`` resolves to, without building the model."""
-    from asr_pipeline.models.registry import model_config
-
-    resolved = model_config(
-        config.model.architecture, config.model.variant, **_model_kwargs(config, vocab_size)
-    )
-    return dataclasses.asdict(resolved)
-
-
-def _model_kwargs(config: TrainConfig, vocab_size: int) -> dict[str, Any]:
-    return {
-        "input_dim": config.data.input_dim,
-        "vocab_size": vocab_size,
-        "d_model": config.model.d_model,
-        "num_layers": config.model.num_layers,
-        "num_heads": config.model.num_heads,
-        "dropout": config.model.dropout,
-    }
+    return resolve_model_config(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
 
 
 def save_checkpoint(
@@ -117,44 +104,9 @@ def save_checkpoint(
     shutil.rmtree(old, ignore_errors=True)
 
 
-def committed_dir(run_dir: str | Path) -> Path:
-    """The directory holding the checkpoint ``checkpoint_latest.json`` commits to.
-
-    Normally ``checkpoint_latest/``. A process killed (SIGKILL, OOM, preemption) between the two renames
-    of ``save_checkpoint`` leaves only ``checkpoint_latest.old/``; one killed after the swap but before
-    the pointer was written leaves a newer, uncommitted ``checkpoint_latest/`` next to the committed
-    ``.old``. Both are read from ``.old`` here, without writing anything (every rank may call this), and
-    the next ``save_checkpoint`` on rank 0 restores the layout.
-    """
-    run_dir = Path(run_dir)
-    final, old = run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.old"
-    pointer_path = run_dir / CHECKPOINT_POINTER
-    if not old.is_dir() or not pointer_path.is_file():
-        return final
-    step = str(json.loads(pointer_path.read_text())["step"])
-    if _weights_step(final) != step and _weights_step(old) == step:
-        return old
-    return final
-
-
-def _weights_step(directory: Path) -> str | None:
-    try:
-        with safe_open(directory / WEIGHTS_FILE, framework="pt") as weights:
-            return (weights.metadata() or {}).get("step")
-    except Exception:  # missing or half-written: not a checkpoint of any step
-        return None
-
-
 def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
     return {key: tensor.detach().cpu().contiguous() for key, tensor in state.items()}
-
-
-def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / CHECKPOINT_POINTER
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: the run in {run_dir} never finished a checkpoint")
-    return json.loads(path.read_text())
 
 
 def load_training_state(run_dir: str | Path) -> dict[str, Any]:
@@ -175,24 +127,10 @@ def load_weights(run_dir: str | Path, file: str = WEIGHTS_FILE) -> dict[str, tor
 
 
 def load_model_from_run(run_dir: str | Path) -> tuple[nn.Module, TrainConfig]:
-    """The trained model of ``run_dir`` (CPU, eval mode) and the config it was trained with.
-
-    ``run_dir`` may also be its ``checkpoint_latest/`` folder or ``checkpoint_latest.json`` pointer.
-
-    The architecture and variant come from ``training_config.json``; every model field comes from the
-    ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
-    rebuilt model is the trained one even if the registry's variant numbers changed since, and even when
-    the vocabulary size was inferred from a tokenizer that is not at hand now.
-    """
-    from asr_pipeline.models.registry import build_from_config
-
-    run_dir = resolve_run_dir(run_dir)  # its checkpoint_latest/ or checkpoint_latest.json are accepted too
-    config = load_json(run_dir / CONFIG_FILE)
-    saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
-    model = build_from_config(config.model.architecture, saved_model_config)
-    model.load_state_dict(load_weights(run_dir), strict=True)
-    model.eval()
-    return model, config
+    """The trained model of ``run_dir`` (``models.loading.load_run_model``: CPU, eval mode, rebuilt through
+    its architecture's spec) and the typed config it was trained with."""
+    loaded = load_run_model(run_dir)
+    return loaded.model, load_json(resolve_run_dir(run_dir) / CONFIG_FILE)
 
 
 def rng_state(device: torch.device) -> dict[str, Tensor]:

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from asr_pipeline.io.atomic import write_json_atomic
+from asr_pipeline.models import architectures
 from asr_pipeline.models.architectures import (
+    DEFAULT_ARCHITECTURE,
     RECIPE_PEAK_LR,
-    SQUEEZEFORMER_PEAK_LR_CAP,
     check_available,
+    check_known,
     check_variant,
 )
 
@@ -110,7 +112,7 @@ class DataConfig:
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     # One of models.architectures.ARCHITECTURES; those not built yet are refused here, before torchrun.
-    architecture: str = "squeezeformer"
+    architecture: str = DEFAULT_ARCHITECTURE
     # A named size ("xs", "demo"; "tiny" in tests), checked here too; None: the default sizes.
     variant: str | None = None
     vocab_size: int | None = None  # None: the tokenizer's vocab_size (pieces + blank)
@@ -121,12 +123,20 @@ class ModelConfig:
     num_layers: int | None = None
     num_heads: int | None = None
     dropout: float | None = None
+    # Architecture-specific config fields (e.g. Squeezeformer's conv_kernel_size, a Zipformer's per-stack
+    # tuples), over the variant's values; checked against the architecture's config dataclass
+    # (models.registry.check_options). Configs saved before this key load with none.
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "vocab_size", "d_model", "num_layers", "num_heads")
         _non_negative(self, "blank_id", "dropout")
         check_available(self.architecture)
         check_variant(self.architecture, self.variant)
+        if self.options:  # only then import the registry (torch): --help and plain configs stay fast
+            from asr_pipeline.models.registry import check_options
+
+            check_options(self.architecture, self.options)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,25 +358,18 @@ def peak_learning_rate(config: TrainConfig) -> float:
 
 
 def default_peak_learning_rate(architecture: str, variant: str | None) -> float:
-    """The reference trainer's recipe peak: Squeezeformer min(variant peak, 3e-4) (3e-4 with no variant),
-    Zipformer and Paraformer 1e-3, W2V-BERT 1e-4.
+    """The reference trainer's recipe peak: the architecture's spec says it for one that is built
+    (``models.registry.peak_learning_rate``; Squeezeformer min(variant peak, 3e-4), 3e-4 with no variant),
+    ``models.architectures.RECIPE_PEAK_LR`` for one that is not yet (Zipformer and Paraformer 1e-3,
+    W2V-BERT 1e-4)."""
+    name = check_known(architecture)
+    if name in architectures.AVAILABLE_ARCHITECTURES:
+        from asr_pipeline.models.registry import peak_learning_rate  # the registry imports torch models
 
-    The Squeezeformer cap: the paper's peaks (2e-3 for XS) belong to its large-batch LibriSpeech recipe,
-    while this pipeline trains on small adaptive batches, so it starts from a more conservative peak. A
-    run that wants another peak (the demo params do) sets ``optim.learning_rate``.
-    """
-    name = architecture.lower()
-    if name in RECIPE_PEAK_LR:
-        return RECIPE_PEAK_LR[name]
-    if name != "squeezeformer":
-        check_available(name)  # raises, naming the known architectures
+        return peak_learning_rate(name, variant)
+    if name not in RECIPE_PEAK_LR:
         raise ValueError(f"{name} has no recipe learning rate; set optim.learning_rate (--learning-rate)")
-    if variant is None:
-        return SQUEEZEFORMER_PEAK_LR_CAP
-    from asr_pipeline.models.registry import variant_peak_lr  # the registry imports torch models
-
-    peak = variant_peak_lr(name, variant)
-    return SQUEEZEFORMER_PEAK_LR_CAP if peak is None else min(peak, SQUEEZEFORMER_PEAK_LR_CAP)
+    return RECIPE_PEAK_LR[name]
 
 
 # --- helpers -------------------------------------------------------------------------------------------
@@ -443,6 +446,10 @@ def _coerce(annotation: Any, value: Any, path: str) -> Any:
         if value not in args:
             raise ValueError(f"{path}: expected one of {list(args)}, got {value!r}")
         return value
+    if origin is dict:  # free-form mappings (model.options): the keys are checked where they are used
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
     if origin is list:
         if not isinstance(value, list | tuple):
             raise ValueError(f"{path}: expected a list, got {value!r}")

@@ -191,8 +191,8 @@ def check_config(config: TrainConfig) -> None:
     """Refuse a config the workers could only fail on after torchrun started (each rank with its own
     traceback): no vocabulary size, or a resume/init source without a checkpoint. Raises ValueError or
     FileNotFoundError, one line naming the option and the flag to pass."""
+    from asr_pipeline.run_layout import require_checkpoint
     from asr_pipeline.training.config import check_vocab_source
-    from asr_pipeline.training.run_layout import require_checkpoint
 
     check_vocab_source(config)
     run = config.run
@@ -263,8 +263,8 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
     first (``check_devices``, ``check_config``), so a run on CUDA where there is none, without a vocabulary
     size or resuming from no checkpoint fails here, naming the fix, and writes nothing.
     """
+    from asr_pipeline.run_layout import CONFIG_FILE, METRICS_FILE
     from asr_pipeline.training.config import save_json
-    from asr_pipeline.training.run_layout import CONFIG_FILE, METRICS_FILE
 
     nproc = resolve_nproc_per_node(config, nproc_per_node)
     check_devices(config, nproc)

@@ -30,13 +30,14 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from asr_pipeline.training.checkpoint import (
+from asr_pipeline.run_layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
     WEIGHTS_FILE,
     committed_dir,
     read_checkpoint_pointer,
+    resolve_run_dir,
 )
 from asr_pipeline.training.config import (
     DataConfig,
@@ -46,7 +47,6 @@ from asr_pipeline.training.config import (
     to_dict,
     upgrade_saved,
 )
-from asr_pipeline.training.run_layout import resolve_run_dir
 
 CRITICAL_DATA_KEYS = (
     "train_manifests",
@@ -78,7 +78,10 @@ def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     # As for data below: a model or optim key the saved config predates counts as its default.
     model = {**_field_defaults(ModelConfig), **config["model"]}
     optim = {**_field_defaults(OptimConfig), **config["optim"]}
+    # Architecture-specific options count one by one, so the diff names the option that changed.
+    options = model.pop("options", None) or {}
     keys = {f"model.{name}": value for name, value in model.items()}
+    keys |= {f"model.options.{name}": value for name, value in options.items()}
     # A key the saved config predates counts as its default, so adding a data option with a default that
     # keeps the old behaviour does not block resuming older runs.
     defaults = {f.name: f.default for f in dataclasses.fields(DataConfig)}

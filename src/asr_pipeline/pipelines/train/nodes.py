@@ -11,9 +11,9 @@ from pathlib import Path
 
 import polars as pl
 
+from asr_pipeline.run_layout import INDEX_FILE, TOKENIZER_FILE
 from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.launch import launch_options, run_training
-from asr_pipeline.training.run_layout import INDEX_FILE, TOKENIZER_FILE
 
 
 def train_model(

@@ -1,0 +1,115 @@
+"""A model from the model section of a training config, and the trained model of a run dir.
+
+Both go through the architecture's registry spec, so decoding, evaluation, ``--resume-from`` and
+``--init-from`` rebuild any registered architecture the same way. This module reads the run dir's JSON
+files itself (``asr_pipeline.run_layout`` names them) and never imports ``training/``: the layers below
+``training/`` (``decoding/``) load a run's model through here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from safetensors.torch import load_file
+from torch import nn
+
+from asr_pipeline.models.architectures import DEFAULT_ARCHITECTURE
+from asr_pipeline.models.registry import build_from_config, check_options, get_spec, model_config
+from asr_pipeline.models.spec import OutputKind
+from asr_pipeline.run_layout import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    committed_dir,
+    read_checkpoint_pointer,
+    resolve_run_dir,
+)
+
+
+class ModelSettings(Protocol):
+    """The model section of a training config (``training.config.ModelConfig`` is one)."""
+
+    architecture: str
+    variant: str | None
+    d_model: int | None
+    num_layers: int | None
+    num_heads: int | None
+    dropout: float | None
+    options: Mapping[str, Any]
+
+
+def resolve_model_config(settings: ModelSettings, *, input_dim: int, vocab_size: int) -> dict[str, Any]:
+    """The full model config ``settings`` resolve to, as a dict (as saved in checkpoint_latest.json)."""
+    return dataclasses.asdict(_config(settings, input_dim, vocab_size))
+
+
+def build_model_for(
+    settings: ModelSettings, *, input_dim: int, vocab_size: int
+) -> tuple[nn.Module, dict[str, Any]]:
+    """The model ``settings`` describe and its full config as a dict (for checkpoint_latest.json)."""
+    config = _config(settings, input_dim, vocab_size)
+    return get_spec(settings.architecture).builder(config), dataclasses.asdict(config)
+
+
+def _config(settings: ModelSettings, input_dim: int, vocab_size: int) -> Any:
+    check_options(settings.architecture, settings.options)  # a common field in options: refused, not merged
+    return model_config(
+        settings.architecture,
+        settings.variant,
+        input_dim=input_dim,
+        vocab_size=vocab_size,
+        **dict(settings.options),
+        d_model=settings.d_model,
+        num_layers=settings.num_layers,
+        num_heads=settings.num_heads,
+        dropout=settings.dropout,
+    )
+
+
+@dataclass(frozen=True)
+class RunModel:
+    """The trained model of a run dir (CPU, eval mode) and what decoding needs to know about it."""
+
+    model: nn.Module
+    architecture: str
+    blank_id: int
+    output: OutputKind  # the spec's output kind: "ctc" log-probs or a Paraformer-style decoder
+    model_config: dict[str, Any]  # exactly as saved in checkpoint_latest.json
+    training_config: dict[str, Any]  # training_config.json as saved (raw JSON)
+
+
+def load_run_model(run_dir: str | Path) -> RunModel:
+    """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer).
+
+    The architecture comes from ``training_config.json``; every model field comes from the
+    ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
+    rebuilt model is the trained one even if the registry's variant numbers changed since, and even when
+    the vocabulary size was inferred from a tokenizer that is not at hand now.
+    """
+    run_dir = resolve_run_dir(run_dir)
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} does not exist: {run_dir} is not a training run dir")
+    training_config = json.loads(config_path.read_text())
+    model_section = training_config.get("model", {})
+    # A config saved before model.architecture existed was the default (then the only) architecture.
+    spec = get_spec(model_section.get("architecture", DEFAULT_ARCHITECTURE))
+    saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
+    model = build_from_config(spec.name, saved_model_config)
+    model.load_state_dict(load_file(committed_dir(run_dir) / WEIGHTS_FILE), strict=True)
+    model.eval()
+    return RunModel(
+        model=model,
+        architecture=spec.name,
+        blank_id=int(model_section.get("blank_id", 0)),
+        output=spec.output,
+        model_config=saved_model_config,
+        training_config=training_config,
+    )
+
+
+__all__ = ["ModelSettings", "RunModel", "build_model_for", "load_run_model", "resolve_model_config"]

@@ -1,0 +1,45 @@
+"""``ArchitectureSpec``: what one architecture tells the rest of the pipeline (``models.registry`` maps
+names to specs; each model file's spec lives next to it, e.g. ``models.squeezeformer_spec``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from torch import nn
+
+OutputKind = Literal["ctc", "paraformer"]
+# Config fields every architecture has; the training config sets them outside model.options.
+COMMON_FIELDS = ("input_dim", "vocab_size", "d_model", "num_layers", "num_heads", "dropout")
+
+
+@dataclass(frozen=True)
+class ArchitectureSpec:
+    """Everything the rest of the pipeline may know about one architecture."""
+
+    name: str  # as in --architecture and training_config.json's model.architecture
+    config_class: type  # a frozen dataclass of plain values; must have the COMMON_FIELDS
+    variants: tuple[str, ...]  # named sizes, in the order --help lists them
+    # (variant or None, given config fields) -> the resolved config; None: the architecture's default sizes
+    config_for: Callable[[str | None, Mapping[str, object]], Any]
+    builder: Callable[[Any], nn.Module]  # resolved config -> model
+    peak_learning_rate: Callable[[str | None], float]  # the recipe's peak when optim.learning_rate is unset
+    frontend: str  # features.frontends name of the features it eats ("fbank", "w2v-bert")
+    input_dim: int  # the frontend's feature width F it expects by default
+    output: OutputKind  # "ctc": (B, T', V) log-probs for CTC; "paraformer": a Paraformer-style decoder
+    # The published peak of a variant, if the paper gives one; None: no variant or none published.
+    variant_peak_lr: Callable[[str | None], float | None] = lambda variant: None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(field.name for field in dataclasses.fields(self.config_class))
+
+    @property
+    def option_fields(self) -> tuple[str, ...]:
+        """The config fields ``model.options`` may set: all but the COMMON_FIELDS."""
+        return tuple(name for name in self.fields if name not in COMMON_FIELDS)
+
+
+__all__ = ["COMMON_FIELDS", "ArchitectureSpec", "OutputKind"]

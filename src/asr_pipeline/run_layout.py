@@ -1,0 +1,94 @@
+"""File names inside a run directory, shared by the worker, the Kedro train node, the CLI and
+``models.loading`` (which rebuilds a run's model), and the one way to turn what a user points at
+(``--resume-from``, ``--init-from``, ``decode --run-dir``) into a run dir.
+
+It sits below every layer (``models/`` reads run dirs, ``training/`` writes them), so it stays free of
+heavy imports: ``asr-pipeline --help`` and the Kedro node can name these cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "training_config.json"  # the resolved TrainConfig, written before training starts
+METRICS_FILE = "metrics.json"  # final metrics, written last by rank 0
+TOKENIZER_FILE = "tokenizer.model"  # the SentencePiece model the run was trained with
+INDEX_FILE = "length_index.parquet"  # the length index the run batched with
+CHECKPOINT_DIR = "checkpoint_latest"  # the latest checkpoint's folder (training.checkpoint)
+CHECKPOINT_POINTER = "checkpoint_latest.json"  # written last: the checkpoint's commit point
+WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwrapped model
+
+
+def resolve_run_dir(path: str | Path) -> Path:
+    """The run dir ``path`` stands for: the run dir itself, its ``checkpoint_latest/`` folder, or its
+    ``checkpoint_latest.json`` pointer (the reference trainer documents ``--resume-from
+    runs/x/checkpoint_latest``). Other paths come back unchanged; nothing is read."""
+    path = Path(path)
+    return path.parent if path.name in (CHECKPOINT_DIR, CHECKPOINT_POINTER) else path
+
+
+def require_checkpoint(path: str | Path, what: str) -> Path:
+    """``resolve_run_dir(path)``, checked to hold a finished checkpoint; ``what`` names the option in the
+    FileNotFoundError (e.g. "run.resume_from (--resume-from)")."""
+    run_dir = resolve_run_dir(path)
+    if not (run_dir / CHECKPOINT_POINTER).is_file():
+        raise FileNotFoundError(
+            f"{what} {str(path)!r}: {run_dir} holds no finished checkpoint ({CHECKPOINT_POINTER}); pass a "
+            f"run dir that does, its {CHECKPOINT_DIR}/ folder or its {CHECKPOINT_POINTER}"
+        )
+    return run_dir
+
+
+def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
+    """``checkpoint_latest.json``: {"step", "epoch", "model_config", "metrics"}."""
+    path = Path(run_dir) / CHECKPOINT_POINTER
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: the run in {run_dir} never finished a checkpoint")
+    return json.loads(path.read_text())
+
+
+def committed_dir(run_dir: str | Path) -> Path:
+    """The directory holding the checkpoint ``checkpoint_latest.json`` commits to.
+
+    Normally ``checkpoint_latest/``. A process killed (SIGKILL, OOM, preemption) between the two renames
+    of ``training.checkpoint.save_checkpoint`` leaves only ``checkpoint_latest.old/``; one killed after the
+    swap but before the pointer was written leaves a newer, uncommitted ``checkpoint_latest/`` next to the
+    committed ``.old``. Both are read from ``.old`` here, without writing anything (every rank may call
+    this), and the next ``save_checkpoint`` on rank 0 restores the layout.
+    """
+    run_dir = Path(run_dir)
+    final, old = run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.old"
+    pointer_path = run_dir / CHECKPOINT_POINTER
+    if not old.is_dir() or not pointer_path.is_file():
+        return final
+    step = str(json.loads(pointer_path.read_text())["step"])
+    if _weights_step(final) != step and _weights_step(old) == step:
+        return old
+    return final
+
+
+def _weights_step(directory: Path) -> str | None:
+    from safetensors import safe_open  # only on the rare .old path; keeps this module light
+
+    try:
+        with safe_open(directory / WEIGHTS_FILE, framework="pt") as weights:
+            return (weights.metadata() or {}).get("step")
+    except Exception:  # missing or half-written: not a checkpoint of any step
+        return None
+
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CHECKPOINT_POINTER",
+    "CONFIG_FILE",
+    "INDEX_FILE",
+    "METRICS_FILE",
+    "TOKENIZER_FILE",
+    "WEIGHTS_FILE",
+    "committed_dir",
+    "read_checkpoint_pointer",
+    "require_checkpoint",
+    "resolve_run_dir",
+]
