@@ -394,3 +394,50 @@ def test_a_config_the_workers_would_fail_on_exits_2_with_one_line_before_torchru
     assert status == 2
     assert err == message.format(**paths) + "\n", "one line, no traceback"
     assert not (tmp_path / "run").exists()
+
+
+def test_model_options_take_json_or_plain_string_values_and_reach_the_model(shard, tmp_path):
+    config = train_config(
+        shard,
+        "--model-option", "conv_kernel_size=15",
+        "--model-option", "conv_use_glu=true",
+        "--model-option", "input_normalization=utterance",
+    )  # fmt: skip
+
+    assert config.model.options == {
+        "conv_kernel_size": 15,
+        "conv_use_glu": True,
+        "input_normalization": "utterance",
+    }
+    from asr_pipeline.models.loading import build_model_for
+
+    model, resolved = build_model_for(config.model, input_dim=16, vocab_size=13)
+    assert resolved["conv_kernel_size"] == 15 and resolved["conv_use_glu"] is True
+    assert model.blocks[0].conv.module.depthwise.kernel_size == (15,)
+
+
+def test_model_options_given_as_flags_override_a_config_files_options_field_by_field(shard, tmp_path):
+    saved = train_config(shard, "--model-option", "conv_kernel_size=15", "--model-option", "ff_expansion=2")
+    save_json(saved, tmp_path / "training_config.json")
+
+    config = train_config(
+        shard, "--config", tmp_path / "training_config.json", "--model-option", "ff_expansion=3"
+    )
+
+    assert config.model.options == {"conv_kernel_size": 15, "ff_expansion": 3}
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("bogus=1", "unknown squeezeformer option(s) bogus; model.options accepts: ff_expansion"),
+        ("novalue", "--model-option 'novalue': expected NAME=VALUE"),
+    ],
+)
+def test_a_bad_model_option_exits_2_naming_what_is_accepted(shard, tmp_path, capsys, option, message):
+    status = cli(
+        "train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--model-option", option
+    )
+
+    assert status == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -448,8 +448,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             parser.add_argument(
                 *names, dest=dest, type=spec.type, choices=spec.choices, metavar=spec.metavar, help=help_text
             )
+    parser.add_argument(
+        "--model-option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an architecture-specific model config field (model.options), VALUE as JSON (15, 0.1, true, "
+        "[2, 4]) or a plain string; repeat for several; the fields are the architecture config's beyond the "
+        "common sizes (an unknown one is refused naming the valid ones). Default: the variant's values",
+    )
     _add_launch_flags(parser)
     parser.set_defaults(handler=run)
+
+
+def _check_model_options(architecture: str | None, options: dict[str, Any]) -> None:
+    """Unknown option names are a usage error (exit 2) before anything runs; values are checked when the
+    model is built."""
+    from asr_pipeline.models.registry import check_options  # imports torch: only when options are given
+
+    try:
+        check_options(architecture or _config_default(ModelConfig, "architecture"), options)
+    except ValueError as error:
+        raise UsageError(f"--model-option: {error}") from None
+
+
+def parse_model_options(items: list[str]) -> dict[str, Any]:
+    """``["conv_kernel_size=15", "conv_use_glu=true"]`` -> ``{"conv_kernel_size": 15, "conv_use_glu": True}``."""
+    options: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--model-option {item!r}: expected NAME=VALUE, e.g. conv_kernel_size=15")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text  # a bare string, e.g. input_normalization=utterance
+        options[name.strip()] = value
+    return options
 
 
 def _add_launch_flags(parser: argparse.ArgumentParser) -> None:
@@ -566,6 +600,12 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
         overrides["run.output_dir"] = args.output_dir
     if args.tokenizer:
         overrides["run.tokenizer"] = args.tokenizer
+    if args.model_option:  # merged over the --config file's options, field by field
+        given = parse_model_options(args.model_option)
+        _check_model_options(
+            overrides.get("model.architecture") or base.get("model", {}).get("architecture"), given
+        )
+        overrides["model.options"] = {**base.get("model", {}).get("options", {}), **given}
     config = resolve_config(base, overrides)
     for path in [*config.data.train_manifests, *config.data.val_manifests]:  # the config file's too
         existing_path(path, "training manifest")
