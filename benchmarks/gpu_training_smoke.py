@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,7 @@ def check_run(run_dir: Path, precision: str, first_epochs: int, settle_steps: in
         "loss_falls": last < 0.5 * first,
         "no_late_skips": late_skips == 0,
         "resumed_at_phase_end": bool(resumed) and resumed[0]["step"] == phase1_end,
-        "finite": all(map(lambda x: x == x and abs(x) != float("inf"), losses)),
+        "finite": all(map(math.isfinite, losses)),
     }
     return {
         "run": run_dir.name,

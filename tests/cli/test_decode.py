@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from asr_pipeline.cli import main
+from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.checkpoint import build_model_from_config, save_checkpoint
 from asr_pipeline.training.config import resolve_config, save_json
-from asr_pipeline.training.run_layout import CONFIG_FILE, TOKENIZER_FILE
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 
 

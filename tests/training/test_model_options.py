@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from asr_pipeline.models import architectures, registry
+from asr_pipeline.run_layout import CONFIG_FILE
 from asr_pipeline.training.checkpoint import build_model_from_config, resolved_model_config, save_checkpoint
 from asr_pipeline.training.config import (
     default_peak_learning_rate,
@@ -18,7 +19,6 @@ from asr_pipeline.training.config import (
     to_dict,
 )
 from asr_pipeline.training.resume import check_resume_compatible, critical_keys
-from asr_pipeline.training.run_layout import CONFIG_FILE
 from tests.models.test_loading import TOY
 
 MINIMAL = {"data": {"train_manifests": ["train/shard-00000.parquet"], "input_dim": 16}}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from asr_pipeline.run_layout import require_checkpoint, resolve_run_dir
 from asr_pipeline.training.resume import init_weights_path
-from asr_pipeline.training.run_layout import require_checkpoint, resolve_run_dir
 
 from .conftest import run_in_process as run
 from .conftest import tiny_config

@@ -50,15 +50,16 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from asr_pipeline.data.collate import Batch
-from asr_pipeline.models.loading import build_model_for, resolve_model_config
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.checkpoint import (
     BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
+    build_model_from_config,
     load_training_state,
     load_weights,
+    resolved_model_config,
     restore_rng,
     rng_state,
     save_checkpoint,
@@ -134,9 +135,7 @@ class Trainer:
         self.output_dir = Path(config.run.output_dir)
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
-        self.model, self.model_config = build_model_for(
-            config.model, input_dim=config.data.input_dim, vocab_size=vocab_size
-        )
+        self.model, self.model_config = build_model_from_config(config, vocab_size)
         if config.run.init_from and not config.run.resume_from:  # the same file on every rank
             events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
         self.model.to(ctx.device)
@@ -458,8 +457,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
     # The run dir, whichever form was given (the dir, its checkpoint_latest/ or checkpoint_latest.json).
     resume_dir = resolve_run_dir(config.run.resume_from) if config.run.resume_from else None
     if resume_dir is not None:  # before save_json: resuming in place would overwrite the saved config
-        resolved = resolve_model_config(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
-        check_resume_compatible(config, resolved, resume_dir)
+        check_resume_compatible(config, resolved_model_config(config, vocab_size), resume_dir)
     if ctx.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         save_json(config, output_dir / CONFIG_FILE)
