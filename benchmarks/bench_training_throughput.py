@@ -15,6 +15,7 @@ against what this card does, not a datasheet.
 
     python benchmarks/bench_training_throughput.py                       # CUDA: the full table
     python benchmarks/bench_training_throughput.py --variants demo --modes eager --steps 5
+    python benchmarks/bench_training_throughput.py --variants sm zipformer:m w2v-bert:600m   # architectures
     python benchmarks/bench_training_throughput.py --json out.json       # also write the rows
 
 Without CUDA it times the demo variant in f32 eager on the CPU, as a smoke check of the script.
@@ -37,29 +38,44 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from asr_pipeline.models.architectures import default_input_dim, frontend_of
 from asr_pipeline.models.registry import build_model
 
-FRAME_SEC = 0.01
-FRAMES_PER_TOKEN = 8
+FRAME_SEC = {"fbank": 0.01, "w2v-bert": 0.02}  # audio per input frame: w2v-bert stacks two 10 ms frames
+TOKENS_PER_SEC = 12.5  # ~1 target per 8 fbank frames, whatever the frame rate
 VOCAB_SIZE = 257  # 256 pieces + blank
-INPUT_DIM = 80
 
 
-def synthetic_batch(batch_frames: int, max_frames: int, device: torch.device, seed: int = 0) -> dict:
-    """(B, T, F) features with B = batch_frames // max_frames, lengths in [0.4, 1] * T, longest = T."""
+def parse_model(text: str) -> tuple[str, str]:
+    """``"zipformer:m"`` -> ("zipformer", "m"); a bare variant is Squeezeformer's (``"xs"``)."""
+    architecture, _, variant = text.rpartition(":")
+    return architecture or "squeezeformer", variant
+
+
+def synthetic_batch(
+    batch_frames: int,
+    max_frames: int,
+    device: torch.device,
+    seed: int = 0,
+    architecture: str = "squeezeformer",
+) -> dict:
+    """(B, T, F) features with B = batch_frames // max_frames, lengths in [0.4, 1] * T, longest = T; frame
+    counts are in 10 ms fbank frames and halved for an architecture whose frontend has 20 ms frames."""
     generator = torch.Generator().manual_seed(seed)
     batch = max(1, batch_frames // max_frames)
+    frame_sec = FRAME_SEC[frontend_of(architecture)]
+    max_frames = round(max_frames * FRAME_SEC["fbank"] / frame_sec)
     lengths = torch.randint(int(0.4 * max_frames), max_frames + 1, (batch,), generator=generator)
     lengths[0] = max_frames
-    target_lengths = (lengths // FRAMES_PER_TOKEN).clamp(min=1)
+    target_lengths = (lengths * frame_sec * TOKENS_PER_SEC).long().clamp(min=1)
     targets = torch.randint(1, VOCAB_SIZE, (batch, int(target_lengths.max())), generator=generator)
-    features = torch.randn(batch, max_frames, INPUT_DIM, generator=generator)
+    features = torch.randn(batch, max_frames, default_input_dim(architecture), generator=generator)
     return {
         "features": features.to(device),
         "lengths": lengths.to(device),
         "targets": targets.to(device),
         "target_lengths": target_lengths.to(device),
-        "audio_sec": float(lengths.sum()) * FRAME_SEC,
+        "audio_sec": float(lengths.sum()) * frame_sec,
     }
 
 
@@ -142,11 +158,13 @@ def bench_case(variant: str, precision: str, mode: str, args, device: torch.devi
     torch._dynamo.reset()
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
-    model = build_model("squeezeformer", variant, input_dim=INPUT_DIM, vocab_size=VOCAB_SIZE, dropout=0.1).to(
+    architecture, size = parse_model(variant)
+    input_dim = default_input_dim(architecture)
+    model = build_model(architecture, size, input_dim=input_dim, vocab_size=VOCAB_SIZE, dropout=0.1).to(
         device
     )
     params = sum(p.numel() for p in model.parameters())
-    batch = synthetic_batch(args.batch_frames, args.max_frames, device)
+    batch = synthetic_batch(args.batch_frames, args.max_frames, device, architecture=architecture)
     if variant not in flops:
         flops[variant] = count_flops(model, batch, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -190,7 +208,12 @@ def bench_case(variant: str, precision: str, mode: str, args, device: torch.devi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", nargs="+", default=["demo", "xs", "s"])
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["demo", "xs", "s"],
+        help="Squeezeformer variants, or ARCHITECTURE:VARIANT (zipformer:m, w2v-bert:600m)",
+    )
     parser.add_argument("--precisions", nargs="+", default=["f32", "tf32", "bf16"])
     parser.add_argument("--modes", nargs="+", default=["eager", "compile"])
     parser.add_argument(
@@ -233,7 +256,7 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     header = (
-        f"{'variant':>7} {'Mparam':>6} {'prec':>5} {'mode':>7} | {'B':>3} {'step ms':>8} {'spread':>6} | "
+        f"{'variant':>14} {'Mparam':>6} {'prec':>5} {'mode':>7} | {'B':>3} {'step ms':>8} {'spread':>6} | "
         f"{'audio s/s':>9} {'peak GiB':>8} | {'TFLOP/s':>7} {'MFU':>6} | {'vs eager':>8} {'compile s':>9}"
     )
     print(header)
@@ -243,7 +266,7 @@ def main() -> None:
         speedup = eager.get((r["variant"], r["precision"]), math.nan) / r["step_ms"]
         compile_sec = "" if r["compile_sec"] is None else f"{r['compile_sec']:9.1f}"
         print(
-            f"{r['variant']:>7} {r['params_m']:6.1f} {r['precision']:>5} {r['mode']:>7} | {r['batch']:>3} "
+            f"{r['variant']:>14} {r['params_m']:6.1f} {r['precision']:>5} {r['mode']:>7} | {r['batch']:>3} "
             f"{r['step_ms']:8.1f} {r['step_spread']:6.2f} | {r['audio_sec_per_sec']:9.0f} {r['peak_gib']:8.2f} | "
             f"{r['achieved_tflops']:7.1f} {r['mfu']:6.1%} | {speedup:8.2f} {compile_sec:>9}"
         )

@@ -255,3 +255,21 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
         assert _changed_stages(project) == expected, path
         (project / path).write_text(original)
     assert _changed_stages(project) == set()
+
+
+@pytest.mark.parametrize(("architecture", "width"), [("zipformer", 80), ("w2v-bert", 160)])
+def test_switching_the_architecture_trains_it_on_its_own_frontends_features(origin, architecture, width):
+    project = clone(origin, f"arch-{architecture}")
+    edit_params(project, {"train": {"model": {"architecture": architecture, "variant": "tiny"}}})
+
+    assert stages_run(run(["dvc", "repro"], project).stdout) == {
+        "features",  # the frontend follows train.model.architecture (features.architecture: null)
+        "index",
+        "train",
+        "evaluate@dev",
+        "evaluate@test",
+    }
+    config = json.loads((project / "data" / "07_train" / "run" / "training_config.json").read_text())
+    assert (config["model"]["architecture"], config["data"]["input_dim"]) == (architecture, width)
+    scores = json.loads((project / "data" / "metrics" / "evaluate_test.json").read_text())
+    assert scores["utterances"] == 6 and set(scores["greedy"]) == {"wer", "cer"}

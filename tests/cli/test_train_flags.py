@@ -208,11 +208,11 @@ def test_any_step_flag_switches_to_the_step_schedule(shard):
     ("flags", "message"),
     [
         (
-            ["--zipformer"],
-            "--zipformer: zipformer cannot be built by this version of asr_pipeline, which trains "
-            "squeezeformer only; train with --architecture squeezeformer",
+            ["--paraformer"],
+            "--paraformer: paraformer cannot be built by this version of asr_pipeline, which trains "
+            "squeezeformer, zipformer, w2v-bert only; train with --architecture squeezeformer",
         ),
-        (["--architecture", "w2v-bert"], "w2v-bert cannot be built by this version"),
+        (["--architecture", "paraformer"], "paraformer cannot be built by this version"),
         (["--paraformer", "--architecture", "paraformer"], "paraformer cannot be built"),  # agreeing: fine
         (["--architecture", "squeezeformer", "--paraformer"], "--architecture and --paraformer both set"),
         (["--zipformer", "--w2v-bert"], "--zipformer and --w2v-bert both set model.architecture"),
@@ -276,7 +276,7 @@ def test_the_rendezvous_flags_reach_torchrun(shard, tmp_path, launched, capsys):
     status = cli(
         "train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--nnodes", 2,
         "--node-rank", 1, "--rdzv-endpoint", "host0:29400", "--rdzv-id", "job-3", "--nproc-per-node", 2,
-        "--vocab-size", 12,
+        "--vocab-size", 12, "--input-dim", 16,
     )  # fmt: skip
 
     assert status == 0
@@ -298,6 +298,7 @@ def test_device_indices_choose_the_process_count_and_a_different_count_is_a_usag
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     common = ["train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--backend", "cuda"]
+    common += ["--input-dim", "16"]
     common += ["--vocab-size", 12]
 
     assert cli(*common, "--device-indices", "1,3") == 0
@@ -440,4 +441,44 @@ def test_a_bad_model_option_exits_2_naming_what_is_accepted(shard, tmp_path, cap
     )
 
     assert status == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_architecture_flags_reach_the_model_section(shard, tmp_path):
+    zipformer = train_config(shard, "--zipformer", "--variant", "tiny", "--swoosh", "sigmoid")
+    assert (zipformer.model.architecture, zipformer.model.options) == ("zipformer", {"swoosh": "sigmoid"})
+    assert zipformer.data.input_dim == 80, "fbank width: the zipformer frontend's"
+
+    hf_dir = tmp_path / "hf"
+    w2v = train_config(
+        shard,
+        "--w2v-bert",
+        "--w2v-hf-model-dir",
+        hf_dir,
+        "--w2v-hf-load-weights",
+        "--w2v-activation-checkpointing",
+    )
+    assert (w2v.model.pretrained_dir, w2v.model.load_pretrained_weights) == (str(hf_dir), True)
+    assert w2v.model.options == {"activation_checkpointing": True}
+    assert w2v.data.input_dim == 160, "the w2v-bert frontend's stacked width"
+
+
+def test_a_w2v_bert_option_on_squeezeformer_is_refused_naming_the_valid_ones(shard, tmp_path, capsys):
+    status = cli("train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--swoosh", "paper")
+
+    assert status != 0
+    assert "unknown squeezeformer option(s) swoosh" in capsys.readouterr().err
+
+
+def test_shards_of_another_width_than_the_architecture_exit_2_before_torchrun(shard, tmp_path, capsys):
+    status = cli(
+        "train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--w2v-bert", "--vocab-size", 9
+    )
+    err = capsys.readouterr().err
+
+    assert status == 2
+    assert (
+        "shard-00000.parquet holds 16-dim features, but the w2v-bert model is built for data.input_dim=160"
+        in err
+    )
     assert not (tmp_path / "run").exists()

@@ -34,3 +34,10 @@ def test_the_names_module_imports_no_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", architectures.AVAILABLE_ARCHITECTURES)
+def test_the_default_input_width_is_the_frontends_and_the_specs(name):
+    from asr_pipeline.features.frontends import frontend_for
+
+    assert architectures.default_input_dim(name) == frontend_for(name).feature_dim == get_spec(name).input_dim

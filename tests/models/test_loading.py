@@ -89,8 +89,9 @@ def test_model_settings_with_options_resolve_through_the_spec(toy):
     model, saved = build_model_for(settings, input_dim=8, vocab_size=7)
 
     assert saved == resolve_model_config(settings, input_dim=8, vocab_size=7)
-    assert (saved["num_layers"], saved["vocab_size"], saved["stack_widths"]) == (3, 7, (2, 3))
-    assert model.output.in_features == 5
+    # As JSON saves it (tuples as lists), so a resumed run's config compares equal to the saved one.
+    assert (saved["num_layers"], saved["vocab_size"], saved["stack_widths"]) == (3, 7, [2, 3])
+    assert model.config.stack_widths == (2, 3) and model.output.in_features == 5
 
 
 def test_an_option_that_is_not_a_config_field_is_refused_naming_the_valid_ones(toy):

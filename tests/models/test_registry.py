@@ -19,16 +19,41 @@ def test_the_four_planned_architectures_are_named():
     assert ARCHITECTURES == ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
 
 
-@pytest.mark.parametrize("architecture", ["zipformer", "paraformer", "w2v-bert"])
-def test_planned_architectures_say_what_can_be_built_and_what_to_pass(architecture):
+def test_a_planned_architecture_says_what_can_be_built_and_what_to_pass():
     message = (
-        f"{architecture} cannot be built by this version of asr_pipeline, which trains squeezeformer only; "
-        "train with --architecture squeezeformer"
+        "paraformer cannot be built by this version of asr_pipeline, which trains squeezeformer, zipformer, "
+        "w2v-bert only; train with --architecture squeezeformer"
     )
     with pytest.raises(ValueError, match=message):
-        build_model(architecture, input_dim=80, vocab_size=10)
+        build_model("paraformer", input_dim=80, vocab_size=10)
     with pytest.raises(ValueError, match=message):
-        list_variants(architecture)
+        list_variants("paraformer")
+
+
+@pytest.mark.parametrize(
+    ("architecture", "variants"),
+    [("zipformer", ["s", "m", "l", "tiny", "demo"]), ("w2v-bert", ["600m", "tiny", "demo"])],
+)
+def test_zipformer_and_w2v_bert_are_registered_with_their_sizes(architecture, variants):
+    assert list_variants(architecture) == variants
+    model = build_model(
+        architecture, "tiny", input_dim=80 if architecture == "zipformer" else 160, vocab_size=10
+    )
+    assert model.config.vocab_size == 10
+
+
+def test_an_unknown_variant_says_what_no_variant_means():
+    with pytest.raises(ValueError, match=r"choose one of: s, m, l, tiny, demo \(or none for the M sizes\)"):
+        model_config("zipformer", "xl", input_dim=80, vocab_size=10)
+
+
+def test_base_values_are_kept_as_given_while_none_overrides_mean_not_given():
+    config = model_config(
+        "squeezeformer", "tiny", input_dim=80, vocab_size=10, base={"time_recover_idx": None}, dropout=None
+    )
+
+    assert config.time_recover_idx is None  # from base, None kept
+    assert config.dropout == 0.1  # None override: not given
 
 
 def test_unknown_architecture_lists_the_valid_ones():

@@ -52,7 +52,11 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
         create_pipeline(),
         inputs,
         datasets,
-        params={"features": params, "tokenizer": project_params["tokenizer"]},
+        params={
+            "features": params,
+            "tokenizer": project_params["tokenizer"],
+            "train": project_params["train"],
+        },
     )
 
     train_shards = catalog.load("train.feature_shards")
@@ -94,6 +98,36 @@ def test_features_stage_fails_naming_the_skips_when_a_split_keeps_nothing(
             create_pipeline(),
             {**inputs, "tokenizer_model": spm_model},
             datasets,
-            params={"features": project_params["features"], "tokenizer": project_params["tokenizer"]},
+            params={key: project_params[key] for key in ("features", "tokenizer", "train")},
         )
     assert not list((tmp_path / "features").rglob("*.parquet")), "no empty shard"
+
+
+@pytest.mark.parametrize(
+    ("architecture", "width"), [("squeezeformer", 80), ("zipformer", 80), ("w2v-bert", 160)]
+)
+def test_with_no_features_architecture_the_frontend_follows_the_models(
+    tmp_path, spm_model, project_params, architecture, width
+):
+    assert project_params["features"]["architecture"] is None, "params.yaml lets the model choose"
+    inputs = {
+        f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)])
+        for split in ("train", "dev", "test")
+    }
+    datasets = {
+        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
+        for split in ("train", "dev", "test")
+    }
+    catalog = run_stage(
+        create_pipeline(),
+        {**inputs, "tokenizer_model": spm_model},
+        datasets,
+        params={
+            "features": project_params["features"],
+            "tokenizer": project_params["tokenizer"],
+            "train": {"model": {"architecture": architecture}},
+        },
+    )
+
+    [shard] = catalog.load("train.feature_shards")
+    assert set(pq.read_table(shard)["cols"].to_pylist()) == {width}

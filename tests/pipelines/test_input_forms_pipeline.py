@@ -91,7 +91,11 @@ def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int =
         features_pipeline(),
         {**manifests, "tokenizer_model": spm_model},
         shards,
-        params={**params, "features": {**project_params["features"], "jobs": jobs}},
+        params={
+            **params,
+            "features": {**project_params["features"], "jobs": jobs},
+            "train": project_params["train"],
+        },
     )
     return transcripts, features
 

@@ -72,10 +72,29 @@ def test_params_yaml_train_section_still_resolves_to_the_demo_variant_on_the_ste
     assert config.optim.uses_step_schedule, "params set lr_warmup_steps, so the demo keeps its step schedule"
 
 
-@pytest.mark.parametrize("architecture", ["zipformer", "paraformer", "w2v-bert"])
-def test_an_architecture_not_built_yet_is_refused_by_config_resolution(architecture):
-    with pytest.raises(ValueError, match=f"{architecture} cannot be built .* trains squeezeformer only"):
-        resolve_config(MINIMAL, {"model.architecture": architecture})
+def test_an_architecture_not_built_yet_is_refused_by_config_resolution():
+    with pytest.raises(
+        ValueError, match=r"paraformer cannot be built .* trains squeezeformer, zipformer, w2v-bert only"
+    ):
+        resolve_config(MINIMAL, {"model.architecture": "paraformer"})
+
+
+@pytest.mark.parametrize(
+    ("architecture", "width"), [("squeezeformer", 80), ("zipformer", 80), ("w2v-bert", 160)]
+)
+def test_input_dim_defaults_to_the_architectures_frontend_width(architecture, width):
+    config = resolve_config(MINIMAL, {"model.architecture": architecture})
+
+    assert config.data.input_dim == width
+    assert to_dict(config)["data"]["input_dim"] == width  # the saved config has the resolved width
+    assert (
+        resolve_config(MINIMAL, {"model.architecture": "w2v-bert", "data.input_dim": 80}).data.input_dim == 80
+    )
+
+
+def test_load_pretrained_weights_without_a_folder_is_refused():
+    with pytest.raises(ValueError, match=r"needs pretrained_dir .*--w2v-hf-model-dir"):
+        resolve_config(MINIMAL, {"model.architecture": "w2v-bert", "model.load_pretrained_weights": True})
 
 
 def test_an_unknown_variant_is_refused_by_config_resolution_naming_the_sizes():

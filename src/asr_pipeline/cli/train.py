@@ -18,7 +18,7 @@ from asr_pipeline.models.architectures import (
     DEFAULT_D_MODEL,
     DEFAULT_NUM_HEADS,
     DEFAULT_NUM_LAYERS,
-    SQUEEZEFORMER_VARIANTS,
+    VARIANTS,
     check_available,
     check_variant,
 )
@@ -80,7 +80,7 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "--architecture",
         "model.architecture",
         str,
-        f"model architecture (models.registry); only {', '.join(AVAILABLE_ARCHITECTURES)} is available yet",
+        f"model architecture (models.registry); buildable: {', '.join(AVAILABLE_ARCHITECTURES)}",
         list(ARCHITECTURES),
     ),
     *(
@@ -92,30 +92,31 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "--variant",
         "model.variant",
         str,
-        f"named size of the architecture: {', '.join(SQUEEZEFORMER_VARIANTS)}; unset: the sizes of "
-        "--d-model, --num-layers, --num-heads",
+        "named size of the architecture: "
+        + "; ".join(f"{name} {', '.join(sizes)}" for name, sizes in VARIANTS.items())
+        + "; unset: squeezeformer takes --d-model, --num-layers, --num-heads, zipformer is M, w2v-bert 600m",
         default_help="unset",
     ),
     TrainFlag(
         "--d-model",
         "model.d_model",
         int,
-        "model width",
-        default_help=f"{DEFAULT_D_MODEL}; a --variant's own size when given",
+        "model width (squeezeformer, w2v-bert; zipformer's are per stack: --model-option encoder_dim=[...])",
+        default_help=f"{DEFAULT_D_MODEL} (squeezeformer), w2v-bert 1024; a --variant's own size when given",
     ),
     TrainFlag(
         "--num-layers",
         "model.num_layers",
         int,
         "encoder blocks",
-        default_help=f"{DEFAULT_NUM_LAYERS}; a --variant's own size when given",
+        default_help=f"{DEFAULT_NUM_LAYERS} (squeezeformer), w2v-bert 24; a --variant's own size when given",
     ),
     TrainFlag(
         "--num-heads",
         "model.num_heads",
         int,
         "attention heads",
-        default_help=f"{DEFAULT_NUM_HEADS}; a --variant's own size when given",
+        default_help=f"{DEFAULT_NUM_HEADS} (squeezeformer), w2v-bert 16; a --variant's own size when given",
     ),
     TrainFlag(
         "--dropout", "model.dropout", float, "dropout probability", default_help="the variant's, or 0.1"
@@ -128,6 +129,37 @@ TRAIN_FLAGS: list[TrainFlag] = [
         default_help="inferred from --tokenizer (pieces + blank)",
     ),
     TrainFlag("--blank-id", "model.blank_id", int, "CTC blank id (as given to the tokenizer)"),
+    TrainFlag(
+        "--swoosh",
+        "model.options.swoosh",
+        str,
+        "zipformer's SwooshL/SwooshR activations: 'paper' is the paper's and icefall's "
+        "log(1+e^(x-4))-0.08x-0.035 and log(1+e^(x-1))-0.08x-0.313261687; 'sigmoid' is the reference "
+        "trainer's kernel-table form x*sigmoid(x-4), x*sigmoid(x-1), a different function",
+        ["paper", "sigmoid"],
+        default_help="paper",
+    ),
+    TrainFlag(
+        "--w2v-hf-model-dir",
+        "model.pretrained_dir",
+        str,
+        "w2v-bert: build the encoder from this Hugging Face Wav2Vec2BertModel (or ForCTC) folder's "
+        "config.json, or from a config.json path; nothing is downloaded",
+        metavar="DIR|config.json",
+    ),
+    TrainFlag(
+        "--w2v-hf-load-weights",
+        "model.load_pretrained_weights",
+        bool,
+        "w2v-bert: also import the .safetensors weights of --w2v-hf-model-dir at the start (not on "
+        "resume); prints what was loaded, skipped (with the reason) and left at initialisation",
+    ),
+    TrainFlag(
+        "--w2v-activation-checkpointing",
+        "model.options.activation_checkpointing",
+        bool,
+        "w2v-bert: recompute each conformer layer in backward (same gradients, less activation memory)",
+    ),
     # optim (AdamW)
     TrainFlag("--epochs", "optim.epochs", int, "passes over the training data"),
     TrainFlag(
@@ -205,7 +237,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
     TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
     TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
     # data
-    TrainFlag("--input-dim", "data.input_dim", int, "feature bins per frame (the shards' cols)"),
+    TrainFlag(
+        "--input-dim",
+        "data.input_dim",
+        int,
+        "feature bins per frame (the shards' cols)",
+        default_help="the architecture's frontend: 80 (fbank), 160 (w2v-bert)",
+    ),
     TrainFlag("--batch-size", "data.batch_size", int, "fixed batch size; unset: adaptive batches"),
     TrainFlag(
         "--adaptive-batch-unit",

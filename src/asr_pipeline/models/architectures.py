@@ -13,26 +13,42 @@ from __future__ import annotations
 
 # The reference trainer's four architectures; the registry can build those in AVAILABLE_ARCHITECTURES.
 ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
-AVAILABLE_ARCHITECTURES = ("squeezeformer",)
+AVAILABLE_ARCHITECTURES = ("squeezeformer", "zipformer", "w2v-bert")
 DEFAULT_ARCHITECTURE = ARCHITECTURES[0]  # what model.architecture is when not given
 
 # Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
 # smallest first, then the CPU sizes. Listed here so --help can name them without importing torch.
 SQUEEZEFORMER_VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
-VARIANTS = {"squeezeformer": SQUEEZEFORMER_VARIANTS}  # named sizes of each AVAILABLE_ARCHITECTURES entry
+ZIPFORMER_VARIANTS = ("s", "m", "l", "tiny", "demo")  # icefall's sizes (no variant: M), then the CPU sizes
+W2V_BERT_VARIANTS = ("600m", "tiny", "demo")  # facebook/w2v-bert-2.0's encoder (no variant: 600m), CPU sizes
+VARIANTS = {  # named sizes of each AVAILABLE_ARCHITECTURES entry
+    "squeezeformer": SQUEEZEFORMER_VARIANTS,
+    "zipformer": ZIPFORMER_VARIANTS,
+    "w2v-bert": W2V_BERT_VARIANTS,
+}
 
-# A model built with no variant gets the reference trainer's "custom" sizes (its --d-model,
-# --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply.
+# A Squeezeformer built with no variant gets the reference trainer's "custom" sizes (its --d-model,
+# --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply. The other
+# architectures' defaults are their specs' (Zipformer: M; W2V-BERT: 600m).
 DEFAULT_D_MODEL = 256
 DEFAULT_NUM_LAYERS = 16
 DEFAULT_NUM_HEADS = 4
+# What no variant means, per architecture (for messages and --help).
+DEFAULT_SIZES = {
+    "squeezeformer": f"d_model {DEFAULT_D_MODEL}, {DEFAULT_NUM_LAYERS} layers, {DEFAULT_NUM_HEADS} heads",
+    "zipformer": "the M sizes",
+    "w2v-bert": "the 600m sizes",
+}
 
 # The features each architecture eats (features.frontends): the frontend's name, one per known architecture.
 FRONTENDS = {"squeezeformer": "fbank", "zipformer": "fbank", "paraformer": "fbank", "w2v-bert": "w2v-bert"}
+# Feature width F of each frontend with its default settings (features.frontends.Frontend.feature_dim):
+# data.input_dim when not given. A test keeps these equal to the frontends and to each spec's input_dim.
+FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160}
 
 # Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given, for the
 # architectures not built yet; a built one's recipe lives in its spec (ArchitectureSpec.peak_learning_rate).
-RECIPE_PEAK_LR = {"zipformer": 1e-3, "paraformer": 1e-3, "w2v-bert": 1e-4}
+RECIPE_PEAK_LR = {"paraformer": 1e-3}
 
 
 def check_known(architecture: str) -> str:
@@ -46,6 +62,11 @@ def check_known(architecture: str) -> str:
 def frontend_of(architecture: str) -> str:
     """The frontend name (``features.frontends``) of a known architecture."""
     return FRONTENDS[check_known(architecture)]
+
+
+def default_input_dim(architecture: str) -> int:
+    """The feature width F ``architecture``'s frontend gives with its default settings (80 or 160)."""
+    return FRONTEND_WIDTHS[frontend_of(architecture)]
 
 
 def check_available(architecture: str) -> str:
@@ -69,7 +90,7 @@ def check_variant(architecture: str, variant: str | None) -> str | None:
     if name not in valid:
         raise ValueError(
             f"unknown {architecture} variant {variant!r}; choose one of: {', '.join(valid)} (or none for "
-            f"d_model {DEFAULT_D_MODEL}, {DEFAULT_NUM_LAYERS} layers, {DEFAULT_NUM_HEADS} heads)"
+            f"{DEFAULT_SIZES[architecture.lower()]})"
         )
     return name
 
@@ -81,12 +102,17 @@ __all__ = [
     "DEFAULT_D_MODEL",
     "DEFAULT_NUM_HEADS",
     "DEFAULT_NUM_LAYERS",
+    "DEFAULT_SIZES",
     "FRONTENDS",
+    "FRONTEND_WIDTHS",
     "RECIPE_PEAK_LR",
     "SQUEEZEFORMER_VARIANTS",
     "VARIANTS",
+    "W2V_BERT_VARIANTS",
+    "ZIPFORMER_VARIANTS",
     "check_available",
     "check_known",
     "check_variant",
+    "default_input_dim",
     "frontend_of",
 ]

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from asr_pipeline.models.architectures import DEFAULT_ARCHITECTURE
-from asr_pipeline.models.registry import build_from_config, check_options, get_spec, model_config
+from asr_pipeline.models.registry import SPECS, build_from_config, check_options, get_spec, model_config
 from asr_pipeline.models.spec import OutputKind
 from asr_pipeline.run_layout import (
     CONFIG_FILE,
@@ -40,11 +40,12 @@ class ModelSettings(Protocol):
     num_heads: int | None
     dropout: float | None
     options: Mapping[str, Any]
+    pretrained_dir: str | None
 
 
 def resolve_model_config(settings: ModelSettings, *, input_dim: int, vocab_size: int) -> dict[str, Any]:
     """The full model config ``settings`` resolve to, as a dict (as saved in checkpoint_latest.json)."""
-    return dataclasses.asdict(_config(settings, input_dim, vocab_size))
+    return _as_saved(_config(settings, input_dim, vocab_size))
 
 
 def build_model_for(
@@ -52,16 +53,59 @@ def build_model_for(
 ) -> tuple[nn.Module, dict[str, Any]]:
     """The model ``settings`` describe and its full config as a dict (for checkpoint_latest.json)."""
     config = _config(settings, input_dim, vocab_size)
-    return get_spec(settings.architecture).builder(config), dataclasses.asdict(config)
+    return get_spec(settings.architecture).builder(config), _as_saved(config)
+
+
+def _as_saved(config: Any) -> dict[str, Any]:
+    """The config as JSON gives it back (tuples as lists), so a resumed run's config compares equal to
+    the one saved in checkpoint_latest.json."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def pretrained_values(architecture: str, source: str | Path) -> dict[str, Any]:
+    """The config fields of the pretrained model in ``source`` (a folder or its config file), through the
+    architecture's spec; ValueError when the architecture imports none, FileNotFoundError when absent."""
+    spec = get_spec(architecture)
+    if spec.pretrained_config is None:
+        importers = ", ".join(name for name, other in SPECS.items() if other.pretrained_config) or "none"
+        raise ValueError(
+            f"{spec.name} cannot be built from a pretrained model folder (model.pretrained_dir={str(source)!r}); "
+            f"architectures that can: {importers}"
+        )
+    if not Path(source).exists():
+        raise FileNotFoundError(f"model.pretrained_dir {str(source)!r}: no such folder or file")
+    return spec.pretrained_config(Path(source))
+
+
+def load_pretrained_weights(model: nn.Module, architecture: str, source: str | Path) -> dict[str, Any]:
+    """Import the weights of the pretrained folder ``source`` into ``model`` (a freshly built model of
+    ``architecture``); the spec's report: loaded, skipped with reasons, left at initialisation."""
+    spec = get_spec(architecture)
+    if spec.load_pretrained is None:
+        raise ValueError(f"{spec.name} cannot import pretrained weights (model.load_pretrained_weights)")
+    return spec.load_pretrained(model, Path(source))
 
 
 def _config(settings: ModelSettings, input_dim: int, vocab_size: int) -> Any:
     check_options(settings.architecture, settings.options)  # a common field in options: refused, not merged
+    base: dict[str, Any] = {}
+    pretrained_dir = getattr(settings, "pretrained_dir", None)
+    if pretrained_dir is not None:
+        base = pretrained_values(settings.architecture, pretrained_dir)
+        base.pop("vocab_size", None)  # the tokenizer decides the output layer; a different one is skipped
+        expected = base.pop("input_dim", input_dim)
+        if expected != input_dim:
+            raise ValueError(
+                f"the pretrained model in {pretrained_dir} takes {expected}-dim features, but data.input_dim "
+                f"is {input_dim}: extract the features with the {settings.architecture} frontend "
+                f"(features.architecture) and leave data.input_dim unset"
+            )
     return model_config(
         settings.architecture,
         settings.variant,
         input_dim=input_dim,
         vocab_size=vocab_size,
+        base=base,
         **dict(settings.options),
         d_model=settings.d_model,
         num_layers=settings.num_layers,
@@ -112,4 +156,12 @@ def load_run_model(run_dir: str | Path) -> RunModel:
     )
 
 
-__all__ = ["ModelSettings", "RunModel", "build_model_for", "load_run_model", "resolve_model_config"]
+__all__ = [
+    "ModelSettings",
+    "RunModel",
+    "build_model_for",
+    "load_pretrained_weights",
+    "load_run_model",
+    "pretrained_values",
+    "resolve_model_config",
+]

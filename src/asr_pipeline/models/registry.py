@@ -24,12 +24,14 @@ from typing import Any
 
 from torch import nn
 
-from asr_pipeline.models.architectures import ARCHITECTURES, check_available
+from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_SIZES, check_available
 from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
 from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
+from asr_pipeline.models.w2v_bert_spec import W2V_BERT
+from asr_pipeline.models.zipformer_spec import ZIPFORMER
 
 # name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
-SPECS: dict[str, ArchitectureSpec] = {SQUEEZEFORMER.name: SQUEEZEFORMER}
+SPECS: dict[str, ArchitectureSpec] = {spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, W2V_BERT)}
 
 
 def get_spec(architecture: str) -> ArchitectureSpec:
@@ -49,7 +51,7 @@ def check_variant(architecture: str, variant: str | None) -> str | None:
     if variant.lower() not in spec.variants:
         raise ValueError(
             f"unknown {spec.name} variant {variant!r}; choose one of: {', '.join(spec.variants)} "
-            "(or none for the default sizes)"
+            f"(or none for {DEFAULT_SIZES.get(spec.name, 'the default sizes')})"
         )
     return variant.lower()
 
@@ -73,20 +75,27 @@ def list_variants(architecture: str) -> list[str]:
 
 
 def model_config(
-    architecture: str, variant: str | None = None, *, input_dim: int, vocab_size: int, **overrides: object
+    architecture: str,
+    variant: str | None = None,
+    *,
+    input_dim: int,
+    vocab_size: int,
+    base: Mapping[str, object] | None = None,
+    **overrides: object,
 ) -> Any:
     """The resolved config of ``variant`` (None: the default sizes) with ``overrides`` (config fields;
-    None values mean "not given")."""
+    None values mean "not given") over ``base`` (config fields taken as they are, None included: e.g. a
+    pretrained model's config, ``models.loading.pretrained_values``)."""
     spec = get_spec(architecture)
     variant = check_variant(architecture, variant)
-    given = {key: value for key, value in overrides.items() if value is not None}
+    given = {**(base or {}), **{key: value for key, value in overrides.items() if value is not None}}
     unknown = sorted(set(given) - set(spec.fields))
     if unknown:
         raise ValueError(
             f"unknown {spec.name} config field(s) {', '.join(unknown)}; valid fields: "
             f"{', '.join(sorted(spec.fields))}"
         )
-    return spec.config_for(variant, {"input_dim": input_dim, "vocab_size": vocab_size, **given})
+    return spec.config_for(variant, {**given, "input_dim": input_dim, "vocab_size": vocab_size})
 
 
 def build_model(

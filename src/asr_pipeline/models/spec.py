@@ -6,13 +6,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from torch import nn
 
 OutputKind = Literal["ctc", "paraformer"]
-# Config fields every architecture has; the training config sets them outside model.options.
+# Config fields the training config sets outside model.options (model.d_model, data.input_dim, ...). Every
+# architecture has input_dim, vocab_size and dropout; d_model, num_layers and num_heads only one with a
+# single width, depth and head count (Zipformer's are per stack, so they are options there).
 COMMON_FIELDS = ("input_dim", "vocab_size", "d_model", "num_layers", "num_heads", "dropout")
+REQUIRED_FIELDS = ("input_dim", "vocab_size", "dropout")
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,7 @@ class ArchitectureSpec:
     """Everything the rest of the pipeline may know about one architecture."""
 
     name: str  # as in --architecture and training_config.json's model.architecture
-    config_class: type  # a frozen dataclass of plain values; must have the COMMON_FIELDS
+    config_class: type  # a frozen dataclass of plain values; must have the REQUIRED_FIELDS
     variants: tuple[str, ...]  # named sizes, in the order --help lists them
     # (variant or None, given config fields) -> the resolved config; None: the architecture's default sizes
     config_for: Callable[[str | None, Mapping[str, object]], Any]
@@ -31,6 +35,11 @@ class ArchitectureSpec:
     output: OutputKind  # "ctc": (B, T', V) log-probs for CTC; "paraformer": a Paraformer-style decoder
     # The published peak of a variant, if the paper gives one; None: no variant or none published.
     variant_peak_lr: Callable[[str | None], float | None] = lambda variant: None
+    # Import from a pretrained model folder (model.pretrained_dir; W2V-BERT: a Hugging Face dir): its config
+    # as config fields, and its weights loaded into a built model, returning a report (loaded, skipped with
+    # reasons, left at initialisation). None: the architecture imports nothing.
+    pretrained_config: Callable[[Path], dict[str, Any]] | None = None
+    load_pretrained: Callable[[nn.Module, Path], dict[str, Any]] | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -42,4 +51,4 @@ class ArchitectureSpec:
         return tuple(name for name in self.fields if name not in COMMON_FIELDS)
 
 
-__all__ = ["COMMON_FIELDS", "ArchitectureSpec", "OutputKind"]
+__all__ = ["COMMON_FIELDS", "REQUIRED_FIELDS", "ArchitectureSpec", "OutputKind"]

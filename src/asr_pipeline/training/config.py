@@ -29,6 +29,7 @@ from asr_pipeline.models.architectures import (
     check_available,
     check_known,
     check_variant,
+    default_input_dim,
 )
 
 
@@ -42,7 +43,9 @@ class DataConfig:
     # A folder caching the length index of the training/validation shards (one file per shard list); a
     # stale or missing one is rebuilt and written there. Used when length_index is unset.
     dataset_index_dir: str | None = None
-    input_dim: int = 80  # feature bins F; every shard row must have cols == input_dim
+    # Feature bins F; every shard row must have cols == input_dim. None: the width of model.architecture's
+    # frontend (80 fbank bins; 160 for w2v-bert), resolved when the config is (the saved config has it).
+    input_dim: int | None = None
     max_train_samples: int | None = None  # keep the first N training examples (after the duration filter)
     max_val_samples: int | None = None
     batch_size: int | None = None  # fixed batches; None: adaptive batches under adaptive_batch_budget
@@ -127,6 +130,11 @@ class ModelConfig:
     # tuples), over the variant's values; checked against the architecture's config dataclass
     # (models.registry.check_options). Configs saved before this key load with none.
     options: dict[str, Any] = field(default_factory=dict)
+    # A pretrained model folder (or its config.json) whose config the model is built from, under options
+    # and the size fields (W2V-BERT: a Hugging Face Wav2Vec2BertModel/ForCTC dir, --w2v-hf-model-dir);
+    # load_pretrained_weights also imports its weights at the start of a run (not on resume).
+    pretrained_dir: str | None = None
+    load_pretrained_weights: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "vocab_size", "d_model", "num_layers", "num_heads")
@@ -137,6 +145,11 @@ class ModelConfig:
             from asr_pipeline.models.registry import check_options
 
             check_options(self.architecture, self.options)
+        if self.load_pretrained_weights and self.pretrained_dir is None:
+            raise ValueError(
+                "load_pretrained_weights (--w2v-hf-load-weights) needs pretrained_dir (--w2v-hf-model-dir): "
+                "the folder whose weights to import"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,6 +309,11 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+
+    def __post_init__(self) -> None:
+        if self.data.input_dim is None:  # the architecture's frontend width, written into the saved config
+            width = default_input_dim(self.model.architecture)
+            object.__setattr__(self, "data", dataclasses.replace(self.data, input_dim=width))
 
 
 # --- the one merge function ----------------------------------------------------------------------------

@@ -3,12 +3,15 @@
 Rank 0 writes one JSON object per line to the run dir; the other ranks write nothing. A resumed run
 appends to the log it resumes from. Every event is::
 
-    {"type": "init_from"|"dry_run"|"data"|"train"|"validation"|"epoch"|"checkpoint"|"summary"|"abort",
+    {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"epoch"|"checkpoint"|"summary"|"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
 ``values`` by type, in the order a run writes them:
 
+``pretrained``, once, first, only when ``model.load_pretrained_weights`` is set (and ``run.resume_from`` is
+not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_weights``), e.g. ``path``,
+``loaded``, ``skipped`` ({name: reason}), ``left_at_init``.
 ``init_from``, once, first, only when ``run.init_from`` is set (and ``run.resume_from`` is not)
     ``path`` (the .safetensors read), ``loaded`` (tensors copied), ``skipped`` ({name: "saved shape ->
     model shape" or "not in the model"}), ``not_in_source`` (model tensors left as initialised).

@@ -204,6 +204,34 @@ def check_config(config: TrainConfig) -> None:
                 raise FileNotFoundError(f"run.init_from (--init-from) {run.init_from!r}: no such file")
         else:
             require_checkpoint(run.init_from, "run.init_from (--init-from)")
+    check_feature_width(config)
+
+
+def check_feature_width(config: TrainConfig) -> None:
+    """The first training and validation shard hold ``data.input_dim``-wide features, the width the model
+    is built for; else a ValueError naming the shard, both widths, the architecture's frontend and what to
+    rerun. Raw manifests are featurized by the architecture's own frontend and checked when loaded."""
+    from asr_pipeline.data.sources import resolve_manifests
+    from asr_pipeline.io.shards import read_metadata
+    from asr_pipeline.models.architectures import frontend_of
+
+    data, architecture = config.data, config.model.architecture
+    for manifests, what in ((data.train_manifests, "training"), (data.val_manifests, "validation")):
+        if not manifests:
+            continue
+        resolved = resolve_manifests(manifests, f"{what} manifest")
+        if resolved.kind != "shards":
+            continue
+        first = resolved.paths[0]
+        widths = sorted(set(read_metadata(first).column("cols").to_pylist()))
+        if widths and widths != [data.input_dim]:
+            raise ValueError(
+                f"{what} shard {first} holds {'/'.join(map(str, widths))}-dim features, but the "
+                f"{architecture} model is built for data.input_dim={data.input_dim} "
+                f"({frontend_of(architecture)} frontend): extract the features for {architecture} "
+                f"(params.yaml features.architecture, or asr-pipeline extract-features --architecture "
+                f"{architecture}) or set data.input_dim (--input-dim) to the shards' width"
+            )
 
 
 def cpu_threads_per_rank(nproc_per_node: int) -> int:
@@ -244,6 +272,7 @@ __all__ = [
     "TrainingFailedError",
     "check_config",
     "check_devices",
+    "check_feature_width",
     "cpu_threads_per_rank",
     "cuda_device_index",
     "launch_options",

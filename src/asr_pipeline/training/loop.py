@@ -50,6 +50,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from asr_pipeline.data.collate import Batch
+from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.checkpoint import (
@@ -136,6 +137,18 @@ class Trainer:
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
         self.model, self.model_config = build_model_from_config(config, vocab_size)
+        if config.model.load_pretrained_weights and not config.run.resume_from:  # the checkpoint wins
+            report = load_pretrained_weights(
+                self.model, config.model.architecture, config.model.pretrained_dir
+            )
+            events.write("pretrained", 0, 0, report)
+            if ctx.is_main:
+                skipped = ", ".join(f"{name} ({why})" for name, why in report["skipped"].items()) or "none"
+                print(
+                    f"[train] pretrained weights from {report['path']}: {report['loaded']} tensors loaded; "
+                    f"skipped: {skipped}; left at initialisation: {', '.join(report['left_at_init']) or 'none'}",
+                    flush=True,
+                )
         if config.run.init_from and not config.run.resume_from:  # the same file on every rank
             events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
         self.model.to(ctx.device)

@@ -13,16 +13,26 @@ from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
 def extract_features(
-    manifest: pl.DataFrame, tokenizer_model: bytes, params: dict, tokenizer_params: dict
+    manifest: pl.DataFrame,
+    tokenizer_model: bytes,
+    params: dict,
+    tokenizer_params: dict,
+    train_architecture: str | None = None,
 ) -> Iterator[tuple[ShardChunk, dict]]:
     """Stream one split into shards: yields (shard, report so far) so Kedro saves shard by shard.
 
     The report saved last is complete: kept/skipped counts by reason, kept utterances with <unk> pieces
     (``kept_with``) and total audio duration. ``params`` is params.yaml ``features`` (``ExtractionOptions``):
-    ``architecture`` picks the frontend, ``feature_dtype`` the shard storage dtype. A split whose every
-    record is skipped fails the node (``NothingKeptError``, naming the skips) instead of writing an empty
-    shard.
+    ``architecture`` picks the frontend (null: ``train_architecture``, params.yaml
+    ``train.model.architecture``, so the model's frontend is chosen with it), ``feature_dtype`` the shard
+    storage dtype. A split whose every record is skipped fails the node (``NothingKeptError``, naming the
+    skips) instead of writing an empty shard.
     """
+    params = dict(params)
+    if params.get("architecture") is None:
+        params.pop("architecture", None)  # neither given: ExtractionOptions' default
+        if train_architecture is not None:
+            params["architecture"] = train_architecture
     options = ExtractionOptions.from_dict(params)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     report = SkipReport(strict=options.strict)

@@ -11,14 +11,20 @@ def create_pipeline(**kwargs) -> Pipeline:
                 [
                     Node(
                         extract_features,
-                        inputs=["manifest", "tokenizer_model", "params:features", "params:tokenizer"],
+                        inputs=[
+                            "manifest",
+                            "tokenizer_model",
+                            "params:features",
+                            "params:tokenizer",
+                            "params:train.model.architecture",
+                        ],
                         outputs=["feature_shards", "extraction_report"],
                         name="extract_features",
                     )
                 ],
                 namespace=split,
                 inputs={"tokenizer_model"},
-                parameters={"params:features", "params:tokenizer"},
+                parameters={"params:features", "params:tokenizer", "params:train.model.architecture"},
             )
             for split in SPLITS
         ),

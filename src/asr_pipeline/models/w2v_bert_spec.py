@@ -1,0 +1,49 @@
+"""W2V-BERT's registry entry: how a variant name and overrides become a ``W2VBertConfig``, its recipe
+learning rate, frontend and output kind (``models.spec.ArchitectureSpec``). Pretrained import lives in
+``models.w2v_bert_hf`` (``config_from_hf``, ``load_hf_weights``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.w2v_bert import SIZES, W2VBertConfig, W2VBertCTC, build_w2v_bert, w2v_bert_config
+from asr_pipeline.models.w2v_bert_hf import config_from_hf, load_hf_weights
+
+DEFAULT_VARIANT = "600m"  # no variant: facebook/w2v-bert-2.0's sizes, so its checkpoint loads
+# The reference trainer's peak for W2V-BERT (fine-tuning the 600M checkpoint, as in HF's w2v-BERT 2.0
+# CTC recipe, which uses 5e-5 to 1e-4); a from-scratch run that wants more sets optim.learning_rate.
+PEAK_LEARNING_RATE = 1e-4
+
+
+def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConfig:
+    """``variant``'s config (no variant: 600m) with ``values`` (config fields) over it."""
+    return w2v_bert_config(DEFAULT_VARIANT if variant is None else variant, **values)
+
+
+def load_pretrained(model: W2VBertCTC, path: Path) -> dict[str, Any]:
+    """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons)."""
+    report = load_hf_weights(model, path, verbose=False)
+    return {
+        "path": str(path),
+        "loaded": len(report.loaded),
+        "skipped": dict(report.skipped),
+        "left_at_init": list(report.left_at_init),
+    }
+
+
+W2V_BERT = ArchitectureSpec(
+    name="w2v-bert",
+    config_class=W2VBertConfig,
+    variants=tuple(SIZES),
+    config_for=config_for,
+    builder=build_w2v_bert,
+    peak_learning_rate=lambda variant: PEAK_LEARNING_RATE,
+    frontend="w2v-bert",
+    input_dim=160,
+    output="ctc",
+    pretrained_config=config_from_hf,
+    load_pretrained=load_pretrained,
+)

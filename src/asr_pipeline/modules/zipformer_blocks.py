@@ -1,0 +1,206 @@
+"""The parts of a Zipformer layer (Yao et al., 2023, §3; icefall ``zipformer/zipformer.py``, ``scaling.py``).
+
+Parameter shapes follow icefall, so the named sizes have icefall's parameter counts. What is left out: the
+training-only regularisers without parameters (Balancer, Whiten, ScheduledFloat schedules), which exist
+for icefall's ScaledAdam optimizer. ScaledLinear becomes an ``nn.Linear`` whose initial weights are
+scaled down the same way (``scaled_linear``), and because plain Adam/AdamW does not learn the attention
+temperature the way ScaledAdam's parameter-scale updates do, the query-key product is divided by
+sqrt(query_head_dim) explicitly.
+
+Dimension legend: B batch, T frames (at the stack's rate), D stack width, H heads, P pos_dim.
+Masks follow ``modules/masks.py``: (B, T) bool, True at padding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from asr_pipeline.modules.masks import mask_padded_frames
+
+
+def scaled_linear(in_features: int, out_features: int, initial_scale: float, bias: bool = True) -> nn.Linear:
+    """icefall's ScaledLinear: an ``nn.Linear`` with its default initial weights (and bias) times
+    ``initial_scale``. Output projections of residual branches start small (0.05-0.1), so each layer
+    starts near the identity and the branches grow as they learn."""
+    linear = nn.Linear(in_features, out_features, bias=bias)
+    with torch.no_grad():
+        linear.weight.mul_(initial_scale)
+        if linear.bias is not None:
+            linear.bias.mul_(initial_scale)
+    return linear
+
+
+class BiasNorm(nn.Module):
+    """x * exp(log_scale) / rms(x - bias) (Yao et al. §3.3), Zipformer's replacement for LayerNorm.
+
+    icefall observed trained Transformers setting one channel to a large constant to defeat LayerNorm,
+    which discards each frame's vector length. BiasNorm subtracts no mean from its output, so the length
+    survives, and the learned bias lets such a constant channel exist without dominating the rms; the
+    scalar log_scale is the output scale. Computed in float32 (a mean of squares over D channels); eps
+    only guards an all-zero input.
+    """
+
+    def __init__(self, num_channels: int, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.tensor(1.0))  # icefall's initial value: output rms e
+        self.bias = nn.Parameter(torch.randn(num_channels) * 1e-4)
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        mean_square = (x32 - self.bias.float()).pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1)
+        return (x32 * torch.rsqrt(mean_square + self.eps) * self.log_scale.float().exp()).to(x.dtype)
+
+
+class Bypass(nn.Module):
+    """orig + scale * (x - orig) with a learned per-channel scale in [0.2, 1] (icefall's BypassModule).
+
+    A layer (or a downsampled stack) can learn to pass part of its input straight through, per channel;
+    the clamp is icefall's limit after warm-up, here applied in training and eval alike so both compute
+    the same function. icefall also skips whole layers at random early in training; not done here.
+    """
+
+    def __init__(self, num_channels: int, scale_min: float = 0.2, scale_max: float = 1.0) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.full((num_channels,), 0.5))
+        self.scale_min, self.scale_max = scale_min, scale_max
+
+    def forward(self, orig: Tensor, x: Tensor) -> Tensor:
+        return orig + (x - orig) * self.scale.clamp(self.scale_min, self.scale_max)  # (B, T, D)
+
+
+def compact_relative_positions(num_frames: int, pos_dim: int, device: torch.device | None = None) -> Tensor:
+    """icefall's CompactRelPositionalEncoding: (2T-1, P) embeddings of the offsets -(T-1) .. T-1.
+
+    An offset o is compressed logarithmically and squashed by atan into a bounded interval before the
+    Fourier features, so nearby offsets stay distinguishable (resolution ~1 frame up to ~sqrt(P)) while
+    1000 and 1001 look alike: relative attention needs to tell 1 from 2 frames apart, not 1000 from 1001.
+    The last channel is a constant 1 (a bias for the position projection). No parameters; an offset's
+    embedding does not depend on T, so a padded batch sees the same values as each utterance alone.
+    """
+    offsets = torch.arange(-(num_frames - 1), num_frames, device=device, dtype=torch.float32)[:, None]
+    compression = pos_dim**0.5
+    compressed = compression * offsets.sign() * ((offsets.abs() + compression).log() - math.log(compression))
+    angle = (compressed / (pos_dim / (2 * math.pi))).atan()  # (2T-1, 1), in (-pi/2, pi/2)
+    freqs = torch.arange(1, pos_dim // 2 + 1, device=device, dtype=torch.float32)  # (P/2,)
+    embedding = torch.zeros(2 * num_frames - 1, pos_dim, device=device)
+    embedding[:, 0::2] = (angle * freqs).cos()
+    embedding[:, 1::2] = (angle * freqs).sin()
+    embedding[:, -1] = 1.0
+    return embedding  # (2T-1, P)
+
+
+class RelPositionAttentionWeights(nn.Module):
+    """Multi-head attention *weights* with relative positions (icefall's RelPositionMultiheadAttentionWeights).
+
+    Computed once per layer and shared by the layer's two SelfAttention modules and (head 0 only) its
+    NonlinAttention (Yao et al. §3.2): attention costs one score matrix per layer instead of three.
+    score(i, j) = q_i . k_j / sqrt(query_head_dim) + p_i . W pos(j - i), with a small positional query
+    (pos_head_dim, 4 in icefall) per head.
+    """
+
+    def __init__(
+        self, dim: int, pos_dim: int, num_heads: int, query_head_dim: int, pos_head_dim: int
+    ) -> None:
+        super().__init__()
+        self.num_heads, self.query_head_dim, self.pos_head_dim = num_heads, query_head_dim, pos_head_dim
+        self.in_proj = nn.Linear(dim, (2 * query_head_dim + pos_head_dim) * num_heads)
+        self.linear_pos = scaled_linear(pos_dim, num_heads * pos_head_dim, 0.05, bias=False)
+
+    def forward(self, x: Tensor, pos_emb: Tensor, mask: Tensor) -> Tensor:
+        """x: (B, T, D); pos_emb: (2T-1, P); mask: (B, T). Returns (B, H, T, T) weights; rows sum to 1 over
+        the real frames, padded keys get weight exactly 0."""
+        batch, frames, _ = x.shape
+        heads, query_dim = self.num_heads, self.query_head_dim * self.num_heads
+        projected = self.in_proj(x)  # (B, T, (2 dq + dp) H)
+        q = projected[..., :query_dim].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dq)
+        k = projected[..., query_dim : 2 * query_dim].view(batch, frames, heads, -1).transpose(1, 2)
+        p = projected[..., 2 * query_dim :].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dp)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.query_head_dim)  # (B, H, T, T)
+
+        pos = self.linear_pos(pos_emb).view(2 * frames - 1, heads, -1).permute(1, 2, 0)  # (H, dp, 2T-1)
+        pos_scores = torch.matmul(p, pos.unsqueeze(0)).contiguous()  # (B, H, T, 2T-1); index = offset + T-1
+        # Row i, column j reads relative index (T-1) + j - i, i.e. offset j - i: a strided view, no copy.
+        s0, s1, s2, s3 = pos_scores.stride()
+        pos_scores = pos_scores.as_strided(
+            (batch, heads, frames, frames),
+            (s0, s1, s2 - s3, s3),
+            pos_scores.storage_offset() + s3 * (frames - 1),
+        )
+        scores = (scores + pos_scores).masked_fill(mask[:, None, None, :], float("-inf"))
+        return scores.softmax(dim=-1)
+
+
+class SelfAttention(nn.Module):
+    """Values and output projection over precomputed weights (icefall's SelfAttention)."""
+
+    def __init__(self, dim: int, num_heads: int, value_head_dim: int) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(dim, num_heads * value_head_dim)
+        self.out_proj = scaled_linear(num_heads * value_head_dim, dim, 0.05)
+
+    def forward(self, x: Tensor, weights: Tensor) -> Tensor:
+        """x: (B, T, D); weights: (B, H, T, T)."""
+        batch, frames, _ = x.shape
+        values = self.in_proj(x).view(batch, frames, weights.size(1), -1).transpose(1, 2)  # (B, H, T, dv)
+        attended = torch.matmul(weights, values).transpose(1, 2).reshape(batch, frames, -1)  # (B, T, H dv)
+        return self.out_proj(attended)  # (B, T, D)
+
+
+class NonlinAttention(nn.Module):
+    """A convolution module with the depthwise conv replaced by attention weights (Yao et al. §3.2):
+    out = W_o((A (x * tanh(s))) * y), with s, x, y three projections of the input, hidden = 3D/4 wide, and
+    A one head's attention weights."""
+
+    def __init__(self, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(dim, 3 * hidden_dim)
+        self.out_proj = scaled_linear(hidden_dim, dim, 0.05)
+
+    def forward(self, x: Tensor, weights: Tensor) -> Tensor:
+        """x: (B, T, D); weights: (B, 1, T, T), head 0 of the layer's weights."""
+        gate, values, out_gate = self.in_proj(x).chunk(3, dim=-1)  # 3 x (B, T, hidden)
+        values = values * gate.tanh()
+        attended = torch.matmul(weights[:, 0], values)  # (B, T, hidden)
+        return self.out_proj(attended * out_gate)  # (B, T, D)
+
+
+class FeedForward(nn.Module):
+    """Linear -> SwooshL -> dropout -> Linear (icefall's FeedforwardModule)."""
+
+    def __init__(self, dim: int, hidden_dim: int, dropout: float, activation: nn.Module) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(dim, hidden_dim)
+        self.activation = activation
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = scaled_linear(hidden_dim, dim, 0.1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out_proj(self.dropout(self.activation(self.in_proj(x))))  # (B, T, D)
+
+
+class ConvolutionModule(nn.Module):
+    """Linear to 2D -> GLU-style gate -> depthwise conv -> SwooshR -> Linear (icefall's ConvolutionModule).
+
+    No BatchNorm: its batch statistics would depend on the padding, and Zipformer drops it anyway. Padded
+    frames are zeroed before the depthwise conv so they read like the conv's own zero padding.
+    """
+
+    def __init__(self, dim: int, kernel_size: int, activation: nn.Module) -> None:
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"the convolution kernel must be odd ('same' padding), got {kernel_size}")
+        self.in_proj = nn.Linear(dim, 2 * dim)
+        self.depthwise_conv = nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim)
+        self.activation = activation
+        self.out_proj = scaled_linear(dim, dim, 0.05)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x: (B, T, D); mask: (B, T)."""
+        values, gate = self.in_proj(x).chunk(2, dim=-1)  # 2 x (B, T, D)
+        x = mask_padded_frames(values * gate.sigmoid(), mask)
+        x = self.depthwise_conv(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D)
+        return self.out_proj(self.activation(x))
