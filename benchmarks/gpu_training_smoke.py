@@ -1,5 +1,5 @@
-"""CUDA training smoke: every architecture x precision (f32, bf16, f16) x launch (one process, torchrun
-with ``--device-indices 0``) trains a few hundred steps on real demo shards, then resumes from its
+"""CUDA training smoke: each architecture (``--architectures``; those of the shards' frontend) x precision
+(f32, bf16, f16) x launch (one process, torchrun with ``--device-indices 0``) trains a few hundred steps on real demo shards, then resumes from its
 checkpoint for more epochs. All runs go concurrently on the one GPU (each is small), then each run's
 ``events.jsonl`` is checked:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from asr_pipeline.models.architectures import AVAILABLE_ARCHITECTURES
+from asr_pipeline.models.architectures import AVAILABLE_ARCHITECTURES, frontend_of
 
 PRECISIONS = ["f32", "bf16", "f16"]
 LAUNCHES = ["single", "torchrun"]
@@ -40,7 +40,7 @@ def train_command(args, run_dir: Path, architecture: str, precision: str, launch
         "--architecture", architecture, "--variant", args.variant, "--epochs", str(epochs),
         "--backend", "cuda", "--precision", precision, "--output-dir", str(run_dir),
         "--adaptive-batch-budget", str(args.budget), "--lr-warmup-steps", "50", "--learning-rate", "2e-3",
-        "--log-every", "10", "--seed", "0", "--num-workers", "2",
+        "--log-every", "10", "--seed", "0", "--num-workers", "2", "--no-dvclive",
     ]  # fmt: skip
     command += ["--device-indices", "0"] if launch == "torchrun" else ["--device-index", "0"]
     if resume:
@@ -101,13 +101,20 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=8, help="after the resume")
     parser.add_argument("--first-epochs", type=int, default=4, help="before the resume")
     parser.add_argument("--settle-steps", type=int, default=50)
+    parser.add_argument(
+        "--architectures",
+        nargs="+",
+        default=[name for name in AVAILABLE_ARCHITECTURES if frontend_of(name) == "fbank"],
+        help="default: those that eat fbank shards (w2v-bert needs 160-dim ones)",
+    )
+    parser.add_argument("--launches", nargs="+", choices=LAUNCHES, default=LAUNCHES)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("needs CUDA")
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = [(a, p, l) for a in AVAILABLE_ARCHITECTURES for p in PRECISIONS for l in LAUNCHES]  # noqa: E741
+    runs = [(a, p, l) for a in args.architectures for p in PRECISIONS for l in args.launches]  # noqa: E741
     for resume, epochs in [(False, args.first_epochs), (True, args.epochs)]:
         procs = {}
         for architecture, precision, launch in runs:
@@ -127,14 +134,14 @@ def main() -> int:
         except (OSError, StopIteration, IndexError, KeyError) as error:
             rows.append({"run": run_dir.name, "ok": False, "error": repr(error)})
     (out / "smoke.json").write_text(json.dumps(rows, indent=1))
-    print(f"{'run':>28} {'steps':>5} {'loss first->last':>17} {'skips':>5} {'late':>4} {'resume@':>7} "
+    print(f"{'run':>30} {'steps':>5} {'loss first->last':>17} {'skips':>5} {'late':>4} {'resume@':>7} "
           f"{'val CER':>7} {'audio s/s':>9} ok")  # fmt: skip
     for r in rows:
         if "error" in r:
-            print(f"{r['run']:>28} ERROR {r['error']}")
+            print(f"{r['run']:>30} ERROR {r['error']}")
             continue
         print(
-            f"{r['run']:>28} {r['steps']:>5} {r['first_loss']:8.2f}->{r['last_loss']:<8.2f} "
+            f"{r['run']:>30} {r['steps']:>5} {r['first_loss']:8.2f}->{r['last_loss']:<8.2f} "
             f"{r['skipped_total']:>5} {r['late_skips']:>4} {r['phase1_steps']:>7} "
             f"{r['val_cer'] if r['val_cer'] is None else round(r['val_cer'], 1)!s:>7} "
             f"{r['audio_s_per_s']:9.0f} {'yes' if r['ok'] else 'NO'}"

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from asr_pipeline.training.checkpoint import load_model_from_run, load_training_state
+from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR
 from asr_pipeline.training.worker import (
     FAIL_RANK_ENV,
     FAIL_STEP_ENV,
@@ -100,3 +101,16 @@ def test_the_worker_never_imports_kedro():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
 
     assert result.stdout.strip() == "False"
+
+
+def test_without_dvclive_a_run_writes_its_events_and_metrics_and_no_curves(corpus, tokenizer_path, tmp_path):
+    config = tiny_config(corpus, tokenizer_path, tmp_path, dvclive=False)
+    config["optim"]["epochs"] = 1
+
+    run(config)
+
+    assert (tmp_path / "events.jsonl").is_file() and (tmp_path / "metrics.json").is_file()
+    assert not (tmp_path / DVCLIVE_DIR).exists()
+    with_curves = tmp_path / "with"
+    run(tiny_config(corpus, tokenizer_path, with_curves) | {"optim": {"epochs": 1, "lr_warmup_steps": 2}})
+    assert (with_curves / DVCLIVE_DIR).is_dir(), "the default logs curves"

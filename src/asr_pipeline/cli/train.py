@@ -423,6 +423,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
     # observability
     TrainFlag("--tui", "run.tui", bool, "a live table of loss, throughput, LR and validation (rank 0)"),
     TrainFlag(
+        "--no-dvclive",
+        "run.dvclive",
+        bool,
+        "do not log curves to DVCLive (events.jsonl and metrics.json are still written)",
+        const=False,
+    ),
+    TrainFlag(
         "--max-non-finite-losses",
         "run.max_non_finite_losses",
         int,

@@ -244,6 +244,9 @@ class RunConfig:
     init_from: str | None = None
     dry_run: bool = False  # forward + loss on the first batch only; no optimizer step, no checkpoint
     tui: bool = False  # rank 0 draws a live table (tui.LiveView) instead of the tqdm progress bar
+    # Rank 0 also logs the curves to DVCLive (dvc plots show, dvc exp show). False: events.jsonl and
+    # metrics.json only, for machines without dvc (a cluster node, a GPU box) or runs nobody plots.
+    dvclive: bool = True
     # Abort once more micro-batches than this (summed over ranks, over the whole run) had a NaN/inf loss.
     # 100: a few broken batches are skipped and survived, while a diverged model fails every batch and
     # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.

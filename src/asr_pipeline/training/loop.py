@@ -478,7 +478,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
     observe = ctx.is_main and not config.run.dry_run
     progress = TrainingProgress(epochs=config.optim.epochs, enabled=observe, tui=config.run.tui)
     resumed_in_place = resume_dir is not None and resume_dir.resolve() == output_dir.resolve()
-    dvclive = DVCLiveLogger(output_dir, resume=resumed_in_place) if observe else None
+    dvclive = DVCLiveLogger(output_dir, resume=resumed_in_place) if observe and config.run.dvclive else None
     listeners: list[EventListener] = [progress] if dvclive is None else [progress, dvclive]
     events = EventLog(
         output_dir / EVENTS_FILE,
