@@ -23,7 +23,8 @@ def test_a_minimal_dict_resolves_with_the_documented_defaults():
     config = resolve_config(MINIMAL)
 
     assert isinstance(config, TrainConfig)
-    assert config.data == DataConfig(train_manifests=["train/shard-00000.parquet"])
+    # input_dim resolves to the default architecture's frontend width (80 fbank bins)
+    assert config.data == DataConfig(train_manifests=["train/shard-00000.parquet"], input_dim=80)
     assert config.data.adaptive_batch_budget == 20000 and config.data.batch_size is None
     assert (config.model.architecture, config.model.variant, config.model.blank_id) == (
         "squeezeformer",
