@@ -14,6 +14,7 @@ from asr_pipeline.models.squeezeformer import (
     squeezeformer_config,
     squeezeformer_tiny,
 )
+from tests.models.ctc_steps import ctc_overfit_losses
 
 
 def tiny(**overrides) -> Squeezeformer:
@@ -108,14 +109,7 @@ def test_tiny_model_overfits_one_batch_with_ctc():
     target_lengths = torch.tensor([5, 4])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
-    losses = []
-    for _ in range(40):
-        log_probs, out_lengths = model(features, lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = ctc_overfit_losses(model, optimizer, (features, lengths, targets, target_lengths), steps=40)
 
     assert losses[-1] < 0.5 * losses[0], losses
 

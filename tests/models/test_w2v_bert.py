@@ -15,6 +15,7 @@ from asr_pipeline.models.w2v_bert import (
     w2v_bert_tiny,
 )
 from asr_pipeline.models.w2v_bert_spec import W2V_BERT
+from tests.models.ctc_steps import ctc_overfit_losses
 
 POSITION_TYPES = ["relative_key", "relative", "rotary", None]
 LENGTHS = [97, 61, 23, 5]  # primes and a near-empty one; 20 ms frames
@@ -130,14 +131,7 @@ def test_tiny_model_overfits_one_batch_with_ctc():
     targets, target_lengths = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 0]]), torch.tensor([5, 4])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
-    losses = []
-    for _ in range(60):
-        log_probs, out_lengths = model(features, lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = ctc_overfit_losses(model, optimizer, (features, lengths, targets, target_lengths), steps=60)
 
     assert losses[-1] < 0.5 * losses[0], losses
 

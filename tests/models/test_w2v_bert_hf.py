@@ -203,6 +203,13 @@ def test_config_maps_hf_names_onto_ours(tmp_path):
     assert values["output_hidden_size"] is None  # HF writes hidden_size there when unset
 
 
+def test_layerdrop_is_a_training_choice_not_imported_from_the_checkpoint(tmp_path):
+    save_hf(tmp_path, transformers.Wav2Vec2BertModel, layerdrop=0.1)  # w2v-bert-2.0's value
+
+    # A layer skipped on one DDP rank and not on another breaks the gradient all-reduce.
+    assert "layerdrop" not in config_from_hf(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -17,6 +17,7 @@ from asr_pipeline.models.zipformer import (
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
 from asr_pipeline.modules.swoosh import Swoosh, swoosh_l, swoosh_r
 from asr_pipeline.modules.zipformer_subsampling import SimpleDownsample
+from tests.models.ctc_steps import ctc_overfit_losses
 
 
 def tiny(**overrides) -> Zipformer:
@@ -122,14 +123,7 @@ def test_tiny_model_overfits_one_batch_with_ctc_and_the_recipes_adamw():
     # 6.5 -> 1.05 here; the first halving (the all-blank plateau near 3) is reached by step ~20.
     optimizer = torch.optim.AdamW(model.parameters(), lr=ZIPFORMER.peak_learning_rate("tiny"))
 
-    losses = []
-    for _ in range(60):
-        log_probs, out_lengths = model(features, lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = ctc_overfit_losses(model, optimizer, (features, lengths, targets, target_lengths), steps=60)
 
     assert losses[-1] < 0.5 * losses[0], losses
 
