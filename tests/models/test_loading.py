@@ -67,6 +67,7 @@ class Settings:  # what a training config's model section carries (training.conf
     num_heads: int | None = None
     dropout: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    pretrained_dir: str | None = None
 
 
 @pytest.fixture

@@ -64,7 +64,8 @@ def _as_saved(config: Any) -> dict[str, Any]:
 
 def pretrained_values(architecture: str, source: str | Path) -> dict[str, Any]:
     """The config fields of the pretrained model in ``source`` (a folder or its config file), through the
-    architecture's spec; ValueError when the architecture imports none, FileNotFoundError when absent."""
+    architecture's spec (which raises FileNotFoundError for a missing one); ValueError when the
+    architecture imports none."""
     spec = get_spec(architecture)
     if spec.pretrained_config is None:
         importers = ", ".join(name for name, other in SPECS.items() if other.pretrained_config) or "none"
@@ -72,24 +73,25 @@ def pretrained_values(architecture: str, source: str | Path) -> dict[str, Any]:
             f"{spec.name} cannot be built from a pretrained model folder (model.pretrained_dir={str(source)!r}); "
             f"architectures that can: {importers}"
         )
-    if not Path(source).exists():
-        raise FileNotFoundError(f"model.pretrained_dir {str(source)!r}: no such folder or file")
     return spec.pretrained_config(Path(source))
 
 
-def load_pretrained_weights(model: nn.Module, architecture: str, source: str | Path) -> dict[str, Any]:
+def load_pretrained_weights(
+    model: nn.Module, architecture: str, source: str | Path, verbose: bool = True
+) -> dict[str, Any]:
     """Import the weights of the pretrained folder ``source`` into ``model`` (a freshly built model of
-    ``architecture``); the spec's report: loaded, skipped with reasons, left at initialisation."""
+    ``architecture``); the spec's report: loaded, skipped with reasons, left at initialisation (printed
+    when ``verbose``)."""
     spec = get_spec(architecture)
     if spec.load_pretrained is None:
         raise ValueError(f"{spec.name} cannot import pretrained weights (model.load_pretrained_weights)")
-    return spec.load_pretrained(model, Path(source))
+    return spec.load_pretrained(model, Path(source), verbose)
 
 
 def _config(settings: ModelSettings, input_dim: int, vocab_size: int) -> Any:
     check_options(settings.architecture, settings.options)  # a common field in options: refused, not merged
     base: dict[str, Any] = {}
-    pretrained_dir = getattr(settings, "pretrained_dir", None)
+    pretrained_dir = settings.pretrained_dir
     if pretrained_dir is not None:
         base = pretrained_values(settings.architecture, pretrained_dir)
         base.pop("vocab_size", None)  # the tokenizer decides the output layer; a different one is skipped

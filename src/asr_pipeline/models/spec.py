@@ -36,10 +36,10 @@ class ArchitectureSpec:
     # The published peak of a variant, if the paper gives one; None: no variant or none published.
     variant_peak_lr: Callable[[str | None], float | None] = lambda variant: None
     # Import from a pretrained model folder (model.pretrained_dir; W2V-BERT: a Hugging Face dir): its config
-    # as config fields, and its weights loaded into a built model, returning a report (loaded, skipped with
-    # reasons, left at initialisation). None: the architecture imports nothing.
+    # as config fields, and its weights loaded into a built model (printing what it did when verbose),
+    # returning a report (loaded, skipped with reasons, left at initialisation). None: imports nothing.
     pretrained_config: Callable[[Path], dict[str, Any]] | None = None
-    load_pretrained: Callable[[nn.Module, Path], dict[str, Any]] | None = None
+    load_pretrained: Callable[[nn.Module, Path, bool], dict[str, Any]] | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -23,9 +23,9 @@ def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConf
     return w2v_bert_config(DEFAULT_VARIANT if variant is None else variant, **values)
 
 
-def load_pretrained(model: W2VBertCTC, path: Path) -> dict[str, Any]:
+def load_pretrained(model: W2VBertCTC, path: Path, verbose: bool) -> dict[str, Any]:
     """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons)."""
-    report = load_hf_weights(model, path, verbose=False)
+    report = load_hf_weights(model, path, verbose=verbose)
     return {
         "path": str(path),
         "loaded": len(report.loaded),

@@ -138,17 +138,11 @@ class Trainer:
         torch.manual_seed(config.run.seed)
         self.model, self.model_config = build_model_from_config(config, vocab_size)
         if config.model.load_pretrained_weights and not config.run.resume_from:  # the checkpoint wins
+            model = config.model
             report = load_pretrained_weights(
-                self.model, config.model.architecture, config.model.pretrained_dir
+                self.model, model.architecture, model.pretrained_dir, ctx.is_main
             )
             events.write("pretrained", 0, 0, report)
-            if ctx.is_main:
-                skipped = ", ".join(f"{name} ({why})" for name, why in report["skipped"].items()) or "none"
-                print(
-                    f"[train] pretrained weights from {report['path']}: {report['loaded']} tensors loaded; "
-                    f"skipped: {skipped}; left at initialisation: {', '.join(report['left_at_init']) or 'none'}",
-                    flush=True,
-                )
         if config.run.init_from and not config.run.resume_from:  # the same file on every rank
             events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
         self.model.to(ctx.device)
