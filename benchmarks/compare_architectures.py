@@ -26,13 +26,13 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.io.datasets import FeatureShardsDataset
 from asr_pipeline.models.architectures import frontend_of
 from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.pipelines.evaluate.nodes import evaluate_split
 from asr_pipeline.pipelines.features.nodes import extract_features
-from asr_pipeline.training.config import resolve_config
-from asr_pipeline.training.launch import launch_options, run_training
+from asr_pipeline.pipelines.train.nodes import train_model
 
 DATA = Path("data")
 SPLITS = ("train", "dev", "test")
@@ -63,29 +63,23 @@ def shards(folder: Path) -> list[str]:
 
 
 def train(architecture: str, variant: str, params: dict, dirs: dict, args, run_dir: Path) -> dict:
+    """The train stage's own node on these shards, with the model and epochs replaced (no DVCLive curves)."""
     section = params["train"]
     optim = {**section.get("optim", {}), "epochs": args.epochs}
     if args.hold_steps is not None:
         optim["lr_hold_steps"] = args.hold_steps
-    config = resolve_config(
-        {
-            "data": {
-                **section.get("data", {}),
-                "train_manifests": shards(dirs["train"]),
-                "val_manifests": shards(dirs["dev"]),
-            },
-            "model": {"architecture": architecture, "variant": variant},
-            "optim": optim,
-            "run": {
-                **section.get("run", {}),
-                "output_dir": str(run_dir),
-                "tokenizer": str(DATA / "03_tokenizer" / "tokenizer.model"),
-                "dvclive": False,
-            },
-            "validation": dict(section.get("validation", {})),
-        }
-    )
-    return run_training(config, **launch_options(section.get("launch") or {}))
+    stage_params = {
+        **section,
+        "model": {"architecture": architecture, "variant": variant},
+        "optim": optim,
+        "run": {**section.get("run", {}), "dvclive": False},
+    }
+    train_shards, val_shards = shards(dirs["train"]), shards(dirs["dev"])
+    length_index = pl.from_arrow(build_length_index(train_shards + val_shards))
+    tokenizer = (DATA / "03_tokenizer" / "tokenizer.model").read_bytes()
+    run_dir.mkdir(parents=True, exist_ok=True)  # the catalog's DirectoryDataset makes it for the stage
+    metrics, _ = train_model(train_shards, val_shards, length_index, tokenizer, run_dir, stage_params)
+    return metrics
 
 
 def epoch_seconds(run_dir: Path) -> list[float]:
