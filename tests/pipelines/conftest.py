@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kedro.io import AbstractDataset, DataCatalog, MemoryDataset
 from kedro.pipeline import Pipeline
 from kedro.runner import SequentialRunner
+
+from asr_pipeline.io.datasets import FeatureShardsDataset
 
 
 class KeptMemoryDataset(MemoryDataset):
@@ -55,3 +58,11 @@ def project_params() -> dict:
     from tests.conftest import PROJECT_ROOT
 
     return yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+
+
+def feature_shard_datasets(root: Path) -> dict[str, FeatureShardsDataset]:
+    """The features stage's shard outputs of every split, written under ``root/features/<split>``."""
+    return {
+        f"{split}.feature_shards": FeatureShardsDataset(str(root / "features" / split))
+        for split in ("train", "dev", "test")
+    }

@@ -2,14 +2,13 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from asr_pipeline.io.datasets import FeatureShardsDataset
 from asr_pipeline.io.report import NothingKeptError
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.pipelines.features import create_pipeline
 from asr_pipeline.pipelines.transcripts.nodes import MANIFEST_SCHEMA
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
-from tests.pipelines.conftest import run_stage
+from tests.pipelines.conftest import feature_shard_datasets, run_stage
 
 
 def _manifest(tmp_path, split, rows):
@@ -44,10 +43,7 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
         "test.manifest": _manifest(tmp_path, "test", [(0.6, "a cat", None), (0.5, "привет мир", None)]),
         "tokenizer_model": spm_model,
     }
-    datasets = {
-        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
-        for split in ("train", "dev", "test")
-    }
+    datasets = feature_shard_datasets(tmp_path)
     catalog = run_stage(
         create_pipeline(),
         inputs,
@@ -88,10 +84,7 @@ def test_features_stage_fails_naming_the_skips_when_a_split_keeps_nothing(
 ):
     missing = _manifest(tmp_path, "train", [(None, "lost", None), (None, "gone", None)])
     inputs = {"train.manifest": missing, "dev.manifest": missing, "test.manifest": missing}
-    datasets = {
-        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
-        for split in ("train", "dev", "test")
-    }
+    datasets = feature_shard_datasets(tmp_path)
 
     with pytest.raises(NothingKeptError, match=r"all 2 records were skipped.*missing file: 2"):
         run_stage(
@@ -114,10 +107,7 @@ def test_with_no_features_architecture_the_frontend_follows_the_models(
         f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)])
         for split in ("train", "dev", "test")
     }
-    datasets = {
-        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
-        for split in ("train", "dev", "test")
-    }
+    datasets = feature_shard_datasets(tmp_path)
     catalog = run_stage(
         create_pipeline(),
         {**inputs, "tokenizer_model": spm_model},

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from asr_pipeline.io.datasets import FeatureShardsDataset, Manifest
+from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.pipelines.features import create_pipeline as features_pipeline
 from asr_pipeline.pipelines.transcripts import create_pipeline as transcripts_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
-from tests.pipelines.conftest import run_stage
+from tests.pipelines.conftest import feature_shard_datasets, run_stage
 
 F = 80  # the default input_dim: fbank's num_mel_bins
 
@@ -83,10 +83,7 @@ def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int =
     params = {"transcripts": project_params["transcripts"], "tokenizer": project_params["tokenizer"]}
     transcripts = run_stage(transcripts_pipeline(), raw_splits, params=params)
     manifests = {f"{s}.manifest": transcripts.load(f"{s}.manifest") for s in ("train", "dev", "test")}
-    shards = {
-        f"{split}.feature_shards": FeatureShardsDataset(str(tmp_path / "features" / split))
-        for split in ("train", "dev", "test")
-    }
+    shards = feature_shard_datasets(tmp_path)
     features = run_stage(
         features_pipeline(),
         {**manifests, "tokenizer_model": spm_model},
