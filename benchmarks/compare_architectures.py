@@ -106,7 +106,13 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = (DATA / "03_tokenizer" / "tokenizer.model").read_bytes()
-    lm = (DATA / "06_lm" / "lm.binary").read_bytes()
+    # Decoded with the values tune_decoding chose on dev for the demo's own model (`dvc repro` first).
+    tuned = json.loads((DATA / "08_tuning" / "decoding.json").read_text())
+    decoding_files = (
+        DATA / "03_tokenizer" / "lexicon.txt",
+        DATA / "06_lm" / "lm.binary",
+        DATA / "06_lm" / "tokens_lm.binary",
+    )
     rows = []
     for entry in args.architectures:
         architecture, _, variant = entry.partition(":")
@@ -116,7 +122,9 @@ def main() -> None:
         metrics = train(architecture, variant, params, dirs, args, run_dir)
         seconds = epoch_seconds(run_dir)
         model = load_run_model(run_dir).model
-        _, scores = evaluate_split(run_dir, shards(dirs["test"]), tokenizer, lm, params["evaluate"])
+        _, scores = evaluate_split(
+            run_dir, shards(dirs["test"]), tokenizer, *decoding_files, tuned, params["decoding"]
+        )
         row = {
             "architecture": architecture,
             "variant": variant,
@@ -126,7 +134,7 @@ def main() -> None:
             "sec_per_epoch": sum(seconds) / len(seconds),
             "val_cer": metrics.get("val_cer"),
             "test_greedy": scores["greedy"],
-            "test_beam_lm": scores["beam_lm"],
+            "test_beam_lm": scores["lexicon"],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -22,10 +22,11 @@ os.environ.pop("TRITON_INTERPRET", None)
 
 import torch
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, load_lm
+from asr_pipeline.decoding.beam_search import CTCPrefixBeamSearch, load_lm
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.inference import iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
+from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -68,8 +69,11 @@ def main() -> None:
     model = run.model
     tokenizer = CTCTokenizer.from_file(Path(args.run_dir) / "tokenizer.model", blank_id=run.blank_id)
     lm = load_lm(args.lm) if args.lm else None
-    options = BeamSearchOptions(
-        beam_width=args.beam_width, lm_weight=args.lm_weight, word_bonus=args.word_bonus
+    options = DecodingOptions(
+        decoder="prefix_beam",
+        beam_width=args.beam_width,
+        lm_weight=args.lm_weight,
+        word_score=args.word_bonus,
     )
     searcher = CTCPrefixBeamSearch(options, tokenizer, lm)
     cases = [("cpu", "cpu", None)]

@@ -513,18 +513,20 @@ def test_decode_prints_wer_and_cer_and_writes_one_hypothesis_per_utterance(
     output = tmp_path / "hyp" / "dev.jsonl"
 
     status = cli(
-        "decode", "--run-dir", trained_run, "--input", shard_folder, "--output", output, "--beam-width", "2"
-    )
+        "decode", "--run-dir", trained_run, "--input", shard_folder, "--output", output,
+        "--decoder", "lexicon_free", "--beam-width", "2",
+    )  # fmt: skip
     metrics = printed_json(capsys)
 
     assert status == 0
     assert metrics["utterances"] == NUM_UTTERANCES
-    for method in ("greedy", "beam"):
+    for method in ("greedy", "lexicon_free"):
         assert set(metrics[method]) == {"wer", "cer"} and metrics[method]["cer"] >= 0
+    assert metrics["decoding"]["decoder"] == "lexicon_free" and metrics["decoding"]["beam_width"] == 2
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert [row["id"] for row in rows] == [f"utt{i:02d}" for i in range(NUM_UTTERANCES)]
     assert {row["reference"] for row in rows} == set(SENTENCES)
-    assert all(set(row) == {"id", "reference", "greedy", "beam"} for row in rows)
+    assert all(set(row) == {"id", "reference", "greedy", "lexicon_free"} for row in rows)
 
 
 def test_decode_with_a_kenlm_model_reports_the_fused_beam(tmp_path, trained_run, shard_folder, capsys):
@@ -535,12 +537,44 @@ def test_decode_with_a_kenlm_model_reports_the_fused_beam(tmp_path, trained_run,
 
     status = cli(
         "decode", "--run-dir", trained_run, "--input", shard_folder / "shard-00000.parquet",
-        "--lm", tmp_path / "lm.arpa", "--beam-width", "2", "--word-bonus", "0.5",
+        "--decoder", "prefix_beam", "--lm", tmp_path / "lm.arpa", "--beam-width", "2", "--word-bonus", "0.5",
     )  # fmt: skip
     metrics = printed_json(capsys)
 
     assert status == 0 and metrics["utterances"] == 3
-    assert set(metrics) == {"utterances", "greedy", "beam_lm"}
+    assert set(metrics) == {"utterances", "greedy", "prefix_beam", "decoding"}
+    assert metrics["decoding"]["word_score"] == 0.5
+
+
+def test_decode_with_a_lexicon_takes_tuned_options_and_lets_flags_win(
+    tmp_path, trained_run, shard_folder, capsys
+):
+    from asr_pipeline.decoding.lexicon import build_lexicon
+    from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
+    from asr_pipeline.text.tokenizer import CTCTokenizer
+
+    arpa, _ = build_kenlm("\n".join(SENTENCES) + "\n", KenLMOptions(order=2, discount_fallback=True))
+    (tmp_path / "lm.arpa").write_text(arpa, encoding="utf-8")
+    tokenizer = CTCTokenizer.from_file(Path(trained_run) / "tokenizer.model")
+    (tmp_path / "lexicon.txt").write_text(build_lexicon(SENTENCES, tokenizer)[0], encoding="utf-8")
+    tuned = {"lexicon": {"decoder": "lexicon", "beam_width": 3, "lm_weight": 0.8, "word_score": 1.0}}
+    (tmp_path / "decoding.json").write_text(json.dumps(tuned), encoding="utf-8")
+
+    status = cli(
+        "decode", "--run-dir", trained_run, "--input", shard_folder, "--decoder", "lexicon",
+        "--lexicon", tmp_path / "lexicon.txt", "--lm", tmp_path / "lm.arpa", "--tuned", tmp_path / "decoding.json",
+        "--lm-weight", "0.2",
+    )  # fmt: skip
+    metrics = printed_json(capsys)
+
+    assert status == 0 and set(metrics["lexicon"]) == {"wer", "cer"}
+    assert (metrics["decoding"]["beam_width"], metrics["decoding"]["lm_weight"]) == (3, 0.2)
+    assert metrics["decoding"]["word_score"] == 1.0
+
+
+def test_decode_with_the_lexicon_decoder_but_no_lexicon_is_a_usage_error(trained_run, shard_folder, capsys):
+    assert cli("decode", "--run-dir", trained_run, "--input", shard_folder, "--decoder", "lexicon") == 2
+    assert "--decoder lexicon needs --lexicon" in capsys.readouterr().err
 
 
 # --- errors and the console script ----------------------------------------------------------------------
@@ -614,7 +648,8 @@ def test_kedro_loads_the_project_cli_module_and_lists_every_stage():
         ["kedro", "registry", "list"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    for stage in ("demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"):
+    stages = ("demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train")
+    for stage in (*stages, "tune_decoding", "evaluate"):
         assert f"- {stage}" in result.stdout
 
 

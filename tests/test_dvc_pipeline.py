@@ -17,18 +17,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from asr_pipeline.pipelines.splits import EVAL_SPLITS
 from tests.conftest import PROJECT_ROOT
 
+EVALUATIONS = {f"evaluate@{split}" for split in EVAL_SPLITS}
 ALL_STAGES = {
     "demo_corpus",
     "transcripts",
     "tokenizer",
     "features",
+    "conditions",
     "index",
     "lm",
     "train",
-    "evaluate@dev",
-    "evaluate@test",
+    "tune_decoding",
+    *EVALUATIONS,
 }
 TINY_PARAMS = {
     "demo_corpus": {"train_size": 24, "dev_size": 6, "test_size": 6, "max_duration_sec": 6.0},
@@ -42,7 +45,13 @@ TINY_PARAMS = {
         "run": {"log_every": 1},  # a tiny run has few steps: a point per step for the curves
         "validation": {"every_steps": 2, "log_samples": 2},
     },
-    "evaluate": {"beam_width": 4},
+    "decoding": {
+        "beam_width": 4,
+        "tune": {
+            "lexicon": {"lm_weight": [0.5], "word_score": [0.0, 1.0]},
+            "lexicon_free": {"lm_weight": [0.0, 0.3]},
+        },
+    },
 }
 
 
@@ -134,11 +143,19 @@ def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
         assert (run_dir / name).is_file(), name
     metrics = json.loads(run(["dvc", "metrics", "show", "--json"], origin).stdout)
     shown = json.dumps(metrics)
-    for key in ("greedy", "beam_lm", "wer", "cer", "skipped", "hours"):
+    for key in ("greedy", "lexicon", "lexicon_free", "wer", "cer", "skipped", "hours", "chosen"):
         assert key in shown
     dev = json.loads((origin / "data" / "metrics" / "evaluate_dev.json").read_text())
     assert dev["utterances"] == 6
-    assert set(dev["greedy"]) == set(dev["beam_lm"]) == {"wer", "cer"}
+    assert set(dev["greedy"]) == set(dev["lexicon"]) == set(dev["lexicon_free"]) == {"wer", "cer"}
+    tuning = json.loads((origin / "data" / "metrics" / "tune_decoding.json").read_text())
+    assert dev["lexicon"] == tuning["lexicon"]["dev"], "evaluate on dev decodes with the values tuned on dev"
+    for condition in ("noisy", "telephone", "fast"):
+        report = json.loads((origin / "data" / "metrics" / f"features_test_{condition}.json").read_text())
+        assert report["kept"] == 6 and report["kept_with"][f"condition {condition}"] == {
+            "count": 6,
+            "share": 1.0,
+        }
 
 
 def test_dvc_plots_show_draws_the_training_curves_and_exp_show_lists_params_and_metrics(origin):
@@ -174,11 +191,11 @@ def test_dvc_plots_show_draws_the_training_curves_and_exp_show_lists_params_and_
     assert params["train"]["optim"]["epochs"] == 2 and params["train"]["validation"]["every_steps"] == 2
 
     # The README's readable table: a handful of columns, not ~100.
-    keep = "Experiment|rev|train.optim.epochs|.*evaluate_test.json:(greedy|beam_lm).wer"
+    keep = "Experiment|rev|train.optim.epochs|.*evaluate_test.json:(greedy|lexicon).wer"
     table = run(["dvc", "exp", "show", "--csv", "--drop", ".*", "--keep", keep], origin).stdout.splitlines()
     assert set(table[0].split(",")) == {
         "Experiment", "rev", "data/metrics/evaluate_test.json:greedy.wer",
-        "data/metrics/evaluate_test.json:beam_lm.wer", "train.optim.epochs",
+        "data/metrics/evaluate_test.json:lexicon.wer", "train.optim.epochs",
     }  # fmt: skip
 
 
@@ -194,13 +211,19 @@ def test_parameter_changes_rerun_only_the_stages_that_depend_on_them(origin):
     edit_params(project, {"features": {"shard_size": 7}})
     assert stages_run(run(["dvc", "repro"], project).stdout) == {
         "features",
+        "conditions",  # the condition splits are featurized with the same features params
         "index",
         "train",
-        "evaluate@dev",
-        "evaluate@test",
+        "tune_decoding",
+        *EVALUATIONS,
     }
-    edit_params(project, {"evaluate": {"beam_width": 3}})
-    assert stages_run(run(["dvc", "repro"], project).stdout) == {"evaluate@dev", "evaluate@test"}
+    # A new grid reruns the tuning; evaluate follows because the chosen values change (lm_weight 0.25 only).
+    edit_params(project, {"decoding": {"tune": {"lexicon": {"lm_weight": [0.25]}}}})
+    assert stages_run(run(["dvc", "repro"], project).stdout) == {"tune_decoding", *EVALUATIONS}
+    tuned = json.loads((project / "data" / "08_tuning" / "decoding.json").read_text())
+    assert tuned["lexicon"]["lm_weight"] == 0.25
+    edit_params(project, {"decoding": {"batch_size": 3}})
+    assert stages_run(run(["dvc", "repro"], project).stdout) == {"tune_decoding", *EVALUATIONS}
 
 
 def test_a_failing_training_rank_fails_the_stage_and_dvc_records_nothing(origin):
@@ -250,7 +273,7 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
     for path in edited:
         original = (project / path).read_text()
         (project / path).write_text(original + "\n# edited\n")
-        expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in ("dev", "test")}
+        expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in EVAL_SPLITS}
         expected |= {s for s in importers[path] if s != "evaluate"}
         assert _changed_stages(project) == expected, path
         (project / path).write_text(original)
@@ -269,7 +292,9 @@ def test_switching_the_architecture_trains_it_on_its_own_frontends_features(
     project = clone(origin, f"arch-{architecture}")
     edit_params(project, {"train": {"model": {"architecture": architecture, "variant": "tiny"}}})
 
-    expected = {"features", "train", "evaluate@dev", "evaluate@test"} | ({"index"} if index_reruns else set())
+    expected = {"features", "conditions", "train", "tune_decoding", *EVALUATIONS} | (
+        {"index"} if index_reruns else set()
+    )
     assert stages_run(run(["dvc", "repro"], project).stdout) == expected
     config = json.loads((project / "data" / "07_train" / "run" / "training_config.json").read_text())
     assert (config["model"]["architecture"], config["data"]["input_dim"]) == (architecture, width)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from asr_pipeline.pipelines.splits import EVAL_SPLITS
 from tests.test_dvc_pipeline import TINY_PARAMS, copy_project, git_commit, run, stages_run
 
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng (make setup)")
@@ -102,13 +103,14 @@ def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_inta
     repro = run(["dvc", "repro", "evaluate"], project)
 
     assert stages_run(repro.stdout) == {
-        "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate@dev", "evaluate@test"
+        "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train", "tune_decoding",
+        *(f"evaluate@{split}" for split in EVAL_SPLITS),
     }  # fmt: skip
     assert digests(corpus) == before, "not one file of the corpus changed, moved or appeared"
     assert not (project / "data" / "01_raw" / "demo").exists(), "the demo was not synthesized"
     transcripts = json.loads((project / "data" / "metrics" / "transcripts_train.json").read_text())
     assert transcripts["kept"] == 24 and transcripts["skipped"] == 0
-    for split in ("dev", "test"):
+    for split in EVAL_SPLITS:
         assert (
             json.loads((project / "data" / "metrics" / f"evaluate_{split}.json").read_text())["utterances"]
             == 6

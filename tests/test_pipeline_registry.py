@@ -17,7 +17,8 @@ def pipelines() -> dict[str, Pipeline]:
 
 def test_there_is_one_pipeline_per_dvc_stage_and_a_default(pipelines):
     assert set(pipelines) == {
-        "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "index", "lm", "train", "evaluate"
+        "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train",
+        "tune_decoding", "evaluate",
     }  # fmt: skip
 
 

@@ -33,10 +33,12 @@ STAGE_ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "transcripts": ("asr_pipeline.pipelines.transcripts",),
     "tokenizer": ("asr_pipeline.pipelines.tokenizer",),
     "features": ("asr_pipeline.pipelines.features",),
+    "conditions": ("asr_pipeline.pipelines.conditions",),
     "index": ("asr_pipeline.pipelines.index",),
     "lm": ("asr_pipeline.pipelines.lm",),
     # torchrun runs the worker in fresh processes: its imports are the train stage's too.
     "train": ("asr_pipeline.pipelines.train", "asr_pipeline.training.worker"),
+    "tune_decoding": ("asr_pipeline.pipelines.tune_decoding",),
     "evaluate": ("asr_pipeline.pipelines.evaluate",),
 }
 MARKER = "# code:"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import string
+from pathlib import Path
 
 import kenlm
 import pytest
@@ -39,8 +40,14 @@ def char_tokenizer() -> CTCTokenizer:
 
 
 @pytest.fixture(scope="session")
-def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> kenlm.Model:
+def tiny_lm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A word 3-gram of ``LM_CORPUS`` (ARPA)."""
     arpa, _ = build_kenlm(LM_CORPUS, KenLMOptions(order=3))
     path = tmp_path_factory.mktemp("lm") / "tiny.arpa"
     path.write_text(arpa, encoding="utf-8")
-    return kenlm.Model(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tiny_lm_path: Path) -> kenlm.Model:
+    return kenlm.Model(str(tiny_lm_path))

@@ -58,3 +58,12 @@ def peaky_log_probs(batch: int, frames: int, vocab_size: int, seed: int, sharpne
     winners[blank_frames] = 0
     logits.scatter_add_(-1, winners[..., None], torch.full((batch, frames, 1), sharpness))
     return logits.log_softmax(dim=-1)
+
+
+def ambiguous_cat_or_cot(tokenizer) -> torch.Tensor:
+    """ "the c?t sat" where the vowel frame slightly prefers "o" (0.5) over "a" (0.4)."""
+    ids = tokenizer.encode("the cat sat")
+    a, o = tokenizer.encode("a")[-1], tokenizer.encode("o")[-1]
+    vowel = ids.index(a)
+    spelled = [*ids[:vowel], {o: 0.5, a: 0.4}, *ids[vowel + 1 :]]
+    return log_probs_from_rows(spelled_rows(spelled, tokenizer.blank_id), tokenizer.vocab_size)

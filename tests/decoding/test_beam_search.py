@@ -6,17 +6,22 @@ import pytest
 import torch
 
 from asr_pipeline.decoding.beam_search import (
-    BeamSearchOptions,
     CTCPrefixBeamSearch,
     _logaddexp,
     _Prefix,
     load_lm,
 )
 from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.decoding.options import DecodingOptions
 
-from .factories import log_probs_from_rows, peaky_log_probs, spelled_rows
+from .factories import ambiguous_cat_or_cot, log_probs_from_rows, peaky_log_probs, spelled_rows
 
 LN_10 = math.log(10.0)
+
+
+def prefix_options(**values) -> DecodingOptions:
+    """The prefix beam search's options in the shared shape."""
+    return DecodingOptions(decoder="prefix_beam", **values)
 
 
 def test_beam_width_one_without_lm_equals_greedy(char_tokenizer):
@@ -24,7 +29,7 @@ def test_beam_width_one_without_lm_equals_greedy(char_tokenizer):
     peaky = peaky_log_probs(batch=4, frames=40, vocab_size=vocab, seed=0)
     flat = torch.randn(4, 40, vocab, generator=torch.Generator().manual_seed(1)).log_softmax(-1)
     lengths = torch.tensor([40, 33, 1, 0])
-    search = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=1), char_tokenizer)
+    search = CTCPrefixBeamSearch(prefix_options(beam_width=1), char_tokenizer)
     for log_probs in (peaky, flat):
         expected = greedy_decode(log_probs, lengths)
         decoded = search.decode_batch(log_probs, lengths)
@@ -41,7 +46,7 @@ def test_merging_alignments_beats_the_best_path(char_tokenizer):
     log_probs = log_probs_from_rows([{blank: 0.55, a: 0.40}] * 2, char_tokenizer.vocab_size)
 
     assert greedy_decode(log_probs[None], torch.tensor([2])) == [[]]
-    best = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=4), char_tokenizer).decode(log_probs)[0]
+    best = CTCPrefixBeamSearch(prefix_options(beam_width=4), char_tokenizer).decode(log_probs)[0]
     assert best.tokens == (a,)
     assert best.acoustic_score == pytest.approx(math.log(0.60))
 
@@ -68,7 +73,7 @@ def test_an_unpruned_search_scores_every_labelling_by_the_sum_over_its_alignment
     log_probs = log_probs_from_rows(rows, char_tokenizer.vocab_size)
 
     expected = brute_force_labelling_log_probs(log_probs, [blank, a, b], blank)
-    options = BeamSearchOptions(beam_width=128, n_best=128, max_candidates_per_frame=3)
+    options = prefix_options(beam_width=128, n_best=128, beam_size_token=3)
     hypotheses = CTCPrefixBeamSearch(options, char_tokenizer).decode(log_probs)
 
     assert {h.tokens: pytest.approx(h.acoustic_score) for h in hypotheses} == expected
@@ -79,9 +84,7 @@ def test_n_best_hypotheses_come_best_first_and_are_distinct(char_tokenizer):
     a = char_tokenizer.encode("a")[-1]
     blank = char_tokenizer.blank_id
     log_probs = log_probs_from_rows([{blank: 0.55, a: 0.40}] * 2, char_tokenizer.vocab_size)
-    hypotheses = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=8, n_best=3), char_tokenizer).decode(
-        log_probs
-    )
+    hypotheses = CTCPrefixBeamSearch(prefix_options(beam_width=8, n_best=3), char_tokenizer).decode(log_probs)
     assert len(hypotheses) == 3
     assert [h.tokens for h in hypotheses[:2]] == [(a,), ()]
     assert hypotheses[1].acoustic_score == pytest.approx(2 * math.log(0.55))
@@ -90,34 +93,25 @@ def test_n_best_hypotheses_come_best_first_and_are_distinct(char_tokenizer):
     assert len({h.tokens for h in hypotheses}) == 3
 
 
-def ambiguous_cat_or_cot(tokenizer) -> torch.Tensor:
-    """ "the c?t sat" where the vowel frame slightly prefers "o" (0.5) over "a" (0.4)."""
-    ids = tokenizer.encode("the cat sat")
-    a, o = tokenizer.encode("a")[-1], tokenizer.encode("o")[-1]
-    vowel = ids.index(a)
-    spelled = [*ids[:vowel], {o: 0.5, a: 0.4}, *ids[vowel + 1 :]]
-    return log_probs_from_rows(spelled_rows(spelled, tokenizer.blank_id), tokenizer.vocab_size)
-
-
 def test_acoustics_alone_prefer_the_word_the_lm_has_never_seen(char_tokenizer):
-    search = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=8), char_tokenizer)
+    search = CTCPrefixBeamSearch(prefix_options(beam_width=8), char_tokenizer)
     assert search.decode(ambiguous_cat_or_cot(char_tokenizer))[0].text == "the cot sat"
 
 
 def test_lm_fusion_flips_an_ambiguous_word_to_the_one_the_lm_knows(char_tokenizer, tiny_lm):
-    search = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=8, lm_weight=0.45), char_tokenizer, tiny_lm)
+    search = CTCPrefixBeamSearch(prefix_options(beam_width=8, lm_weight=0.45), char_tokenizer, tiny_lm)
     assert search.decode(ambiguous_cat_or_cot(char_tokenizer))[0].text == "the cat sat"
 
 
 def test_a_zero_lm_weight_leaves_the_acoustic_decision(char_tokenizer, tiny_lm):
-    search = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=8, lm_weight=0.0), char_tokenizer, tiny_lm)
+    search = CTCPrefixBeamSearch(prefix_options(beam_width=8, lm_weight=0.0), char_tokenizer, tiny_lm)
     assert search.decode(ambiguous_cat_or_cot(char_tokenizer))[0].text == "the cot sat"
 
 
 @pytest.mark.parametrize(("lm_bos", "lm_eos"), [(True, True), (False, False), (True, False)])
 def test_each_hypothesis_carries_the_lm_score_of_its_own_words(char_tokenizer, tiny_lm, lm_bos, lm_eos):
-    options = BeamSearchOptions(
-        beam_width=8, n_best=4, lm_weight=0.3, word_bonus=0.7, lm_bos=lm_bos, lm_eos=lm_eos
+    options = prefix_options(
+        beam_width=8, n_best=4, lm_weight=0.3, word_score=0.7, lm_no_bos=not lm_bos, lm_no_eos=not lm_eos
     )
     hypotheses = CTCPrefixBeamSearch(options, char_tokenizer, tiny_lm).decode(
         ambiguous_cat_or_cot(char_tokenizer)
@@ -133,7 +127,7 @@ def test_decode_batch_decodes_each_utterance_within_its_length(char_tokenizer, t
     vocab = char_tokenizer.vocab_size
     log_probs = peaky_log_probs(batch=3, frames=30, vocab_size=vocab, seed=5)
     lengths = torch.tensor([30, 12, 0])
-    search = CTCPrefixBeamSearch(BeamSearchOptions(beam_width=4, n_best=2), char_tokenizer, tiny_lm)
+    search = CTCPrefixBeamSearch(prefix_options(beam_width=4, n_best=2), char_tokenizer, tiny_lm)
     batched = search.decode_batch(log_probs, lengths)
     assert batched[:2] == [search.decode(log_probs[0]), search.decode(log_probs[1, :12])]
     assert batched[2][0].tokens == ()
@@ -141,14 +135,14 @@ def test_decode_batch_decodes_each_utterance_within_its_length(char_tokenizer, t
 
 
 def test_log_probs_from_another_vocabulary_are_rejected(char_tokenizer):
-    search = CTCPrefixBeamSearch(BeamSearchOptions(), char_tokenizer)
+    search = CTCPrefixBeamSearch(prefix_options(), char_tokenizer)
     with pytest.raises(ValueError, match=f"V=7 outputs but the tokenizer has {char_tokenizer.vocab_size}"):
         search.decode(torch.zeros(3, 7))
 
 
 def test_n_best_cannot_exceed_the_beam():
     with pytest.raises(ValueError, match="n_best must lie in"):
-        BeamSearchOptions(beam_width=2, n_best=3)
+        prefix_options(beam_width=2, n_best=3)
 
 
 def test_load_lm_names_the_missing_file(tmp_path):
@@ -169,7 +163,7 @@ def test_lm_scores_steer_the_pruning_not_only_the_final_ranking(char_tokenizer, 
     spelled[second_vowel] = {a: 0.32, o: 0.30, e: 0.28}
     log_probs = log_probs_from_rows(spelled_rows(spelled, char_tokenizer.blank_id), char_tokenizer.vocab_size)
 
-    options = BeamSearchOptions(beam_width=2)
+    options = prefix_options(beam_width=2)
     assert CTCPrefixBeamSearch(options, char_tokenizer).decode(log_probs)[0].text == "the cot sat"
     assert CTCPrefixBeamSearch(options, char_tokenizer, tiny_lm).decode(log_probs)[0].text == "the cat sat"
 
@@ -191,7 +185,7 @@ class ExhaustivePruning(CTCPrefixBeamSearch):
 
 @pytest.mark.parametrize("word_bonus", [-1.0, 0.0, 2.5])
 def test_bounded_pruning_keeps_what_exhaustive_pruning_keeps(char_tokenizer, tiny_lm, word_bonus):
-    options = BeamSearchOptions(beam_width=4, n_best=4, lm_weight=0.8, word_bonus=word_bonus)
+    options = prefix_options(beam_width=4, n_best=4, lm_weight=0.8, word_score=word_bonus)
     log_probs = peaky_log_probs(
         batch=6, frames=40, vocab_size=char_tokenizer.vocab_size, seed=11, sharpness=2.0
     )

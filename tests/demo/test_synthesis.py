@@ -110,3 +110,34 @@ def test_drawn_voices_stay_in_the_configured_ranges():
     assert all(RATE_WPM_RANGE[0] <= v.rate_wpm <= RATE_WPM_RANGE[1] for v in voices)
     assert all(PITCH_RANGE[0] <= v.pitch <= PITCH_RANGE[1] for v in voices)
     assert len({v.rate_wpm for v in voices}) > 20 and len({v.pitch for v in voices}) > 20
+
+
+def test_rate_and_pitch_ranges_are_wide_and_inside_what_espeak_accepts():
+    low_rate, high_rate = RATE_WPM_RANGE
+    low_pitch, high_pitch = PITCH_RANGE
+    assert 80 <= low_rate <= 120 and 240 <= high_rate <= 450  # espeak-ng -s takes 80..450 wpm
+    assert 0 <= low_pitch <= 10 and 90 <= high_pitch <= 99  # -p takes 0..99
+    rng, pairs = random.Random(1), split_voices(seed=0)["train"]
+    voices = [draw_voice(pairs, rng) for _ in range(2000)]
+    assert (
+        min(v.rate_wpm for v in voices) <= low_rate + 5 and max(v.rate_wpm for v in voices) >= high_rate - 5
+    )
+    assert min(v.pitch for v in voices) <= low_pitch + 5 and max(v.pitch for v in voices) >= high_pitch - 5
+
+
+@needs_espeak
+def test_duration_scales_with_rate_across_the_whole_range():
+    text = "we walked to the old market on monday morning because the weather was nice and warm"
+    low_rate, high_rate = RATE_WPM_RANGE
+    slowest = wav_duration_seconds(synthesize(text, Voice("en-us", "m3", low_rate, 50)))
+    fastest = wav_duration_seconds(synthesize(text, Voice("en-us", "m3", high_rate, 50)))
+    # espeak-ng keeps close to its nominal rate: 110 -> 260 wpm measured 2.34x shorter, 2.36x nominal
+    assert 0.85 * high_rate / low_rate < slowest / fastest < 1.1 * high_rate / low_rate
+
+
+@needs_espeak
+def test_pitch_extremes_change_the_voice_but_not_the_timing():
+    text = "the pitch changes but not the timing"
+    low, high = (synthesize(text, Voice("en-gb", "f2", 170, pitch)) for pitch in PITCH_RANGE)
+    assert low != high
+    assert wav_duration_seconds(low) == pytest.approx(wav_duration_seconds(high), rel=0.05)

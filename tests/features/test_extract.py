@@ -232,3 +232,61 @@ def test_without_a_tokenizer_records_keep_their_text_and_given_tokens_and_nothin
         ("tokens-given", [3, 4], None),
     ]
     assert report.kept == 3 and "kept_with" not in report.to_dict(), "no tokenizer: no <unk> to count"
+
+
+# --- augmentation: cached variants and condition splits --------------------------------------------------
+MIX = {
+    "seed": 3,
+    "conditions": [
+        {"name": "clean", "weight": 1.0, "kind": "clean"},
+        {"name": "fast", "weight": 1.0, "kind": "speed", "factor": 1.25},
+        {"name": "noisy", "weight": 1.0, "kind": "noise", "noise": "white", "snr_db": 10},
+    ],
+}
+
+
+def extract_with(rows: list[dict], tokenizer: CTCTokenizer, augmentation: dict | None, jobs: int = 1):
+    options = ExtractionOptions.from_dict({"augmentation": augmentation, "jobs": jobs})
+    report = SkipReport()
+    return list(extract_records(rows, tokenizer, options, report)), report.to_dict()
+
+
+def test_each_utterance_is_featurized_under_the_condition_drawn_for_its_id(corpus_rows, tokenizer):
+    clean, _ = extract_with(corpus_rows, tokenizer, None)
+    mixed, report = extract_with(corpus_rows, tokenizer, MIX)
+    from asr_pipeline.augment import AugmentationMix
+
+    drawn = {row["id"]: AugmentationMix.from_dict(MIX, "mix").choose(row["id"])[0] for row in corpus_rows}
+    kept = [record["id"] for record in mixed]
+    counts = {name: sum(drawn[i] == name for i in kept) for name in ("clean", "fast", "noisy")}
+    assert all(counts.values()), f"every condition is drawn in {len(kept)} utterances: {counts}"
+    assert {k: v["count"] for k, v in report["kept_with"].items() if k.startswith("condition")} == {
+        f"condition {name}": count for name, count in counts.items()
+    }
+    for before, after in zip(clean, mixed, strict=True):
+        condition = drawn[after["id"]]
+        assert after["text"] == before["text"] and after["tokens"] == before["tokens"], (
+            "transcripts unchanged"
+        )
+        if condition == "clean":
+            assert np.array_equal(after["features"], before["features"])
+        elif condition == "fast":  # 1.25x speed: 1/1.25 of the duration, fewer frames
+            assert after["duration_ms"] == pytest.approx(before["duration_ms"] / 1.25, abs=1)
+            assert after["features"].shape[0] < before["features"].shape[0]
+        else:  # noise: same length, different features
+            assert after["duration_ms"] == before["duration_ms"]
+            assert not np.allclose(after["features"], before["features"])
+
+
+def test_augmented_extraction_is_identical_run_to_run_and_for_any_number_of_jobs(corpus_rows, tokenizer):
+    once, _ = extract_with(corpus_rows, tokenizer, MIX)
+    again, _ = extract_with(corpus_rows, tokenizer, MIX, jobs=2)
+    assert [r["id"] for r in once] == [r["id"] for r in again]
+    assert all(np.array_equal(a["features"], b["features"]) for a, b in zip(once, again, strict=True))
+
+
+def test_a_bad_augmentation_is_refused_naming_the_option():
+    with pytest.raises(ValueError, match="snr"):
+        ExtractionOptions.from_dict(
+            {"augmentation": {"conditions": [{"name": "n", "weight": 1, "kind": "noise", "snr": 3}]}}
+        )

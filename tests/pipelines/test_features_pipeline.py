@@ -52,6 +52,7 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
             "features": params,
             "tokenizer": project_params["tokenizer"],
             "train": project_params["train"],
+            "augmentation": None,
         },
     )
 
@@ -91,7 +92,10 @@ def test_features_stage_fails_naming_the_skips_when_a_split_keeps_nothing(
             create_pipeline(),
             {**inputs, "tokenizer_model": spm_model},
             datasets,
-            params={key: project_params[key] for key in ("features", "tokenizer", "train")},
+            params={
+                **{key: project_params[key] for key in ("features", "tokenizer", "train")},
+                "augmentation": None,
+            },
         )
     assert not list((tmp_path / "features").rglob("*.parquet")), "no empty shard"
 
@@ -116,6 +120,7 @@ def test_with_no_features_architecture_the_frontend_follows_the_models(
             "features": project_params["features"],
             "tokenizer": project_params["tokenizer"],
             "train": {"model": {"architecture": architecture}},
+            "augmentation": None,
         },
     )
 

@@ -92,6 +92,7 @@ def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int =
             **params,
             "features": {**project_params["features"], "jobs": jobs},
             "train": project_params["train"],
+            "augmentation": None,
         },
     )
     return transcripts, features

@@ -8,10 +8,12 @@ import pytest
 from kedro.io import DatasetError
 
 from asr_pipeline.data.length_index import build_length_index
+from asr_pipeline.decoding.lexicon import build_lexicon, piece_corpus
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.io.datasets import DirectoryDataset, TrainedRunDataset
 from asr_pipeline.pipelines.evaluate import create_pipeline as evaluate_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
+from asr_pipeline.pipelines.tune_decoding import create_pipeline as tune_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.factories import NUM_BINS, char_tokenizer_model, random_sentences, write_corpus_shard
 from tests.pipelines.conftest import run_stage
@@ -70,28 +72,52 @@ def test_train_stage_runs_torchrun_into_the_catalog_run_dir(trained):
     assert {"train_loss", "val_cer", "val_wer", "steps"} <= set(trained["metrics"])
 
 
-def test_evaluate_stage_scores_each_split_greedily_and_with_the_lm(trained):
-    arpa, binary = build_kenlm("\n".join(random_sentences(50, seed=9)) + "\n", KenLMOptions(order=2))
-    assert arpa
-    catalog = run_stage(
-        evaluate_pipeline(),
-        {
-            "trained_model": trained["trained_model"].load(),
-            "dev.feature_shards": trained["shards"]["dev"],
-            "test.feature_shards": trained["shards"]["test"],
-            "tokenizer_model": trained["model"],
-            "lm_binary": binary,
+def test_tune_decoding_then_evaluate_score_each_split_with_the_values_chosen_on_dev(trained, tmp_path):
+    corpus = "\n".join(random_sentences(50, seed=9)) + "\n"
+    tokenizer = CTCTokenizer(trained["model"])
+    files = {"lexicon_file": tmp_path / "lexicon.txt", "word_lm_file": tmp_path / "lm.binary"}
+    files["token_lm_file"] = tmp_path / "tokens_lm.binary"
+    files["lexicon_file"].write_text(build_lexicon(corpus, tokenizer)[0], encoding="utf-8")
+    files["word_lm_file"].write_bytes(build_kenlm(corpus, KenLMOptions(order=2))[1])
+    files["token_lm_file"].write_bytes(build_kenlm(piece_corpus(corpus, tokenizer), KenLMOptions(order=4))[1])
+    decoding = {
+        "batch_size": 2,
+        "beam_width": 4,
+        "decoders": ["lexicon", "lexicon_free"],
+        "tune": {
+            "lexicon": {"lm_weight": [0.0, 0.5], "word_score": [0.0, 1.0]},
+            "lexicon_free": {"lm_weight": [0.0]},
         },
-        params={"evaluate": {"beam_width": 4, "lm_weight": 0.5, "word_bonus": 1.0, "batch_size": 2}},
-    )
+    }
+    inputs = {
+        "trained_model": trained["trained_model"].load(),
+        "dev.feature_shards": trained["shards"]["dev"],
+        "test.feature_shards": trained["shards"]["test"],
+        "tokenizer_model": trained["model"],
+        **files,
+    }
+    tuning = run_stage(tune_pipeline(), inputs, params={"decoding": decoding})
+    tuned, report = tuning.load("tuned_decoding"), tuning.load("tuning_report")
+    assert len(report["lexicon"]["grid"]) == 4 and len(report["lexicon_free"]["grid"]) == 1
+    chosen = report["lexicon"]["chosen"]
+    assert {k: tuned["lexicon"][k] for k in chosen} == chosen
+    assert report["lexicon"]["dev"]["wer"] == min(p["wer"] for p in report["lexicon"]["grid"])
+    assert tuned["lexicon_free"]["decoder"] == "lexicon_free" and tuned["lexicon"]["beam_width"] == 4
+
+    evaluation = evaluate_pipeline().only_nodes_with_namespaces(["dev", "test"])
+    catalog = run_stage(evaluation, {**inputs, "tuned_decoding": tuned}, params={"decoding": decoding})
     for split, count in (("dev", 4), ("test", 3)):
         metrics = catalog.load(f"{split}.evaluation_metrics")
         assert metrics["utterances"] == count
-        assert set(metrics) == {"utterances", "greedy", "beam_lm"}
-        assert all(metrics[m][k] >= 0 for m in ("greedy", "beam_lm") for k in ("wer", "cer"))
+        assert set(metrics) == {"utterances", "greedy", "lexicon", "lexicon_free"}
+        assert all(metrics[m][k] >= 0 for m in ("greedy", "lexicon", "lexicon_free") for k in ("wer", "cer"))
         rows = [json.loads(line) for line in catalog.load(f"{split}.hypotheses").splitlines()]
-        assert [set(row) for row in rows] == [{"id", "reference", "greedy", "beam_lm"}] * count
+        assert [set(row) for row in rows] == [
+            {"id", "reference", "greedy", "lexicon", "lexicon_free"}
+        ] * count
         assert rows[0]["id"] == f"{split}-000"
+    dev = catalog.load("dev.evaluation_metrics")
+    assert dev["lexicon"] == report["lexicon"]["dev"], "evaluate on dev reproduces the tuned point"
 
 
 def test_evaluation_cannot_load_a_run_that_has_no_checkpoint_yet(tmp_path):

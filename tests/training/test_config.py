@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from asr_pipeline.training.config import (
@@ -129,3 +131,17 @@ def test_the_engine_fields_default_to_off():
 def test_an_ema_decay_outside_0_1_is_refused(decay):
     with pytest.raises(ValueError, match=r"ema_decay must be in \(0, 1\)"):
         resolve_config(MINIMAL, {"optim.ema_decay": decay})
+
+
+def test_a_config_saved_before_validation_decoding_existed_loads_with_its_decoder(tmp_path):
+    saved = {
+        "data": {"train_manifests": ["a"]},
+        "optim": {"epochs": 1, "lr_warmup_steps": 0},
+        "run": {"output_dir": "r"},
+        "validation": {"beam_width": 4, "n_best": 2, "lm_word_bonus": 1.5, "lm_no_eos": True},
+    }
+    path = tmp_path / "training_config.json"
+    path.write_text(json.dumps(saved))
+    decoding = load_json(path).validation.decoding
+    assert (decoding.decoder, decoding.beam_width, decoding.n_best) == ("prefix_beam", 4, 2)
+    assert decoding.word_score == 1.5 and decoding.lm_no_eos is True

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from asr_pipeline.cli import build_parser
 from asr_pipeline.cli.train import train_config_from_args
+from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.training import live
 from asr_pipeline.training.config import ValidationConfig, resolve_config
 from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR, DVCLiveLogger
@@ -225,7 +226,7 @@ def test_a_run_writes_its_train_and_validation_events_as_dvclive_curves(corpus, 
 def test_validation_and_observability_flags_land_in_their_config_keys(corpus, tmp_path):
     args = build_parser().parse_args(
         ["train", "--train-manifest", corpus["train"][0], "--epochs", "1", "--lr-warmup-steps", "0",
-         "--output-dir", str(tmp_path), "--validate-every-steps", "50", "--val-beam-width", "8",
+         "--output-dir", str(tmp_path), "--validate-every-steps", "50", "--val-decoder", "prefix_beam", "--val-beam-width", "8",
          "--val-n-best", "3", "--val-lm-path", "lm.binary", "--val-lm-weight", "0.3",
          "--val-lm-word-bonus", "1.5", "--val-lm-no-bos", "--val-lm-no-eos", "--val-log-samples", "4",
          "--tui", "--max-non-finite-losses", "7"]
@@ -234,13 +235,16 @@ def test_validation_and_observability_flags_land_in_their_config_keys(corpus, tm
 
     assert config.validation == ValidationConfig(
         every_steps=50,
-        beam_width=8,
-        n_best=3,
+        decoding=DecodingOptions(
+            decoder="prefix_beam",
+            beam_width=8,
+            n_best=3,
+            lm_weight=0.3,
+            word_score=1.5,
+            lm_no_bos=True,
+            lm_no_eos=True,
+        ),
         lm_path="lm.binary",
-        lm_weight=0.3,
-        lm_word_bonus=1.5,
-        lm_no_bos=True,
-        lm_no_eos=True,
         log_samples=4,
     )
     assert config.run.tui is True and config.run.max_non_finite_losses == 7
@@ -253,22 +257,22 @@ def test_validation_defaults_are_greedy_with_the_reference_lm_weight_and_abort_a
     )  # fmt: skip
 
     assert config.validation == ValidationConfig()
-    assert not config.validation.uses_beam_search and config.validation.lm_weight == 0.45
+    assert not config.validation.uses_beam_search and config.validation.decoding.decoder == "greedy"
     assert config.run.max_non_finite_losses == 100 and config.run.tui is False
 
 
 @pytest.mark.parametrize(
     ("validation", "message"),
     [
-        ({"n_best": 3}, r"n_best=3 needs beam_width >= 3"),
-        ({"beam_width": 2, "n_best": 3}, r"n_best=3 needs beam_width >= 3"),
-        ({"every_steps": 0}, r"every_steps must be > 0"),
-        ({"log_samples": -1}, r"log_samples must be >= 0"),
+        ({"decoding": {"beam_width": 2, "n_best": 3}}, r"\.decoding: n_best must lie in \[1, beam_width=2\]"),
+        ({"lm_path": "lm.binary"}, r": lm_path is set but the greedy decoder fuses no LM"),
+        ({"every_steps": 0}, r": every_steps must be > 0"),
+        ({"log_samples": -1}, r": log_samples must be >= 0"),
     ],
 )
 def test_inconsistent_validation_settings_are_refused_by_name(validation, message):
     base = {"data": {"train_manifests": ["a"]}, "optim": {"epochs": 1, "lr_warmup_steps": 0},
             "run": {"output_dir": "r"}}  # fmt: skip
 
-    with pytest.raises(ValueError, match=rf"validation: {message}"):
+    with pytest.raises(ValueError, match=rf"validation{message}"):
         resolve_config({**base, "validation": validation})

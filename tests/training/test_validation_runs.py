@@ -125,12 +125,15 @@ def test_beam_search_validation_with_an_lm_logs_n_best_lists(corpus, tokenizer_p
     config = tiny_config(corpus, tokenizer_path, tmp_path)
     config["optim"]["epochs"] = 1
     config["validation"] = {
-        "beam_width": 4,
-        "n_best": 3,
+        "decoding": {
+            "decoder": "prefix_beam",
+            "beam_width": 4,
+            "n_best": 3,
+            "lm_weight": 0.45,
+            "word_score": 1.0,
+            "lm_no_eos": True,
+        },
         "lm_path": str(lm_path),
-        "lm_weight": 0.45,
-        "lm_word_bonus": 1.0,
-        "lm_no_eos": True,
         "log_samples": 2,
     }
     run(config)
@@ -147,7 +150,7 @@ def test_beam_search_validation_with_an_lm_logs_n_best_lists(corpus, tokenizer_p
 
 def test_a_missing_validation_lm_is_refused_before_training(corpus, tokenizer_path, tmp_path):
     config = tiny_config(corpus, tokenizer_path, tmp_path)
-    config["validation"] = {"beam_width": 2, "lm_path": str(tmp_path / "nope.arpa")}
+    config["validation"] = {"decoding": {"decoder": "prefix_beam"}, "lm_path": str(tmp_path / "nope.arpa")}
 
     with pytest.raises(FileNotFoundError, match=r"nope\.arpa"):
         run(config)
@@ -158,7 +161,7 @@ def test_beam_search_validation_without_a_tokenizer_is_refused(corpus, tokenizer
     config = tiny_config(corpus, tokenizer_path, tmp_path)
     config["run"]["tokenizer"] = None
     config["model"]["vocab_size"] = 12
-    config["validation"] = {"beam_width": 4}
+    config["validation"] = {"decoding": {"decoder": "lexicon_free", "beam_width": 4}}
 
     with pytest.raises(ValueError, match=r"needs run\.tokenizer"):
         run(config)

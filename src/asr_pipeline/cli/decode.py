@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json, shard_paths
+from asr_pipeline.decoding.options import DECODERS, DecodingOptions
+
+DEFAULTS = DecodingOptions()
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -13,8 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "decode",
         formatter_class=HelpFormatter,
         help="decode feature shards with a trained run; print WER/CER",
-        description="Decode every utterance of --input with the run's latest checkpoint, greedily and by "
-        "CTC prefix beam search (with KenLM shallow fusion when --lm is given); print WER/CER as JSON.",
+        description="Decode every utterance of --input with the run's latest checkpoint, greedily and with "
+        "--decoder (flashlight's lexicon search with a word KenLM, its lexicon-free search with a piece KenLM, "
+        "our Python prefix beam search, or the CUDA beam search); print WER/CER of both as JSON.",
     )
     parser.add_argument(
         "--run-dir",
@@ -32,23 +37,62 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tokenizer", metavar="MODEL", help="SentencePiece .model (default: <run-dir>/tokenizer.model)"
     )
+    parser.add_argument("--decoder", choices=DECODERS, default="lexicon", help="the beam decoder")
     parser.add_argument(
-        "--lm", metavar="KENLM", help="KenLM binary or ARPA for shallow fusion (default: none)"
+        "--tuned",
+        metavar="JSON",
+        help="the tune_decoding stage's decoding.json: the --decoder's options chosen on dev (flags given too win)",
     )
-    parser.add_argument("--beam-width", type=int, default=8, help="beam width")
-    parser.add_argument("--lm-weight", type=float, default=0.45, help="weight of the LM log-probability")
-    parser.add_argument("--word-bonus", type=float, default=0.0, help="score added per completed word")
+    parser.add_argument(
+        "--lm",
+        metavar="KENLM",
+        help="KenLM binary or ARPA: words for lexicon/prefix_beam, pieces for lexicon_free",
+    )
+    parser.add_argument(
+        "--lexicon", metavar="TXT", help="word<TAB>pieces lexicon (the lexicon decoder needs it)"
+    )
+    parser.add_argument("--beam-width", type=int, help=f"beam width (default {DEFAULTS.beam_width})")
+    parser.add_argument("--lm-weight", type=float, help=f"weight of ln P_LM (default {DEFAULTS.lm_weight})")
+    parser.add_argument(
+        "--word-score",
+        "--word-bonus",
+        type=float,
+        help=f"score added per word, nats (lexicon, prefix_beam; default {DEFAULTS.word_score})",
+    )
     parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
     parser.add_argument(
-        "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, beam)"
+        "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, <decoder>)"
     )
     parser.set_defaults(handler=run)
 
 
+def decoding_options(args: argparse.Namespace) -> DecodingOptions:
+    """--tuned's options for --decoder (when given), overridden by the flags given."""
+    values: dict = {"decoder": args.decoder}
+    if args.tuned:
+        tuned = json.loads(existing_path(args.tuned, "--tuned").read_text())
+        if args.decoder not in tuned:
+            raise UsageError(
+                f"{args.tuned} holds options for {sorted(tuned)}, not for --decoder {args.decoder}"
+            )
+        values = {**tuned[args.decoder], **values}
+    flags = {
+        "beam_width": args.beam_width,
+        "lm_weight": args.lm_weight,
+        "word_score": args.word_score,
+    }
+    values.update({name: value for name, value in flags.items() if value is not None})
+    try:
+        return DecodingOptions.from_dict(values, "decode options")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.decoding.beam_search import BeamSearchOptions, load_lm
-    from asr_pipeline.decoding.evaluation import decode_and_score
+    from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
+    from asr_pipeline.decoding.evaluation import decode_and_score, load_ctc_run, run_log_probs
     from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
+    from asr_pipeline.text.tokenizer import CTCTokenizer
 
     run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
@@ -59,20 +103,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
     shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
-    lm = load_lm(existing_path(args.lm, "--lm")) if args.lm else None
-    options = BeamSearchOptions(
-        beam_width=args.beam_width, lm_weight=args.lm_weight, word_bonus=args.word_bonus
-    )
-    beam_name = "beam_lm" if lm is not None else "beam"
-    hypotheses, metrics = decode_and_score(
-        run_dir,
-        shards,
-        tokenizer_path.read_bytes(),
-        options,
-        lm=lm,
-        batch_size=args.batch_size,
-        beam_name=beam_name,
-    )
+    options = decoding_options(args)
+    if options.decoder == "lexicon" and not args.lexicon:
+        raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
+    lm = existing_path(args.lm, "--lm") if args.lm else None
+    lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
+    model = load_ctc_run(run_dir)
+    tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
+    decoders = {
+        "greedy": GreedyDecoder(DecodingOptions(), tokenizer),
+        options.decoder: DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
+            options, tokenizer
+        ),
+    }
+    hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)
+    metrics["decoding"] = {name: value for name, value in vars(options).items()}
     if args.output:
         output = Path(args.output)
         output.parent.mkdir(parents=True, exist_ok=True)

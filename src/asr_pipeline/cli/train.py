@@ -6,11 +6,13 @@ import argparse
 import dataclasses
 import json
 import shutil
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.decoding.options import DECODERS
 from asr_pipeline.models.architectures import (
     ARCHITECTURES,
     AVAILABLE_ARCHITECTURES,
@@ -401,19 +403,48 @@ TRAIN_FLAGS: list[TrainFlag] = [
         int,
         "optimizer steps between extra mid-epoch validations; unset: after every epoch only",
     ),
-    TrainFlag("--val-beam-width", "validation.beam_width", int, "CTC prefix beam width; unset or 1: greedy"),
-    TrainFlag("--val-n-best", "validation.n_best", int, "hypotheses kept per utterance (beam search)"),
+    TrainFlag(
+        "--val-decoder",
+        "validation.decoding.decoder",
+        str,
+        "validation decoder: greedy, lexicon (with --val-lexicon, --val-lm-path), lexicon_free, prefix_beam",
+        choices=[name for name in DECODERS if name != "cuda"],
+    ),
+    TrainFlag("--val-beam-width", "validation.decoding.beam_width", int, "beam width of a beam decoder"),
+    TrainFlag(
+        "--val-n-best", "validation.decoding.n_best", int, "hypotheses kept per utterance (beam search)"
+    ),
     TrainFlag(
         "--val-lm-path",
         "validation.lm_path",
         str,
-        "KenLM .arpa or binary fused into the validation beam search",
+        "KenLM fused by the validation decoder: word LM (lexicon, prefix_beam) or piece LM (lexicon_free)",
         metavar="PATH",
     ),
-    TrainFlag("--val-lm-weight", "validation.lm_weight", float, "LM weight of the shallow fusion"),
-    TrainFlag("--val-lm-word-bonus", "validation.lm_word_bonus", float, "score added per word (nats)"),
-    TrainFlag("--val-lm-no-bos", "validation.lm_no_bos", bool, "score the first word without <s>"),
-    TrainFlag("--val-lm-no-eos", "validation.lm_no_eos", bool, "do not score </s> at the end"),
+    TrainFlag(
+        "--val-lexicon",
+        "validation.lexicon_path",
+        str,
+        "the lexicon decoder's word list (word<TAB>pieces; the tokenizer stage's lexicon.txt)",
+        metavar="PATH",
+    ),
+    TrainFlag("--val-lm-weight", "validation.decoding.lm_weight", float, "weight of ln P_LM in the search"),
+    TrainFlag(
+        "--val-word-score",
+        "validation.decoding.word_score",
+        float,
+        "score added per word (nats; lexicon, prefix_beam)",
+        aliases=("--val-lm-word-bonus",),
+    ),
+    TrainFlag(
+        "--val-lm-no-bos",
+        "validation.decoding.lm_no_bos",
+        bool,
+        "prefix_beam: score the first word without <s>",
+    ),
+    TrainFlag(
+        "--val-lm-no-eos", "validation.decoding.lm_no_eos", bool, "prefix_beam: do not score </s> at the end"
+    ),
     TrainFlag(
         "--val-log-samples",
         "validation.log_samples",
@@ -569,8 +600,11 @@ def _shown_default(spec: TrainFlag) -> str | None:
         return spec.default_help
     if spec.type is bool:  # switches are off unless given
         return None
-    section, name = spec.key.split(".")
-    default = _config_default(_SECTIONS[section], name)
+    section, *nested, name = spec.key.split(".")
+    owner = _SECTIONS[section]
+    for part in nested:  # a nested options dataclass, e.g. validation.decoding
+        owner = typing.get_type_hints(owner)[part]
+    default = _config_default(owner, name)
     # "is", not "in (None, False)": 0 == False, and a default of 0 should still be shown.
     return None if default is None or default is False else str(default)
 

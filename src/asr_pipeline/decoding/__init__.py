@@ -1,20 +1,8 @@
-"""Turning CTC outputs into text (greedy, prefix beam search with KenLM fusion) and scoring it."""
+"""Turning CTC outputs into text and scoring it.
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, Hypothesis, load_lm
-from asr_pipeline.decoding.greedy import greedy_decode
-from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm, find_kenlm_tool
-from asr_pipeline.decoding.metrics import ErrorRates, edit_distance, error_rates
-
-__all__ = [
-    "BeamSearchOptions",
-    "CTCPrefixBeamSearch",
-    "ErrorRates",
-    "Hypothesis",
-    "KenLMOptions",
-    "build_kenlm",
-    "edit_distance",
-    "error_rates",
-    "find_kenlm_tool",
-    "greedy_decode",
-    "load_lm",
-]
+``options`` (the one ``DecodingOptions`` shape), ``decoders`` (``build_decoder``: greedy; flashlight's lexicon
+and lexicon-free beam searches with KenLM; our Python prefix beam search, their reference; the CUDA beam
+search), ``lexicon`` (what flashlight reads), ``tuning`` (LM weight and scores on dev), ``evaluation``
+(decode and score shards), ``lm`` (building KenLM models). Nothing is imported here, so that reading the
+options (training configs, the CLI) does not load torch, KenLM or flashlight.
+"""

@@ -16,9 +16,9 @@ Shallow fusion scores whole words with an n-gram model: a word is known to be co
 next word starts (a piece beginning with "▁") or the utterance ends, so the LM term of a prefix covers
 its completed words. A prefix's score is
 
-    log p_acoustic + lm_weight * ln P_LM(completed words) + word_bonus * (number of completed words)
+    log p_acoustic + lm_weight * ln P_LM(completed words) + word_score * (number of completed words)
 
-and at the end the last word and, with ``lm_eos``, the sentence end ``</s>`` are added. The unfinished
+and at the end the last word and, unless ``lm_no_eos``, the sentence end ``</s>`` are added. The unfinished
 word of a prefix is not scored yet, so prefixes in the middle of a word are briefly favoured over ones
 that have just paid for a word; a wide enough beam absorbs this (the usual trade-off of word-level
 fusion without a lexicon trie).
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import kenlm
@@ -37,59 +36,16 @@ import torch
 from torch import Tensor
 
 from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.decoding.options import DecodingOptions, Hypothesis
 from asr_pipeline.text.tokenizer import WORD_BOUNDARY, CTCTokenizer
 
 NEG_INF = float("-inf")
 LN_10 = math.log(10.0)  # KenLM returns log10 probabilities; acoustic scores are natural logs
-
-
-@dataclass(frozen=True)
-class BeamSearchOptions:
-    """How wide to search and how strongly the LM speaks.
-
-    ``token_prune_threshold`` and ``max_candidates_per_frame`` bound the work per frame: a trained CTC
-    model puts almost all mass on one or two outputs per frame, so extending every prefix by all V
-    outputs would spend nearly all the time on extensions that can never enter the beam.
-    """
-
-    beam_width: int = 8
-    n_best: int = 1
-    lm_weight: float = 0.45
-    word_bonus: float = 0.0
-    lm_bos: bool = True
-    lm_eos: bool = True
-    token_prune_threshold: float = -12.0  # skip outputs whose frame log-prob is below this
-    max_candidates_per_frame: int = 16
-
-    def __post_init__(self) -> None:
-        if self.beam_width < 1:
-            raise ValueError(f"beam_width must be >= 1, got {self.beam_width}")
-        if not 1 <= self.n_best <= self.beam_width:
-            raise ValueError(
-                f"n_best must lie in [1, beam_width={self.beam_width}], got {self.n_best}: "
-                "the search only ever holds beam_width hypotheses"
-            )
-        if self.max_candidates_per_frame < 1:
-            raise ValueError(f"max_candidates_per_frame must be >= 1, got {self.max_candidates_per_frame}")
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """One decoded labelling.
-
-    ``acoustic_score`` is the natural-log probability of the labelling summed over its alignments (for
-    the best-path shortcut, see ``CTCPrefixBeamSearch``, the log probability of the single best
-    alignment). ``lm_score`` is the unweighted natural-log LM probability of the words (``</s>``
-    included when ``lm_eos``; 0 without an LM), kept apart so n-best lists can be re-weighted offline.
-    ``score = acoustic_score + lm_weight * lm_score + word_bonus * number_of_words`` (the LM terms only
-    with an LM).
-    """
-
-    tokens: tuple[int, ...]
-    text: str
-    acoustic_score: float
-    lm_score: float
-    score: float
+# Outputs tried per frame: a trained CTC model puts almost all mass on one or two outputs per frame, so
+# extending every prefix by all V outputs would spend nearly all the time on extensions that can never
+# enter the beam. DecodingOptions.beam_size_token overrides the count.
+DEFAULT_CANDIDATES_PER_FRAME = 16
+TOKEN_PRUNE_THRESHOLD = -12.0  # outputs whose frame log-prob is below this are not tried
 
 
 class _Prefix:
@@ -128,7 +84,7 @@ class _Prefix:
         self.partial_word = partial_word  # text of the word still being spelled
         self.lm_logprob = lm_logprob  # ln P_LM of the completed words
         self.num_words = num_words  # completed words
-        self.fusion = fusion  # lm_weight * lm_logprob + word_bonus * num_words
+        self.fusion = fusion  # lm_weight * lm_logprob + word_score * num_words
 
     def tokens(self) -> tuple[int, ...]:
         reversed_tokens = []
@@ -169,9 +125,10 @@ class CTCPrefixBeamSearch:
     """
 
     def __init__(
-        self, options: BeamSearchOptions, tokenizer: CTCTokenizer, lm: kenlm.Model | None = None
+        self, options: DecodingOptions, tokenizer: CTCTokenizer, lm: kenlm.Model | None = None
     ) -> None:
         self.options = options
+        self.candidates_per_frame = options.beam_size_token or DEFAULT_CANDIDATES_PER_FRAME
         self.tokenizer = tokenizer
         self.lm = lm
         self.blank_id = tokenizer.blank_id
@@ -258,13 +215,13 @@ class CTCPrefixBeamSearch:
         exactly would spend most of the time making trie nodes and LM calls for prefixes that are thrown
         away (~92% of the nodes on a peaky T=150, V=257 matrix). Instead every prefix gets an upper
         bound first, exact for existing nodes and for extensions inside a word (their fusion is the
-        parent's); an extension that completes a word can gain at most ``word_bonus`` since ln P_LM <= 0.
+        parent's); an extension that completes a word can gain at most ``word_score`` since ln P_LM <= 0.
         Prefixes are then scored exactly in order of bound until no bound can beat the current top
         ``beam_width``. Same result as exhaustive scoring (ties aside); measured 2.6-3x faster at beam 8
         on that matrix, with or without the LM.
         """
         width = self.options.beam_width
-        best_new_word = max(self.options.word_bonus, 0.0)
+        best_new_word = max(self.options.word_score, 0.0)
         bounded: list[tuple[float, float, _PrefixKey]] = []
         for key, (p_blank, p_token) in extended.items():
             acoustic = _logaddexp(p_blank, p_token)
@@ -292,10 +249,10 @@ class CTCPrefixBeamSearch:
 
     def _candidates(self, frame: np.ndarray) -> list[tuple[int, float]]:
         """The outputs worth extending with in this frame: the top-k above the threshold, at least one."""
-        k = self.options.max_candidates_per_frame
+        k = self.candidates_per_frame
         vocab = frame.shape[0]
         top = np.argpartition(frame, vocab - k)[vocab - k :] if vocab > k else np.arange(vocab)
-        kept = top[frame[top] >= self.options.token_prune_threshold]
+        kept = top[frame[top] >= TOKEN_PRUNE_THRESHOLD]
         if kept.size == 0:
             # Never let a frame kill every prefix (e.g. unnormalised or very flat scores).
             kept = np.array([int(frame.argmax())])
@@ -313,7 +270,7 @@ class CTCPrefixBeamSearch:
         state = None
         if self.lm is not None:
             state = kenlm.State()
-            if self.options.lm_bos:
+            if not self.options.lm_no_bos:
                 self.lm.BeginSentenceWrite(state)
             else:
                 self.lm.NullContextWrite(state)
@@ -355,7 +312,7 @@ class CTCPrefixBeamSearch:
             piece.lstrip(WORD_BOUNDARY),
             lm_logprob,
             num_words,
-            self.options.lm_weight * lm_logprob + self.options.word_bonus * num_words,
+            self.options.lm_weight * lm_logprob + self.options.word_score * num_words,
         )
 
     def _score_word(self, state: kenlm.State, word: str) -> tuple[kenlm.State, float]:
@@ -373,10 +330,10 @@ class CTCPrefixBeamSearch:
             state, word_logprob = self._score_word(state, prefix.partial_word)
             lm_logprob += word_logprob
             num_words += 1
-        if self.options.lm_eos:
+        if not self.options.lm_no_eos:
             _, end_logprob = self._score_word(state, "</s>")
             lm_logprob += end_logprob
-        score = acoustic + self.options.lm_weight * lm_logprob + self.options.word_bonus * num_words
+        score = acoustic + self.options.lm_weight * lm_logprob + self.options.word_score * num_words
         return Hypothesis(tokens, text, acoustic, lm_logprob, score)
 
 
@@ -391,4 +348,4 @@ def load_lm(path: str | Path) -> kenlm.Model:
     return kenlm.Model(str(path))
 
 
-__all__ = ["BeamSearchOptions", "CTCPrefixBeamSearch", "Hypothesis", "load_lm"]
+__all__ = ["CTCPrefixBeamSearch", "load_lm"]

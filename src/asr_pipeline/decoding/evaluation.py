@@ -1,65 +1,101 @@
-"""Decode feature shards with a trained run, greedily and by beam search, and score both."""
+"""Decode feature shards with a trained run, with any set of decoders at once, and score each.
+
+Shared by the `evaluate` and `tune_decoding` stages and ``asr-pipeline decode``: the acoustic model runs once
+per batch and every decoder reads the same log-probs, so decoders compare on equal terms.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import kenlm
 import torch
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch
-from asr_pipeline.decoding.greedy import greedy_decode
-from asr_pipeline.decoding.inference import iter_log_probs
+from asr_pipeline.decoding.decoders import Decoder
+from asr_pipeline.decoding.inference import BatchOutput, iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
-from asr_pipeline.models.loading import load_run_model
-from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.decoding.options import DECODERS, DecodingOptions
+from asr_pipeline.models.loading import RunModel, load_run_model
+from asr_pipeline.options import options_from_dict
 
 
-def decode_and_score(
-    run_dir: str | Path,
-    feature_shards: Sequence[str],
-    tokenizer_model: bytes,
-    options: BeamSearchOptions,
-    lm: kenlm.Model | None = None,
-    batch_size: int = 16,
-    beam_name: str = "beam_lm",
-) -> tuple[str, dict]:
-    """Decode every utterance of the shards with the run's model, greedily and by beam search; score both.
-
-    Shared by the `evaluate` stage and ``asr-pipeline decode``. ``lm`` (None: acoustic-only beam search)
-    is fused into the beam search; ``beam_name`` labels the beam hypotheses in both outputs. Returns the
-    hypotheses (JSONL: id, reference, greedy, <beam_name>) and metrics in percent:
-    ``{"utterances": N, "greedy": {"wer", "cer"}, <beam_name>: {"wer", "cer"}}``.
-    """
+def load_ctc_run(run_dir: str | Path) -> RunModel:
+    """The run's model, which must emit CTC log-probs (the decoders here read nothing else)."""
     torch.manual_seed(0)
     run = load_run_model(run_dir)
     if run.output != "ctc":
         raise ValueError(
-            f"{run_dir} holds a {run.architecture} model with a {run.output} decoder; decode_and_score "
-            "decodes CTC log-probs only"
+            f"{run_dir} holds a {run.architecture} model with a {run.output} decoder; these decoders read "
+            "CTC log-probs only"
         )
-    model = run.model
-    tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
-    searcher = CTCPrefixBeamSearch(options, tokenizer, lm)
+    return run
+
+
+def run_log_probs(
+    run: RunModel, feature_shards: Sequence[str], batch_size: int = 16
+) -> Iterable[BatchOutput]:
+    """The run's log-probs for every utterance of the shards, batch by batch (a generator)."""
+    return iter_log_probs(run.model, list(feature_shards), batch_size=batch_size)
+
+
+def decode_and_score(batches: Iterable[BatchOutput], decoders: Mapping[str, Decoder]) -> tuple[str, dict]:
+    """Decode every batch with every decoder; score each against the references.
+
+    Returns the hypotheses (JSONL: id, reference, then one field per decoder name) and metrics in percent:
+    ``{"utterances": N, <name>: {"wer", "cer"}, ...}``.
+    """
     rows = []
-    for batch in iter_log_probs(model, list(feature_shards), batch_size=batch_size):
-        greedy = greedy_decode(batch.log_probs, batch.lengths, blank_id=tokenizer.blank_id)
-        beams = searcher.decode_batch(batch.log_probs, batch.lengths)
-        for utt_id, reference, greedy_ids, nbest in zip(batch.ids, batch.texts, greedy, beams, strict=True):
-            rows.append(
-                {
-                    "id": utt_id,
-                    "reference": reference,
-                    "greedy": tokenizer.decode(greedy_ids),
-                    beam_name: nbest[0].text if nbest else "",
-                }
-            )
+    for batch in batches:
+        decoded = {
+            name: decoder.decode_batch(batch.log_probs, batch.lengths) for name, decoder in decoders.items()
+        }
+        for index, (utt_id, reference) in enumerate(zip(batch.ids, batch.texts, strict=True)):
+            row = {"id": utt_id, "reference": reference}
+            for name, n_bests in decoded.items():
+                row[name] = n_bests[index][0].text if n_bests[index] else ""
+            rows.append(row)
     references = [row["reference"] for row in rows]
-    metrics = {"utterances": len(rows)}
-    for method in ("greedy", beam_name):
-        rates = error_rates(references, [row[method] for row in rows])
-        metrics[method] = {"wer": round(rates.wer, 3), "cer": round(rates.cer, 3)}
+    metrics: dict = {"utterances": len(rows)}
+    for name in decoders:
+        rates = error_rates(references, [row[name] for row in rows])
+        metrics[name] = {"wer": round(rates.wer, 3), "cer": round(rates.cer, 3)}
     hypotheses = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return hypotheses, metrics
+
+
+@dataclass(frozen=True)
+class EvaluationParams:
+    """params.yaml ``decoding``: the beam, which decoders `evaluate` scores besides greedy, and the grid
+    `tune_decoding` searches on dev for each (decoder name -> option -> values)."""
+
+    batch_size: int = 16
+    beam_width: int = 16
+    beam_threshold: float = 25.0
+    decoders: tuple[str, ...] = ("lexicon", "lexicon_free")
+    tune: Mapping[str, Mapping[str, Sequence[float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decoders", tuple(self.decoders))
+        bad = [name for name in self.decoders if name not in DECODERS or name == "greedy"]
+        if bad:
+            raise ValueError(
+                f"params.yaml decoding.decoders: {bad} are not beam decoders; choose from "
+                f"{[name for name in DECODERS if name != 'greedy']} (greedy is always scored)"
+            )
+        unknown = sorted(set(self.tune) - set(self.decoders))
+        if unknown:
+            raise ValueError(
+                f"params.yaml decoding.tune names {unknown}, which decoding.decoders does not list"
+            )
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> EvaluationParams:
+        return options_from_dict(cls, raw, "params.yaml decoding")
+
+    def base_options(self, decoder: str) -> DecodingOptions:
+        return DecodingOptions(
+            decoder=decoder, beam_width=self.beam_width, beam_threshold=self.beam_threshold
+        )

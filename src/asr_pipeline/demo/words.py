@@ -1,23 +1,33 @@
-"""The words of the demo sentence grammar (``sentences.py``) and how they inflect.
+"""The words of the demo sentence grammar (``grammar.py``, ``sentences.py``) and how they inflect.
 
-Word lists by role (names, places, nouns, adjectives, adverbs, numbers, dates), the verbs with their
-four forms spelled out, the function words the grammar's templates use, and the inflection helpers
-(``plural``, ``number_words``, ``year_words``, ``indefinite_article``).
+Word lists by role (names, places, nouns, adjectives, adverbs, numbers, dates), the function words the
+grammar's templates use, and the inflection helpers (``plural``, ``comparative``, ``number_words``,
+``year_words``, ``indefinite_article``). The original lists below are extended with the everyday
+words of ``common_words.py``; verbs and their forms live in ``verbs.py``.
 
 Every word the generator can emit is listed in ``VOCABULARY``, built from these lists and not from the
 grammar's code: a test checks that nothing outside it ever appears, so a template literal missing from
-``FUNCTION_WORDS`` fails loudly.
+``FUNCTION_WORDS`` or ``common_words.TEMPLATE_WORDS`` fails loudly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from asr_pipeline.demo import common_words as common
+from asr_pipeline.demo.verbs import VERBS
 
 # ---------------------------------------------------------------------------------------------- words
 
 
 def _words(text: str) -> list[str]:
     return text.split()
+
+
+def phrases(text: str) -> list[str]:
+    """'of course | not really | ' -> ['of course', 'not really', '']: the grammar's multiword choices.
+
+    An empty entry is a choice of saying nothing; the generator splits every entry into words.
+    """
+    return [" ".join(phrase.split()) for phrase in text.split("|")]
 
 
 NAMES = _words(
@@ -84,36 +94,29 @@ PEOPLE += ["child", "woman", "man", "person"]
 THINGS += ["knife", "leaf", "shelf"]
 ANIMALS += ["mouse", "sheep"]
 
-# Verbs as "base third-person past -ing"; spelled out because English inflection is irregular.
-THING_VERBS = """
-open opens opened opening | close closes closed closing | paint paints painted painting
-buy buys bought buying | sell sells sold selling | carry carries carried carrying
-find finds found finding | lose loses lost losing | bring brings brought bringing
-break breaks broke breaking | fix fixes fixed fixing | wash washes washed washing
-clean cleans cleaned cleaning | cook cooks cooked cooking | eat eats ate eating
-drop drops dropped dropping | hide hides hid hiding | throw throws threw throwing
-catch catches caught catching | push pushes pushed pushing | pull pulls pulled pulling
-move moves moved moving | draw draws drew drawing | read reads read reading
-write writes wrote writing | build builds built building | borrow borrows borrowed borrowing
-want wants wanted wanting | need needs needed needing | keep keeps kept keeping
-check checks checked checking | order orders ordered ordering | pack packs packed packing
-share shares shared sharing | watch watches watched watching | fill fills filled filling
-""".replace("\n", " | ")
-PERSON_VERBS = """
-meet meets met meeting | call calls called calling | help helps helped helping
-visit visits visited visiting | thank thanks thanked thanking | follow follows followed following
-invite invites invited inviting | teach teaches taught teaching | remember remembers remembered remembering
-tell tells told telling | ask asks asked asking | greet greets greeted greeting
-""".replace("\n", " | ")
-INTRANSITIVE_VERBS = """
-sleep sleeps slept sleeping | arrive arrives arrived arriving | laugh laughs laughed laughing
-wait waits waited waiting | run runs ran running | swim swims swam swimming
-dance dances danced dancing | sing sings sang singing | smile smiles smiled smiling
-travel travels traveled traveling | listen listens listened listening | work works worked working
-rest rests rested resting | shout shouts shouted shouting | return returns returned returning
-walk walks walked walking | talk talks talked talking | win wins won winning
-fall falls fell falling | jump jumps jumped jumping | study studies studied studying
-""".replace("\n", " | ")
+
+def _merge(*lists: list[str]) -> list[str]:
+    """The lists joined in order without repeats (a repeat would double a word's chance of a pick)."""
+    return list(dict.fromkeys(word for words in lists for word in words))
+
+
+# The original lists grown with everyday words; concrete things only, ideas and body parts kept apart.
+NAMES = _merge(NAMES, common.NAMES)
+PLACES = _merge(PLACES, common.COUNTRIES, common.CITIES)
+THINGS = _merge(
+    THINGS,
+    common.FOOD,
+    common.CLOTHES,
+    common.VEHICLES,
+    common.HOUSEHOLD,
+    common.DOCUMENTS,
+    common.NATURE,
+    common.OBJECTS,
+)
+PLACE_NOUNS = _merge(PLACE_NOUNS, common.PLACES)
+ANIMALS = _merge(ANIMALS, common.ANIMALS)
+PEOPLE = _merge(PEOPLE, common.PEOPLE)
+IRREGULAR_PLURALS |= common.IRREGULAR_PLURALS
 
 ADJECTIVES = _words(
     """
@@ -125,9 +128,16 @@ beautiful ugly pretty shiny wooden plastic broken favorite secret strong weak ri
 bitter salty early late noisy careful polite honest useful
 """
 )
-# "an" before a vowel letter is right for every word above except these (sounded "you").
-CONSONANT_SOUND_VOWELS = {"useful", "one"}
-VOWEL_SOUND_CONSONANTS = {"honest"}
+ADJECTIVES = _merge(ADJECTIVES, common.ADJECTIVES)
+# adjective -> (comparative, superlative) for those that inflect; the rest take "more" and "most".
+COMPARATIVES = {
+    forms[0]: (forms[1], forms[2])
+    for forms in (entry.split() for entry in common.COMPARATIVE_TABLE.replace("\n", "|").split("|"))
+    if forms
+}
+# "an" before a vowel letter is right for every word above except these (sounded "you", "wun").
+CONSONANT_SOUND_VOWELS = {"useful", "useless", "one", "uniform", "university", "usual"}
+VOWEL_SOUND_CONSONANTS = {"honest", "hour"}
 
 # Adverbs that can close a clause ("we left yesterday") and ones that sit before the verb ("we often left").
 CLOSING_ADVERBS = _words(
@@ -137,6 +147,7 @@ tonight again together outside inside here there politely patiently calmly sudde
 nervously easily badly
 """
 )
+CLOSING_ADVERBS = _merge(CLOSING_ADVERBS, common.CLOSING_ADVERBS)
 FREQUENCY_ADVERBS = _words(
     """
 always never often sometimes usually rarely really almost finally also just still
@@ -176,27 +187,8 @@ lot leaves starts started left arrives
 """
 )
 # "the" twice: the most common determiner in speech should also be the most common here.
-SINGULAR_DETERMINERS = _words("the the a this that my your his her our every each no")
+SINGULAR_DETERMINERS = _words("the the a this that my your his her our every each no another")
 PLURAL_DETERMINERS = _words("the these those my your our their some many any")
-
-# ----------------------------------------------------------------------------------- word forms
-
-
-@dataclass(frozen=True)
-class Verb:
-    base: str
-    third: str
-    past: str
-    ing: str
-
-
-def _parse_verbs(table: str) -> list[Verb]:
-    return [Verb(*entry.split()) for entry in table.split("|") if entry.strip()]
-
-
-THING_VERB_LIST = _parse_verbs(THING_VERBS)
-PERSON_VERB_LIST = _parse_verbs(PERSON_VERBS)
-INTRANSITIVE_VERB_LIST = _parse_verbs(INTRANSITIVE_VERBS)
 
 
 def plural(noun: str) -> str:
@@ -241,16 +233,53 @@ def indefinite_article(next_word: str) -> str:
     return "an" if vowel_sound else "a"
 
 
-ALL_NOUNS = THINGS + PLACE_NOUNS + ANIMALS + PEOPLE
+def comparative(adjective: str) -> list[str]:
+    """bigger, better, more expensive."""
+    return [COMPARATIVES[adjective][0]] if adjective in COMPARATIVES else ["more", adjective]
+
+
+def superlative(adjective: str) -> list[str]:
+    """biggest, best, most expensive."""
+    return [COMPARATIVES[adjective][1]] if adjective in COMPARATIVES else ["most", adjective]
+
+
+IDEAS = common.IDEAS
+BODY_PARTS = common.BODY_PARTS
+TIME_NOUNS = common.TIME_NOUNS
+ALL_NOUNS = _merge(
+    THINGS,
+    PLACE_NOUNS,
+    ANIMALS,
+    PEOPLE,
+    IDEAS,
+    BODY_PARTS,
+    TIME_NOUNS,
+    common.FREQUENT_NOUNS,
+    common.CONTAINERS,
+)
+MASS_NOUNS = _merge(common.MASS_NOUNS, common.MASS_FOOD, common.DRINKS, common.SPORTS, common.LANGUAGES)
 
 
 def _build_vocabulary() -> frozenset[str]:
-    words = set(NAMES + PLACES + ALL_NOUNS + [plural(n) for n in ALL_NOUNS])
-    for verb in THING_VERB_LIST + PERSON_VERB_LIST + INTRANSITIVE_VERB_LIST:
-        words.update((verb.base, verb.third, verb.past, verb.ing))
-    words.update(ADJECTIVES + CLOSING_ADVERBS + FREQUENCY_ADVERBS + ONES[1:] + TENS[2:] + ORDINALS)
-    words.update(DAYS + MONTHS)
+    words = set(NAMES + PLACES + ALL_NOUNS + [plural(n) for n in ALL_NOUNS] + MASS_NOUNS)
+    for verb in VERBS.values():
+        words.update((verb.base, verb.third, verb.past, verb.participle, verb.ing))
+    words.update(ADJECTIVES + common.LONG_ADJECTIVES + list(COMPARATIVES))
+    words.update(form for forms in COMPARATIVES.values() for form in forms)
+    words.update(CLOSING_ADVERBS + FREQUENCY_ADVERBS + common.STANCE_ADVERBS + ONES[1:] + TENS[2:] + ORDINALS)
+    words.update(DAYS + MONTHS + common.SEASONS + common.TIME_WORDS)
     words.update(TIMES_OF_DAY + CURRENCIES + UNITS + EVENTS + FUNCTION_WORDS)
+    for words_of_a_kind in (
+        common.PRONOUNS,
+        common.DETERMINERS,
+        common.PREPOSITIONS,
+        common.CONJUNCTIONS,
+        common.AUXILIARIES,
+        common.CONTRACTIONS,
+        common.INTERJECTIONS,
+        common.TEMPLATE_WORDS,
+    ):
+        words.update(words_of_a_kind)
     return frozenset(words)
 
 

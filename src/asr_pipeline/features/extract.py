@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
+from asr_pipeline.augment import AugmentationMix
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE, Frontend, frontend_for
 from asr_pipeline.features.precomputed import (
@@ -76,6 +77,10 @@ class ExtractionOptions:
     # target that is mostly <unk> teaches nothing, while a name with one foreign letter stays. 1.0 never
     # skips; kept utterances with any <unk> are counted either way.
     max_unknown_token_share: float = 0.5
+    # Waveform conditions (augment.AugmentationMix: speed, noise, reverb, telephone, codec) applied to the
+    # audio before the frontend, one per utterance drawn from (seed, utterance id): cached augmented variants
+    # of the training set, or one fixed condition for an evaluation split. None: the audio as it is.
+    augmentation: AugmentationMix | None = None
 
     def __post_init__(self) -> None:
         where = "params.yaml features"
@@ -103,6 +108,8 @@ class ExtractionOptions:
     def from_dict(cls, values: dict | None) -> ExtractionOptions:
         values = dict(values or {})
         values["fbank"] = FbankOptions.from_dict(values.get("fbank"))
+        if values.get("augmentation") is not None:
+            values["augmentation"] = AugmentationMix.from_dict(values["augmentation"], "augmentation")
         return options_from_dict(cls, values, "params.yaml features")
 
     @property
@@ -127,6 +134,7 @@ class AudioOutcome(NamedTuple):
     duration_ms: int
     skip_reason: str | None = None
     skip_detail: str = ""
+    condition: str | None = None  # the augmentation condition applied (ExtractionOptions.augmentation)
 
 
 def featurize_audio(
@@ -135,11 +143,14 @@ def featurize_audio(
     max_audio_duration_sec: float | None,
     offset_sec: float | None = None,
     duration_sec: float | None = None,
+    augment: Callable[[np.ndarray, int], tuple[str, np.ndarray]] | None = None,
 ) -> AudioOutcome:
     """Decode (a file path or encoded bytes; the segment ``offset_sec``/``duration_sec`` of it when a Kaldi
     ``segments`` line gives one), resample and compute the frontend's features; audio problems become a skip
     reason (missing file, empty/truncated/undecodable/silent/non-finite audio, a segment outside the audio,
-    too long: read from the header before decoding where it can be, ...), not an error."""
+    too long: read from the header before decoding where it can be, ...), not an error. ``augment`` (waveform,
+    rate) -> (condition name, waveform) transforms the decoded audio first; durations are the transformed
+    audio's (speed perturbation changes them, the transcript stays)."""
     sample_rate = frontend.sample_rate
     try:
         waveform = load_audio_segment(  # (N,)
@@ -149,6 +160,10 @@ def featurize_audio(
         return AudioOutcome(None, error.duration_ms, error.reason, str(error))
     except AudioDecodeError as error:
         return AudioOutcome(None, 0, error.reason, str(error))
+    condition = None
+    if augment is not None and waveform.any():
+        condition, waveform = augment(waveform, sample_rate)
+        waveform = waveform.astype(np.float32, copy=False)
     duration_ms = round(1000 * waveform.shape[0] / sample_rate)
     if not waveform.any():
         return AudioOutcome(None, duration_ms, "silent audio")
@@ -158,7 +173,7 @@ def featurize_audio(
     if not np.isfinite(features).all():  # finite audio should not get here; a shard must never hold NaN
         bad_frame = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
         return AudioOutcome(None, duration_ms, "NaN/Inf features", f"frame {bad_frame} holds NaN or Inf")
-    return AudioOutcome(features, duration_ms)
+    return AudioOutcome(features, duration_ms, condition=condition)
 
 
 def featurize_row(row: dict, options: ExtractionOptions) -> AudioOutcome:
@@ -183,12 +198,20 @@ def featurize_row(row: dict, options: ExtractionOptions) -> AudioOutcome:
             return AudioOutcome(None, duration_ms, "longer than max_audio_duration_sec", f"{duration_ms} ms")
         return AudioOutcome(features, duration_ms)
     audio = row["audio_bytes"] if kind == "audio_bytes" else row["audio_path"]
+    augment = None
+    if options.augmentation is not None:
+        mix, utterance_id = options.augmentation, str(row["id"])
+
+        def augment(waveform: np.ndarray, sample_rate: int) -> tuple[str, np.ndarray]:
+            return mix.augment(utterance_id, waveform, sample_rate)
+
     return featurize_audio(
         audio,
         options.frontend,
         options.max_audio_duration_sec,
         row.get("offset_sec"),
         row.get("duration_sec"),
+        augment,
     )
 
 
@@ -384,6 +407,8 @@ def _record_or_skip(
         if tokens is None:
             return None
     report.kept += 1
+    if audio.condition is not None:
+        report.note(f"condition {audio.condition}")
     return {
         "id": row["id"],
         "features": audio.features,

@@ -53,6 +53,35 @@ class BinaryFileDataset(AbstractDataset[bytes, bytes]):
         return {"filepath": str(self._filepath)}
 
 
+class FilePathDataset(AbstractDataset[None, Path]):
+    """A file a node reads by path, not by bytes: a KenLM binary (memory-mapped, possibly gigabytes) or a
+    lexicon handed to a C++ decoder. ``load`` checks it exists; another entry (``BinaryFileDataset``,
+    ``text.TextDataset``) saves it."""
+
+    def __init__(self, filepath: str, made_by: str = "") -> None:
+        self._filepath = Path(filepath)
+        self._made_by = made_by
+
+    def load(self) -> Path:
+        if not self._filepath.is_file():
+            hint = (
+                f"; it is written by the `{self._made_by}` stage (`dvc repro {self._made_by}`)"
+                if self._made_by
+                else ""
+            )
+            raise DatasetError(f"{self._filepath} does not exist{hint}")
+        return _project_relative(self._filepath)
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is read by path here; its own catalog entry saves it")
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A manifest file or folder, read lazily so large manifests stream."""

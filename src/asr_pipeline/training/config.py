@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models import architectures
 from asr_pipeline.models.architectures import (
@@ -277,32 +278,31 @@ class RunConfig:
 class ValidationConfig:
     """Scoring the validation manifests: after every epoch, and every ``every_steps`` optimizer steps.
 
-    Greedy decoding unless ``beam_width > 1`` or an LM is given: then CTC prefix beam search
-    (``decoding.beam_search``) with KenLM shallow fusion, as the `evaluate` stage decodes.
+    ``decoding`` is the one decoding options shape (``decoding.options.DecodingOptions``) that `evaluate`
+    and ``asr-pipeline decode`` use too: greedy by default; ``decoder: lexicon`` with ``lexicon_path`` and a
+    word KenLM in ``lm_path`` decodes as `evaluate` does, so a validation CER predicts the evaluated one.
     """
 
     every_steps: int | None = None  # extra validations mid-epoch; one always follows every epoch
-    beam_width: int | None = None  # None or 1: greedy (best path)
-    n_best: int = 1  # hypotheses kept per utterance (beam search); the best one is scored
-    lm_path: str | None = None  # KenLM .arpa or binary for shallow fusion (the `lm` stage's lm.binary)
-    lm_weight: float = 0.45
-    lm_word_bonus: float = 0.0  # nats per word; offsets the LM's per-word cost, which favours deletions
-    lm_no_bos: bool = False  # score the first word without the sentence-start context <s>
-    lm_no_eos: bool = False  # do not add the sentence end </s> to a finished hypothesis
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)
+    lm_path: str | None = (
+        None  # KenLM fused by the decoder: word LM (lexicon, prefix_beam), piece LM (lexicon_free)
+    )
+    lexicon_path: str | None = None  # the lexicon decoder's word list (the tokenizer stage's lexicon.txt)
     log_samples: int = 0  # predictions (id, reference, hypothesis[, n-best]) written per validation event
 
     def __post_init__(self) -> None:
-        _positive(self, "every_steps", "beam_width", "n_best")
-        _non_negative(self, "lm_weight", "log_samples")
-        if self.n_best > (self.beam_width or 1):
+        _positive(self, "every_steps")
+        _non_negative(self, "log_samples")
+        if self.lm_path is not None and self.decoding.lm_kind is None:
             raise ValueError(
-                f"n_best={self.n_best} needs beam_width >= {self.n_best} (got {self.beam_width}): "
-                "the beam search only ever holds beam_width hypotheses; set validation.beam_width"
+                f"lm_path is set but the {self.decoding.decoder} decoder fuses no LM; set "
+                "validation.decoding.decoder (--val-decoder) to lexicon, lexicon_free or prefix_beam"
             )
 
     @property
     def uses_beam_search(self) -> bool:
-        return (self.beam_width or 1) > 1 or self.lm_path is not None
+        return self.decoding.decoder != "greedy"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,17 +348,42 @@ def load_json(path: str | Path) -> TrainConfig:
 
 # Keys renamed since a config may have been saved: old dotted name -> new. Only saved configs are
 # upgraded (load_json, training.resume); params and flags must use the current names.
-RENAMED_KEYS = {"optim.lr_decay_power": "optim.lr_decay_exponent"}
+RENAMED_KEYS = {
+    "optim.lr_decay_power": "optim.lr_decay_exponent",
+    # the validation decoder's options moved into validation.decoding (decoding.options.DecodingOptions)
+    "validation.beam_width": "validation.decoding.beam_width",
+    "validation.n_best": "validation.decoding.n_best",
+    "validation.lm_weight": "validation.decoding.lm_weight",
+    "validation.lm_word_bonus": "validation.decoding.word_score",
+    "validation.lm_no_bos": "validation.decoding.lm_no_bos",
+    "validation.lm_no_eos": "validation.decoding.lm_no_eos",
+}
 
 
 def upgrade_saved(values: Mapping[str, Any]) -> dict[str, Any]:
     """A saved config dict with renamed keys moved to their current names (a copy)."""
     upgraded = {key: dict(value) if isinstance(value, Mapping) else value for key, value in values.items()}
     for old, new in RENAMED_KEYS.items():
-        (old_section, old_name), (new_section, new_name) = old.split("."), new.split(".")
+        old_section, old_name = old.split(".")
         section = upgraded.get(old_section)
-        if isinstance(section, dict) and old_name in section:
-            upgraded.setdefault(new_section, {})[new_name] = section.pop(old_name)
+        if not (isinstance(section, dict) and old_name in section):
+            continue
+        value = section.pop(old_name)
+        *new_sections, new_name = new.split(".")
+        target = upgraded
+        for name in new_sections:
+            target[name] = dict(target.get(name) or {})
+            target = target[name]
+        target[new_name] = value
+    if isinstance(
+        upgraded.get("validation"), dict
+    ):  # before validation.decoding, beam width > 1 meant prefix beam
+        decoding = upgraded["validation"].get("decoding")
+        if isinstance(decoding, dict) and "decoder" not in decoding:
+            beam = (decoding.get("beam_width") or 1) > 1 or upgraded["validation"].get("lm_path")
+            decoding["decoder"] = "prefix_beam" if beam else "greedy"
+            if decoding.get("beam_width") is None:
+                decoding.pop("beam_width", None)
     return upgraded
 
 

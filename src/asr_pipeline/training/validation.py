@@ -1,9 +1,9 @@
 """Validation: each rank decodes its share of the validation batches, rank 0 gathers and scores them all.
 
 Runs after every epoch and, with ``validation.every_steps``, every that many optimizer steps. Decoding is
-greedy (best path) unless ``validation.beam_width > 1`` or an LM is given; then it is the CTC prefix beam
-search with KenLM shallow fusion that the `evaluate` stage uses (``decoding.beam_search``), so a
-validation CER predicts the evaluated one.
+greedy (best path) unless ``validation.decoding.decoder`` names a beam decoder (``decoding.decoders``: the
+flashlight lexicon or lexicon-free search with KenLM, as the `evaluate` stage decodes, or our prefix beam
+search), so a validation CER can predict the evaluated one.
 
 Scoring is corpus-level (``decoding.metrics``). The validation sampler pads uneven ranks by repeating
 utterances; results are keyed by utterance id, so every utterance is scored exactly once.
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, CTCPrefixBeamSearch, load_lm
+from asr_pipeline.decoding.decoders import Decoder, DecodingResources
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -45,41 +45,35 @@ class _Decoded:
 
 
 class ValidationDecoder:
-    """Turns a batch's log-probs into text, greedily or by beam search, as ``ValidationConfig`` says.
+    """Turns a batch's log-probs into text with the decoder ``validation.decoding`` names.
 
-    Built once per run: loading a KenLM model can take seconds (and memory), so it is not reloaded per
-    validation. Without a tokenizer the hypotheses are strings of token ids (greedy only), so "WER" is a
-    token error rate and "CER" counts digits; set run.tokenizer for real rates.
+    Built once per run: loading a KenLM model or a lexicon can take seconds (and memory), so it is not
+    reloaded per validation. Without a tokenizer the hypotheses are strings of token ids (greedy only), so
+    "WER" is a token error rate and "CER" counts digits; set run.tokenizer for real rates.
     """
 
     def __init__(self, options: ValidationConfig, tokenizer: CTCTokenizer | None, blank_id: int) -> None:
         self.blank_id, self.tokenizer = blank_id, tokenizer
         self.method = "beam" if options.uses_beam_search else "greedy"
-        self.searcher: CTCPrefixBeamSearch | None = None
+        self.decoder: Decoder | None = None
         if options.uses_beam_search:
             if tokenizer is None:
                 raise ValueError(
-                    "validation.beam_width > 1 or validation.lm_path needs run.tokenizer (--tokenizer): "
-                    "beam search and LM fusion work on word pieces; unset them to validate greedily"
+                    f"the {options.decoding.decoder} validation decoder needs run.tokenizer (--tokenizer): beam "
+                    "search works on word pieces; unset validation.decoding.decoder to validate greedily"
                 )
-            search = BeamSearchOptions(
-                beam_width=options.beam_width or 1,
-                n_best=options.n_best,
-                lm_weight=options.lm_weight,
-                word_bonus=options.lm_word_bonus,
-                lm_bos=not options.lm_no_bos,
-                lm_eos=not options.lm_no_eos,
+            resources = DecodingResources(
+                word_lm=options.lm_path, token_lm=options.lm_path, lexicon=options.lexicon_path
             )
-            lm = load_lm(options.lm_path) if options.lm_path else None
-            self.searcher = CTCPrefixBeamSearch(search, tokenizer, lm)
+            self.decoder = resources.build(options.decoding, tokenizer)
 
     def decode(
         self, log_probs: torch.Tensor, lengths: torch.Tensor
     ) -> list[tuple[str, tuple[tuple[str, float], ...]]]:
         """(B, T', V) log-probs and (B,) lengths -> per utterance: the best text and its n-best list."""
-        if self.searcher is not None:
+        if self.decoder is not None:
             decoded = []
-            for n_best in self.searcher.decode_batch(log_probs.float().cpu(), lengths.cpu()):
+            for n_best in self.decoder.decode_batch(log_probs.float().cpu(), lengths.cpu()):
                 texts = tuple((h.text, h.score) for h in n_best)
                 decoded.append((texts[0][0] if texts else "", texts))
             return decoded
@@ -144,7 +138,9 @@ def validate(
         "duration_sec": time.perf_counter() - started,
     }
     if config.validation.log_samples:
-        scores["samples"] = _samples(ordered[: config.validation.log_samples], config.validation.n_best)
+        scores["samples"] = _samples(
+            ordered[: config.validation.log_samples], config.validation.decoding.n_best
+        )
     return scores
 
 

@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
-from asr_pipeline.decoding.beam_search import BeamSearchOptions, load_lm
-from asr_pipeline.decoding.evaluation import decode_and_score
+from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
+from asr_pipeline.decoding.evaluation import EvaluationParams, decode_and_score, load_ctc_run, run_log_probs
+from asr_pipeline.decoding.options import DecodingOptions
+from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
 def evaluate_split(
     run_dir: Path,
     feature_shards: list[str],
     tokenizer_model: bytes,
-    lm_binary: bytes,
+    lexicon: Path,
+    word_lm: Path,
+    token_lm: Path,
+    tuned: dict,
     params: dict,
 ) -> tuple[str, dict]:
-    """Decode one split greedily and with CTC prefix beam search + KenLM; score both.
+    """Decode one split greedily and with every decoder of ``decoding.decoders``, each with the options
+    `tune_decoding` chose on dev (``tuned``); score them all.
 
-    ``run_dir`` is the trained run (its checkpoint exists: ``trained_model`` in the catalog). Returns the hypotheses
-    (JSONL: id, reference, greedy, beam_lm) and metrics in percent:
-    ``{"greedy": {"wer", "cer"}, "beam_lm": {"wer", "cer"}, "utterances": N}``.
+    ``run_dir`` is the trained run (its checkpoint exists: ``trained_model`` in the catalog). Returns the
+    hypotheses (JSONL: id, reference, greedy, then one field per decoder) and metrics in percent:
+    ``{"utterances": N, "greedy": {"wer", "cer"}, "lexicon": {...}, ...}``.
     """
-    beam_params = {k: v for k, v in params.items() if k != "batch_size"}
-    options = BeamSearchOptions(**beam_params)
-    with tempfile.NamedTemporaryFile(suffix=".binary") as lm_file:
-        lm_file.write(lm_binary)
-        lm_file.flush()
-        return decode_and_score(
-            run_dir,
-            feature_shards,
-            tokenizer_model,
-            options,
-            lm=load_lm(lm_file.name),
-            batch_size=int(params.get("batch_size", 16)),
-        )
+    settings = EvaluationParams.from_dict(params)
+    run = load_ctc_run(run_dir)
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
+    resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
+    decoders = {"greedy": GreedyDecoder(DecodingOptions(), tokenizer)}
+    for name in settings.decoders:
+        if name not in tuned:
+            raise ValueError(f"decoding.decoders lists {name}, which tune_decoding did not tune: rerun it")
+        decoders[name] = resources.build(DecodingOptions.from_dict(tuned[name], f"tuned {name}"), tokenizer)
+    return decode_and_score(run_log_probs(run, feature_shards, settings.batch_size), decoders)

@@ -18,6 +18,7 @@ def extract_features(
     params: dict,
     tokenizer_params: dict,
     train_architecture: str | None = None,
+    augmentation: dict | None = None,
 ) -> Iterator[tuple[ShardChunk, dict]]:
     """Stream one split into shards: yields (shard, report so far) so Kedro saves shard by shard.
 
@@ -26,9 +27,12 @@ def extract_features(
     ``architecture`` picks the frontend (null: ``train_architecture``, params.yaml
     ``train.model.architecture``, so the model's frontend is chosen with it), ``feature_dtype`` the shard
     storage dtype. A split whose every record is skipped fails the node (``NothingKeptError``, naming the
-    skips) instead of writing an empty shard.
+    skips) instead of writing an empty shard. ``augmentation`` (params.yaml ``augmentation``, train only;
+    ``augment.AugmentationMix``) transforms each utterance's audio by the condition drawn for its id; the
+    report counts each condition (``kept_with``).
     """
     params = dict(params)
+    params["augmentation"] = augmentation
     if params.get("architecture") is None:
         params.pop("architecture", None)  # neither given: ExtractionOptions' default
         if train_architecture is not None:
@@ -49,3 +53,19 @@ def extract_features(
 
 def _summary(report: SkipReport, totals: dict) -> dict:
     return {**report.to_dict(), **totals, "hours": round(totals["duration_ms"] / 3.6e6, 4)}
+
+
+def extract_condition_features(
+    manifest: pl.DataFrame,
+    tokenizer_model: bytes,
+    params: dict,
+    tokenizer_params: dict,
+    train_architecture: str | None,
+    condition: dict,
+    seed: int,
+    name: str,
+) -> Iterator[tuple[ShardChunk, dict]]:
+    """An evaluation condition split: every utterance of ``manifest`` under one condition (params.yaml
+    ``conditions.<name>``, an ``augment.Condition``), random draws seeded by (``seed``, utterance id)."""
+    mix = {"seed": seed, "conditions": [{"name": name, "weight": 1.0, **condition}]}
+    yield from extract_features(manifest, tokenizer_model, params, tokenizer_params, train_architecture, mix)

@@ -3,28 +3,25 @@ from kedro.pipeline import Node, Pipeline
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.splits import SPLITS
 
+SHARED = ["tokenizer_model", "params:features", "params:tokenizer", "params:train.model.architecture"]
+
 
 def create_pipeline(**kwargs) -> Pipeline:
+    """One namespace per split; the train split alone gets params.yaml ``augmentation``."""
     return sum(
         (
             Pipeline(
                 [
                     Node(
                         extract_features,
-                        inputs=[
-                            "manifest",
-                            "tokenizer_model",
-                            "params:features",
-                            "params:tokenizer",
-                            "params:train.model.architecture",
-                        ],
+                        inputs=["manifest", *SHARED, *(["params:augmentation"] if split == "train" else [])],
                         outputs=["feature_shards", "extraction_report"],
                         name="extract_features",
                     )
                 ],
                 namespace=split,
                 inputs={"tokenizer_model"},
-                parameters={"params:features", "params:tokenizer", "params:train.model.architecture"},
+                parameters={*SHARED[1:], *(["params:augmentation"] if split == "train" else [])},
             )
             for split in SPLITS
         ),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+from asr_pipeline.decoding.lexicon import build_lexicon
 from asr_pipeline.text.normalize import NormalizationOptions
 from asr_pipeline.text.sentencepiece_training import (
     SentencePieceOptions,
@@ -9,6 +12,9 @@ from asr_pipeline.text.sentencepiece_training import (
     train_sentencepiece,
     vocab_text,
 )
+from asr_pipeline.text.tokenizer import CTCTokenizer
+
+logger = logging.getLogger(__name__)
 
 
 def train_tokenizer(tokenizer_corpus: str, params: dict, normalization: dict) -> tuple[bytes, str, dict]:
@@ -23,3 +29,18 @@ def train_tokenizer(tokenizer_corpus: str, params: dict, normalization: dict) ->
     sentences = [line for line in tokenizer_corpus.splitlines() if line.strip()]
     model = train_sentencepiece(sentences, options)
     return model, vocab_text(model), tokenizer_summary(model, options, resolved, len(sentences))
+
+
+def build_decoding_lexicon(tokenizer_corpus: str, tokenizer_model: bytes) -> tuple[str, dict]:
+    """The lexicon of the training words, spelled in the new tokenizer's pieces (the lexicon decoder's word
+    list), and a report: words, and the words left out because only ``<unk>`` could spell them."""
+    lexicon, unspellable = build_lexicon(tokenizer_corpus, CTCTokenizer(tokenizer_model))
+    if unspellable:
+        logger.warning(
+            "lexicon: %d words need <unk> pieces and are left out: %s", len(unspellable), unspellable[:10]
+        )
+    return lexicon, {
+        "words": lexicon.count("\n"),
+        "unspellable": len(unspellable),
+        "first_unspellable": unspellable[:10],
+    }

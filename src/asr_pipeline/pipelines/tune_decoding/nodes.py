@@ -1,0 +1,52 @@
+"""Nodes of the `tune_decoding` stage."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from asr_pipeline.decoding.decoders import DecodingResources
+from asr_pipeline.decoding.evaluation import EvaluationParams, load_ctc_run, run_log_probs
+from asr_pipeline.decoding.tuning import tune_decoder
+from asr_pipeline.text.tokenizer import CTCTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def tune_decoding(
+    run_dir: Path,
+    dev_shards: list[str],
+    tokenizer_model: bytes,
+    lexicon: Path,
+    word_lm: Path,
+    token_lm: Path,
+    params: dict,
+) -> tuple[dict, dict]:
+    """Search ``decoding.tune``'s grid of each decoder on dev; return the chosen options per decoder (what
+    `evaluate` decodes with) and a report: each decoder's chosen values, dev WER/CER and the whole grid.
+
+    A decoder without a grid keeps its base options (scored on dev all the same)."""
+    settings = EvaluationParams.from_dict(params)
+    resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
+    run = load_ctc_run(run_dir)
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
+    batches = list(run_log_probs(run, dev_shards, settings.batch_size))
+    tuned, report = {}, {}
+    for name in settings.decoders:
+        grid = settings.tune.get(name) or {}
+
+        def log_point(point, name=name):
+            logger.info("tune %s %s: WER %.2f CER %.2f", name, point.values, point.wer, point.cer)
+
+        best, table = tune_decoder(
+            settings.base_options(name), grid, lambda o: resources.build(o, tokenizer), batches, log_point
+        )
+        tuned[name] = dataclasses.asdict(best)
+        chosen = next(p for p in table if all(getattr(best, k) == v for k, v in p.values.items()))
+        report[name] = {
+            "chosen": chosen.values,
+            "dev": {"wer": round(chosen.wer, 3), "cer": round(chosen.cer, 3)},
+            "grid": [{**p.values, "wer": round(p.wer, 3), "cer": round(p.cer, 3)} for p in table],
+        }
+    return tuned, report
