@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import glob
 import json
+import logging
 import math
 import os
 import tempfile
@@ -94,11 +95,13 @@ VARIANTS = {
         Variant("channels-last", channels_last=True),
         Variant("bf16-autocast", bf16=True),
         Variant("eager-pad64", pad_multiple=64),
+        Variant("eager-pad16", pad_multiple=16),
         Variant("eager-gather", gather_rel_shift=True),
         Variant("compile-dynamic", compile={"dynamic": True}),
         Variant("compile-default", compile={}),
         Variant("compile-dynamic-gather", compile={"dynamic": True}, gather_rel_shift=True),
         Variant("compile-default-gather", compile={}, gather_rel_shift=True),
+        Variant("compile-dynamic-gather-pad16", compile={"dynamic": True}, gather_rel_shift=True, pad_multiple=16),
         Variant("compile-dynamic-gather-pad64", compile={"dynamic": True}, gather_rel_shift=True, pad_multiple=64),
         Variant("compile-static-gather-pad128", compile={"dynamic": False}, gather_rel_shift=True, pad_multiple=128),
         Variant("compile-autotune-gather", compile={"dynamic": True, "mode": "max-autotune-no-cudagraphs"},
@@ -158,10 +161,14 @@ def demo_batch_shapes(count: int) -> tuple[list[BatchShape], int, str]:
 
 
 def make_batch(shape: BatchShape, pad_multiple: int, seed: int) -> dict[str, Tensor]:
+    """Zero-padded like ``data.collate``; the same values whatever ``pad_multiple`` adds."""
     generator = torch.Generator().manual_seed(seed)
     frames = torch.tensor(shape.frames)  # (B,)
-    padded = math.ceil(int(frames.max()) / pad_multiple) * pad_multiple
-    features = torch.randn(len(shape.frames), padded, 80, generator=generator) * 3.0 - 5.0  # (B, T, F)
+    longest = int(frames.max())
+    features = torch.randn(len(shape.frames), longest, 80, generator=generator) * 3.0 - 5.0  # (B, T, F)
+    features = features * (torch.arange(longest)[None, :] < frames[:, None]).unsqueeze(-1)
+    padded = math.ceil(longest / pad_multiple) * pad_multiple
+    features = F.pad(features, (0, 0, 0, padded - longest))  # (B, T_padded, F)
     target_lengths = torch.tensor(shape.tokens)  # (B,)
     targets = torch.randint(1, VOCAB_SIZE, (len(shape.tokens), max(shape.tokens)), generator=generator)
     return {"features": features, "lengths": frames, "targets": targets, "target_lengths": target_lengths}
@@ -283,6 +290,13 @@ def train_step(runner: Runner, batch: dict[str, Tensor]) -> float:
     return float(loss.detach())
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the C++ compiler runs, with compile_threads=1):
+    what a step or a compile costs whatever else loads the machine."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def compiled_graphs() -> int:
     from torch._dynamo.utils import counters
 
@@ -302,9 +316,9 @@ def run(runners: list[Runner], shapes: list[BatchShape], repeats: int) -> None:
                 torch.manual_seed(1000 * repeat + index)  # the same dropout draws for every variant
                 graphs = compiled_graphs()
                 with switches(runner.variant, runner.threads):
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), cpu_seconds()
                     loss = train_step(runner, batch)
-                    seconds = time.perf_counter() - started
+                    seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
                 runner.records.append(
                     {
                         "repeat": repeat,
@@ -313,6 +327,7 @@ def run(runners: list[Runner], shapes: list[BatchShape], repeats: int) -> None:
                         "T": int(batch["features"].shape[1]),
                         "audio_sec": shape.audio_sec,
                         "seconds": seconds,
+                        "cpu_seconds": cpu,
                         "loss": loss,
                         "new_graphs": compiled_graphs() - graphs,
                     }
@@ -330,73 +345,93 @@ def summarize(runner: Runner, eager: Runner, warmup: int, parity_steps: int) -> 
         for mine, base in zip(runner.records, eager.records, strict=True)
         if not (mine["repeat"] == 0 and mine["batch"] < warmup) and mine["new_graphs"] == 0
     ]
-    seconds = sum(m["seconds"] for m, _ in steady)
-    audio = sum(m["audio_sec"] for m, _ in steady)
-    ratios = [m["seconds"] / b["seconds"] for m, b in steady]
-    per_pass = {}
+
+    def total(key: str, which: int) -> float:
+        return sum(pair[which][key] for pair in steady)
+
+    audio = total("audio_sec", 0)
+    per_pass = []
     for repeat in sorted({m["repeat"] for m, _ in steady}):
         pairs = [(m, b) for m, b in steady if m["repeat"] == repeat]
-        per_pass[repeat] = sum(m["seconds"] for m, _ in pairs) / sum(b["seconds"] for _, b in pairs)
-    sec_per_audio = seconds / audio if audio else math.nan
+        per_pass.append(sum(m["seconds"] for m, _ in pairs) / sum(b["seconds"] for _, b in pairs))
+    ratios = [m["seconds"] / b["seconds"] for m, b in steady]
     compiles = [r for r in runner.records if r["new_graphs"]]
-    # A compiling step's cost above what the step itself would take at this variant's steady rate.
-    compile_sec = [r["seconds"] - sec_per_audio * r["audio_sec"] for r in compiles]
-    first = runner.records[:parity_steps]
-    loss_diff = max(
-        abs(m["loss"] - b["loss"]) / abs(b["loss"]) for m, b in zip(first, eager.records, strict=False)
-    )
+
+    def compile_cost(key: str) -> list[float]:
+        # A compiling step's cost above what the step itself takes at this variant's steady rate.
+        rate = total(key, 0) / audio
+        return [r[key] - rate * r["audio_sec"] for r in compiles]
+
+    wall, cpu = compile_cost("seconds"), compile_cost("cpu_seconds")
+    first = zip(runner.records[:parity_steps], eager.records, strict=False)
     return {
         "variant": runner.variant.name,
         "threads": runner.threads,
         "steady_steps": len(steady),
-        "sec_per_audio_sec": sec_per_audio,
-        "mean_step_sec": seconds / len(steady) if steady else math.nan,
-        "vs_eager": seconds / sum(b["seconds"] for _, b in steady) if steady else math.nan,
+        "ms_per_audio_sec": 1e3 * total("seconds", 0) / audio,
+        "mean_step_sec": total("seconds", 0) / len(steady),
+        "vs_eager": total("seconds", 0) / total("seconds", 1),
         "vs_eager_per_pass": per_pass,
-        "ratio_p10": float(np.percentile(ratios, 10)) if ratios else math.nan,
-        "ratio_p90": float(np.percentile(ratios, 90)) if ratios else math.nan,
-        "compiling_steps": len(compiles),
-        "compiling_batches": [(r["repeat"], r["batch"]) for r in compiles],
+        "ratio_p10_p90": (float(np.percentile(ratios, 10)), float(np.percentile(ratios, 90))),
+        "vs_eager_cpu": total("cpu_seconds", 0) / total("cpu_seconds", 1),
+        "loss_rel_diff": max(abs(m["loss"] - b["loss"]) / abs(b["loss"]) for m, b in first),
+        "compiling_steps": [f"{r['repeat'] + 1}.{r['batch'] + 1}" for r in compiles],  # pass.batch
         "graphs": sum(r["new_graphs"] for r in compiles),
-        "first_compile_sec": compile_sec[0] if compile_sec else 0.0,
-        "recompile_sec": sum(compile_sec[1:]),
-        "loss_rel_diff": loss_diff,
+        "first_compile_sec": wall[0] if wall else 0.0,
+        "first_compile_cpu_sec": cpu[0] if cpu else 0.0,
+        "recompile_sec": sum(wall[1:]),
+        "recompile_cpu_sec": sum(cpu[1:]),
     }
 
 
-def print_table(rows: list[dict]) -> None:
+def print_tables(rows: list[dict]) -> None:
     header = (
-        f"{'variant':>30} {'thr':>3} | {'ms/audio-s':>10} {'vs eager':>8} {'per pass':>12} {'p10-p90':>11} | "
-        f"{'compiling steps':>15} {'graphs':>6} {'first s':>7} {'recomp s':>8} | {'loss rel diff':>13}"
+        f"{'variant':>30} {'thr':>3} | {'ms/audio-s':>10} {'vs eager':>8} {'per pass':>11} {'p10-p90':>9} "
+        f"{'CPU-s vs eager':>14} | {'loss rel diff':>13}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
-        passes = "/".join(f"{v:.2f}" for v in r["vs_eager_per_pass"].values())
+        passes = "/".join(f"{v:.2f}" for v in r["vs_eager_per_pass"])
+        low, high = r["ratio_p10_p90"]
         print(
-            f"{r['variant']:>30} {r['threads']:>3} | {r['sec_per_audio_sec'] * 1e3:10.1f} {r['vs_eager']:8.3f} "
-            f"{passes:>12} {r['ratio_p10']:5.2f}-{r['ratio_p90']:<5.2f} | {r['compiling_steps']:>15} "
-            f"{r['graphs']:>6} {r['first_compile_sec']:7.1f} {r['recompile_sec']:8.1f} | {r['loss_rel_diff']:13.1e}"
+            f"{r['variant']:>30} {r['threads']:>3} | {r['ms_per_audio_sec']:10.1f} {r['vs_eager']:8.3f} "
+            f"{passes:>11} {low:4.2f}-{high:4.2f} {r['vs_eager_cpu']:14.3f} | {r['loss_rel_diff']:13.1e}"
+        )
+    compiled = [r for r in rows if VARIANTS[r["variant"]].compile is not None]
+    if not compiled:
+        return
+    header = (
+        f"\n{'compiled variant':>30} {'thr':>3} | {'graphs':>6} {'first: wall s':>13} {'CPU s':>6} | "
+        f"{'recompiles':>10} {'wall s':>6} {'CPU s':>6} | compiling steps (pass.batch)"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in compiled:
+        print(
+            f"{r['variant']:>30} {r['threads']:>3} | {r['graphs']:>6} {r['first_compile_sec']:13.1f} "
+            f"{r['first_compile_cpu_sec']:6.1f} | {max(0, len(r['compiling_steps']) - 1):>10} "
+            f"{r['recompile_sec']:6.1f} {r['recompile_cpu_sec']:6.1f} | {' '.join(r['compiling_steps'])}"
         )
 
 
 def print_projection(rows: list[dict], steps_per_epoch: int, shapes: int) -> None:
-    """What compiling would save over the demo's 10 epochs of ``steps_per_epoch`` steps per rank."""
+    """What compiling would save over the demo's epochs of ``steps_per_epoch`` steps per rank."""
     eager = {r["threads"]: r for r in rows if r["variant"] == "eager"}
     compiled = [r for r in rows if VARIANTS[r["variant"]].compile is not None]
     if not compiled:
         return
-    print(f"\nprojection: {DEMO_EPOCHS} epochs x {steps_per_epoch} steps per rank; step times are this run's "
-          f"means over the sequence; compile = first + recompiles seen in its {shapes} shapes "
-          f"(later shapes assumed to recompile no more)")  # fmt: skip
+    print(f"\nprojection: {DEMO_EPOCHS} epochs x {steps_per_epoch} steps per rank at this run's mean step "
+          f"times; compile = first + recompiles seen in {shapes} shapes, in CPU seconds (a rank's wall "
+          f"seconds when each of the 2 ranks has a core), later shapes assumed to recompile no more")  # fmt: skip
     for r in compiled:
         base = eager[r["threads"]]
         saved_per_epoch = steps_per_epoch * (base["mean_step_sec"] - r["mean_step_sec"])
-        compile_total = r["first_compile_sec"] + r["recompile_sec"]
+        compile_total = r["first_compile_cpu_sec"] + r["recompile_cpu_sec"]
         print(
-            f"  {r['variant']}@{r['threads']}t: {saved_per_epoch:+.1f} s per epoch saved, compile "
-            f"{compile_total:.0f} s once -> net {DEMO_EPOCHS * saved_per_epoch - compile_total:+.0f} s over "
-            f"{DEMO_EPOCHS} epochs (eager epoch ~{steps_per_epoch * base['mean_step_sec']:.0f} s of steps)"
+            f"  {r['variant']}@{r['threads']}t: {saved_per_epoch:+.1f} s per epoch (eager's steps "
+            f"~{steps_per_epoch * base['mean_step_sec']:.0f} s), compile {compile_total:.0f} s once -> "
+            f"net {DEMO_EPOCHS * saved_per_epoch - compile_total:+.0f} s over {DEMO_EPOCHS} epochs"
         )
 
 
@@ -437,7 +472,13 @@ def main() -> None:
         patch_inductor_stride_order()
         inductor_config.fallback_random = not args.inductor_random
         dynamo_config.recompile_limit = 64  # count recompiles rather than fall back to eager at 8
+        inductor_config.compile_threads = 1  # the compiler runs as our child: its CPU time is counted
     warnings.filterwarnings("ignore", message="Dynamo does not know how to trace")
+    warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # mkldnn.flags()
+    # The one expected graph break (Zipformer.forward's int(lengths.min())) and a CPU-only machine's CUDA
+    # notice would otherwise print their multi-line warnings into the progress lines.
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     shapes, steps_per_epoch, source = demo_batch_shapes(args.batches)
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; shapes from {source}: "
@@ -454,7 +495,7 @@ def main() -> None:
     print(f"\n{time.perf_counter() - started:.0f} s; load average now {os.getloadavg()[0]:.1f}. vs eager: "
           "step time over eager's on the same steady batches (< 1: faster); per pass: the same per pass; "
           "p10-p90: spread of per-batch ratios; loss rel diff: max over the first steps, same seeds")  # fmt: skip
-    print_table(rows)
+    print_tables(rows)
     print_projection(rows, steps_per_epoch, len(shapes))
     if args.json:
         with open(args.json, "w") as handle:

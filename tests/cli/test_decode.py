@@ -44,7 +44,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def decode(*parts: object) -> dict:
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        assert main(["decode", *map(str, parts), "--beam-width", "2"]) == 0, parts
+        assert main(["decode", *map(str, parts), "--decoder", "lexicon_free", "--beam-width", "2"]) == 0, (
+            parts
+        )
     return json.loads(stdout.getvalue())
 
 

@@ -158,3 +158,14 @@ def test_the_cuda_decoder_agrees_with_the_cpu_lexicon_free_search(char_tokenizer
     cpu = build_decoder(DecodingOptions(decoder="lexicon_free", beam_width=10), char_tokenizer)
     on_gpu = [n[0].text for n in cuda.decode_batch(log_probs, lengths)]
     assert on_gpu == [n[0].text for n in cpu.decode_batch(log_probs, lengths)]
+
+
+def test_a_blank_penalty_lets_a_weak_piece_through_the_blank(char_tokenizer):
+    # "the ca?" where the last frame's "t" (0.3) loses to the blank (0.6): emitted only once the blank's
+    # log-prob is lowered by more than ln(0.6 / 0.3).
+    ids = char_tokenizer.encode("the cat")
+    rows = [*spelled_rows(ids[:-1], char_tokenizer.blank_id), {ids[-1]: 0.3, char_tokenizer.blank_id: 0.6}]
+    log_probs = log_probs_from_rows(rows, char_tokenizer.vocab_size)
+    for penalty, text in ((0.0, "the ca"), (math.log(2.0) + 0.1, "the cat")):
+        options = DecodingOptions(decoder="lexicon_free", beam_width=8, blank_penalty=penalty)
+        assert decode_one(build_decoder(options, char_tokenizer), log_probs)[0].text == text

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow.parquet as pq
+import yaml
 
 from asr_pipeline.io.datasets import FeatureShardsDataset
 from asr_pipeline.pipelines.conditions import create_pipeline
 from asr_pipeline.pipelines.features import create_pipeline as features_pipeline
-from asr_pipeline.pipelines.splits import CONDITIONS
+from asr_pipeline.pipelines.splits import CONDITIONS, EVAL_SPLITS
+from tests.conftest import PROJECT_ROOT
 from tests.pipelines.conftest import feature_shard_datasets, run_stage
 from tests.pipelines.test_features_pipeline import _manifest
 
@@ -64,3 +66,12 @@ def test_every_condition_split_is_the_test_split_under_its_condition(tmp_path, s
             first = np.asarray(table["features"][0].as_py(), dtype=np.float32)
             reference = np.asarray(clean_table["features"][0].as_py(), dtype=np.float32)
             assert not np.allclose(first, reference), f"{name} changed the features"
+
+
+def test_dvc_yaml_and_params_name_the_same_condition_splits_as_the_pipelines():
+    dvc = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())
+    params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+    assert tuple(dvc["stages"]["evaluate"]["foreach"]) == EVAL_SPLITS
+    assert set(params["conditions"]) == {"seed", *CONDITIONS}
+    metrics = {next(iter(entry)) for entry in dvc["stages"]["conditions"]["metrics"]}
+    assert metrics == {f"${{paths.metrics}}/features_test_{name}.json" for name in CONDITIONS}

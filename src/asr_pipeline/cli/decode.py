@@ -59,6 +59,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         help=f"score added per word, nats (lexicon, prefix_beam; default {DEFAULTS.word_score})",
     )
+    parser.add_argument(
+        "--blank-penalty",
+        type=float,
+        help=f"subtracted from the blank log-prob per frame (flashlight decoders; default {DEFAULTS.blank_penalty})",
+    )
     parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
     parser.add_argument(
         "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, <decoder>)"
@@ -80,6 +85,7 @@ def decoding_options(args: argparse.Namespace) -> DecodingOptions:
         "beam_width": args.beam_width,
         "lm_weight": args.lm_weight,
         "word_score": args.word_score,
+        "blank_penalty": args.blank_penalty,
     }
     values.update({name: value for name, value in flags.items() if value is not None})
     try:

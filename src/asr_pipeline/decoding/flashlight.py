@@ -158,6 +158,7 @@ class FlashlightDecoder:
         batch, frames, _ = log_probs.shape
         emissions = torch.full((batch, frames, vocab + 1), -math.inf)  # (B, T, V + 1): <sil> never fires
         emissions[:, :, :vocab] = log_probs.detach().float()
+        emissions[:, :, self.blank] -= self.options.blank_penalty
         results = []
         for b in range(batch):
             pointer = emissions.data_ptr() + 4 * b * emissions.stride(0)

@@ -12,7 +12,10 @@ Decoders (``DecodingOptions.decoder``):
 
 Scores are natural logs everywhere: ``lm_weight`` multiplies ln P_LM (flashlight's KenLM wrapper returns
 log10, so the flashlight decoders are given ``lm_weight * ln 10``), and ``word_score`` is added per word
-(lexicon, prefix_beam); flashlight's lexicon-free search has none (it tunes ``lm_weight`` alone).
+(lexicon, prefix_beam). Flashlight's lexicon-free search has no per-word or per-piece score, and a piece LM
+alone pulls it towards fewer pieces (deletions); ``blank_penalty`` (icefall's ``--blank-penalty``) is the
+counterweight there: it is subtracted from the blank's log-prob in every frame before the flashlight searches,
+which favours emitting a piece over staying blank.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class DecodingOptions:
     n_best: int = 1
     lm_weight: float = 0.5
     word_score: float = 0.0
+    blank_penalty: float = 0.0  # flashlight decoders: subtracted from the blank's log-prob per frame
     unk_score: float | None = None
     beam_threshold: float = 25.0
     beam_size_token: int | None = None

@@ -1,4 +1,4 @@
-"""Choosing the LM weight and word score on dev: a grid search over cached log-probs.
+"""Choosing the LM weight, word score and blank penalty on dev: a grid search over cached log-probs.
 
 The acoustic model runs once; every grid point only re-runs the beam search over the same (B, T, V)
 log-probs, so a 6 x 6 grid on the demo's dev split costs ~36 decodes of a fraction of a second each. The
@@ -20,7 +20,7 @@ from asr_pipeline.decoding.inference import BatchOutput
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DecodingOptions
 
-TUNABLE = ("lm_weight", "word_score", "beam_width")
+TUNABLE = ("lm_weight", "word_score", "blank_penalty", "beam_width")
 
 
 @dataclass(frozen=True)

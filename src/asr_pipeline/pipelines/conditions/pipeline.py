@@ -2,7 +2,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Node, Pipeline
 
-from asr_pipeline.pipelines.features.nodes import extract_condition_features
+from asr_pipeline.pipelines.conditions.nodes import extract_condition_features
 from asr_pipeline.pipelines.features.pipeline import SHARED
 from asr_pipeline.pipelines.splits import CONDITIONS
 

@@ -53,19 +53,3 @@ def extract_features(
 
 def _summary(report: SkipReport, totals: dict) -> dict:
     return {**report.to_dict(), **totals, "hours": round(totals["duration_ms"] / 3.6e6, 4)}
-
-
-def extract_condition_features(
-    manifest: pl.DataFrame,
-    tokenizer_model: bytes,
-    params: dict,
-    tokenizer_params: dict,
-    train_architecture: str | None,
-    condition: dict,
-    seed: int,
-    name: str,
-) -> Iterator[tuple[ShardChunk, dict]]:
-    """An evaluation condition split: every utterance of ``manifest`` under one condition (params.yaml
-    ``conditions.<name>``, an ``augment.Condition``), random draws seeded by (``seed``, utterance id)."""
-    mix = {"seed": seed, "conditions": [{"name": name, "weight": 1.0, **condition}]}
-    yield from extract_features(manifest, tokenizer_model, params, tokenizer_params, train_architecture, mix)
