@@ -55,7 +55,10 @@ class TorchaudioDecoder:
         emissions = torch.full((batch, frames, vocab + 1), -math.inf)
         emissions[:, :, :vocab] = log_probs
         found = self.decoder(emissions, lengths)
-        return [self.tokenizer.decode(h[0].tokens.tolist()) if h else "" for h in found]
+        # flashlight starts and ends every path on the silence token; it has no text
+        return [
+            self.tokenizer.decode([t for t in h[0].tokens.tolist() if t < vocab]) if h else "" for h in found
+        ]
 
 
 def timed(decode, batches) -> tuple[list[str], float]:

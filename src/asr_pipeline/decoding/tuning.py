@@ -20,7 +20,7 @@ from asr_pipeline.decoding.inference import BatchOutput
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DecodingOptions
 
-TUNABLE = ("lm_weight", "word_score", "blank_penalty", "beam_width")
+TUNABLE = ("lm_weight", "word_score", "blank_penalty", "beam_width", "beam_size_token")
 
 
 @dataclass(frozen=True)
@@ -73,4 +73,4 @@ def tune_decoder(
 
 
 def _typed(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: int(value) if name == "beam_width" else float(value) for name, value in values.items()}
+    return {name: int(value) if name.startswith("beam_") else float(value) for name, value in values.items()}
