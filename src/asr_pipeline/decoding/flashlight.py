@@ -127,8 +127,8 @@ class FlashlightDecoder:
             return ZeroLM()
         if not Path(lm_path).is_file():
             raise FileNotFoundError(f"KenLM model not found at {lm_path}; build it with the `lm` stage")
-        if self.options.lm_weight == 0:  # it cannot change a score: not querying it halves lexicon-free's time
-            return ZeroLM()
+        if self.options.lm_weight == 0:
+            return ZeroLM()  # it cannot change a score; not querying it halves lexicon-free's time
         return KenLM(str(lm_path), words)
 
     def _trie(self, spellings: Mapping[str, list[list[str]]], names: list[str]) -> Trie:
