@@ -31,26 +31,34 @@ def test_the_lm_weight_that_fixes_the_ambiguous_word_is_chosen(char_tokenizer, t
     log_probs = ambiguous_cat_or_cot(char_tokenizer).float()[None]  # (1, T, V): acoustics say "cot"
     batch = BatchOutput(["u1"], ["the cat sat"], log_probs, torch.tensor([log_probs.shape[1]]))
     seen = []
-    best, table = tune_decoder(
+    result = tune_decoder(
         DecodingOptions(decoder="prefix_beam", beam_width=8),
         {"lm_weight": [0.0, 0.45]},
         lambda options: build_decoder(options, char_tokenizer, tiny_lm_path),
         [batch],
         progress=seen.append,
     )
+    table, best = result.table, result.options
     assert [point.values["lm_weight"] for point in table] == [0.0, 0.45] and seen == table
     assert table[0].wer > 0 and table[1].wer == 0  # without the LM "cot" stays; with it "cat" wins
     assert best.lm_weight == 0.45 and best.decoder == "prefix_beam" and best.beam_width == 8
+    assert result.best is table[1]
+    assert result.report() == {
+        "chosen": {"lm_weight": 0.45},
+        "dev": {"wer": 0.0, "cer": 0.0},
+        "grid": [{"lm_weight": 0.0, "wer": round(table[0].wer, 3), "cer": round(table[0].cer, 3)},
+                 {"lm_weight": 0.45, "wer": 0.0, "cer": 0.0}],
+    }  # fmt: skip
 
 
 def test_ties_go_to_the_earlier_grid_point(char_tokenizer):
     log_probs = ambiguous_cat_or_cot(char_tokenizer).float()[None]
     batch = BatchOutput(["u1"], ["the cot sat"], log_probs, torch.tensor([log_probs.shape[1]]))
-    best, table = tune_decoder(
+    result = tune_decoder(
         DecodingOptions(decoder="lexicon_free"),
         {"beam_width": [4, 8]},
         lambda options: build_decoder(options, char_tokenizer),
         [batch],
     )
-    assert table[0].wer == table[1].wer == 0
-    assert best.beam_width == 4
+    assert result.table[0].wer == result.table[1].wer == 0
+    assert result.options.beam_width == 4 and result.best is result.table[0]

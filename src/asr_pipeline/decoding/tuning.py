@@ -30,6 +30,21 @@ class GridPoint:
     cer: float
 
 
+@dataclass(frozen=True)
+class TuningResult:
+    options: DecodingOptions  # the base options with the best point's values
+    best: GridPoint
+    table: list[GridPoint]  # every point, in grid order
+
+    def report(self) -> dict[str, Any]:
+        """JSON-able: the chosen values, their dev WER/CER and the whole grid (percent, 3 decimals)."""
+        return {
+            "chosen": self.best.values,
+            "dev": {"wer": round(self.best.wer, 3), "cer": round(self.best.cer, 3)},
+            "grid": [{**p.values, "wer": round(p.wer, 3), "cer": round(p.cer, 3)} for p in self.table],
+        }
+
+
 def decode_texts(decoder: Decoder, batches: Sequence[BatchOutput]) -> list[str]:
     """The best hypothesis' text for every utterance of ``batches``, in order ("" when none survives)."""
     texts = []
@@ -57,8 +72,9 @@ def tune_decoder(
     make_decoder: Callable[[DecodingOptions], Decoder],
     batches: Sequence[BatchOutput],
     progress: Callable[[GridPoint], None] | None = None,
-) -> tuple[DecodingOptions, list[GridPoint]]:
-    """The options of the best grid point (``base`` with its values) and every point's WER/CER (percent)."""
+) -> TuningResult:
+    """The best grid point (lowest WER; ``base`` with its values as ``options``) and every point's WER/CER
+    (percent)."""
     references = [text for batch in batches for text in batch.texts]
     table: list[GridPoint] = []
     for values in grid_points(grid):
@@ -69,7 +85,7 @@ def tune_decoder(
         if progress is not None:
             progress(point)
     best = min(table, key=lambda point: (round(point.wer, 6), round(point.cer, 6)))  # min keeps the first tie
-    return dataclasses.replace(base, **_typed(best.values)), table
+    return TuningResult(dataclasses.replace(base, **_typed(best.values)), best, table)
 
 
 def _typed(values: Mapping[str, Any]) -> dict[str, Any]:

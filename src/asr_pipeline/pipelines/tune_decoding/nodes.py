@@ -39,14 +39,8 @@ def tune_decoding(
         def log_point(point, name=name):
             logger.info("tune %s %s: WER %.2f CER %.2f", name, point.values, point.wer, point.cer)
 
-        best, table = tune_decoder(
+        result = tune_decoder(
             settings.base_options(name), grid, lambda o: resources.build(o, tokenizer), batches, log_point
         )
-        tuned[name] = dataclasses.asdict(best)
-        chosen = next(p for p in table if all(getattr(best, k) == v for k, v in p.values.items()))
-        report[name] = {
-            "chosen": chosen.values,
-            "dev": {"wer": round(chosen.wer, 3), "cer": round(chosen.cer, 3)},
-            "grid": [{**p.values, "wer": round(p.wer, 3), "cer": round(p.cer, 3)} for p in table],
-        }
+        tuned[name], report[name] = dataclasses.asdict(result.options), result.report()
     return tuned, report
