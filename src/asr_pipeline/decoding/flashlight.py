@@ -105,7 +105,7 @@ class FlashlightDecoder:
             )
             unk = self.words.get_index(UNK_WORD)
             self.decoder = LexiconDecoder(
-                decoder_options, trie, self.lm, self.blank, self.blank, unk, [], False
+                decoder_options, trie, self.lm, self.silence, self.blank, unk, [], False
             )
         else:
             # The piece LM's vocabulary is the token names themselves.
