@@ -17,12 +17,14 @@ variants draw the same dropout and feature masks, and compiled ones too (``fallb
 eager's random ops), which makes their losses comparable step by step.
 
 Compiled variants: ``dynamic=True``, or the default (the first shape static, then one recompile to dynamic
-shapes), optionally with T padded to a multiple (bounded shapes, paid for in padded frames). Two workarounds
-are applied in this process only, both needed today and named in benchmarks/NOTES.md:
+shapes), optionally with T padded to a multiple (bounded shapes, paid for in padded frames). Three workarounds
+are applied in this process only, all needed today and named in benchmarks/NOTES.md:
 
 - inductor's stride sorting fails on this model with dynamic shapes ("cannot determine truth value of
   Relational", pytorch/pytorch#185510; fix in review, #185871): ``get_fill_order`` is given the graph's
   ShapeEnv, as that fix does. Without it every dynamic variant fails on its second batch shape.
+- ``layout_optimization`` is off: on, inductor specializes T on the Conv2d front end's layout check, so
+  every batch with a new padded length recompiles the model, ``dynamic=True`` or not.
 - ``...-gather`` variants swap ``RelPositionAttentionWeights``' ``as_strided`` relative shift (whose
   ``storage_offset()`` dynamo cannot trace: 2 graph breaks per layer, recompiles per stack width and
   "L['___stack0'] got deallocated" recompiles up to the recompile limit) for an equal ``gather``
@@ -338,8 +340,10 @@ def run(runners: list[Runner], shapes: list[BatchShape], repeats: int) -> None:
 
 
 # --- the tables ---------------------------------------------------------------------------------------
-def summarize(runner: Runner, eager: Runner, warmup: int, parity_steps: int) -> dict:
-    """Steady steps (past warm-up, no compile in them) against eager's steps on the same batches."""
+def summarize(runner: Runner, eager: Runner, reference: Runner, warmup: int, parity_steps: int) -> dict:
+    """Steady steps (past warm-up, no compile in them) against eager's steps on the same batches; losses
+    against ``reference``'s (padding changes the dropout draws, so padded variants compare with eager on
+    the same padding)."""
     steady = [
         (mine, base)
         for mine, base in zip(runner.records, eager.records, strict=True)
@@ -363,7 +367,7 @@ def summarize(runner: Runner, eager: Runner, warmup: int, parity_steps: int) -> 
         return [r[key] - rate * r["audio_sec"] for r in compiles]
 
     wall, cpu = compile_cost("seconds"), compile_cost("cpu_seconds")
-    first = zip(runner.records[:parity_steps], eager.records, strict=False)
+    first = zip(runner.records[:parity_steps], reference.records, strict=False)
     return {
         "variant": runner.variant.name,
         "threads": runner.threads,
@@ -473,6 +477,10 @@ def main() -> None:
         inductor_config.fallback_random = not args.inductor_random
         dynamo_config.recompile_limit = 64  # count recompiles rather than fall back to eager at 8
         inductor_config.compile_threads = 1  # the compiler runs as our child: its CPU time is counted
+        # With layout optimization inductor weighs channels-last for the front end's Conv2d and, doing so,
+        # pins T to the first batch's value (a guard from is_channels_last_contiguous_2d): every new T
+        # then recompiles the whole model (5-10 min each here). Off, T stays symbolic.
+        inductor_config.layout_optimization = False
     warnings.filterwarnings("ignore", message="Dynamo does not know how to trace")
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # mkldnn.flags()
     # The one expected graph break (Zipformer.forward's int(lengths.min())) and a CPU-only machine's CUDA
@@ -491,10 +499,18 @@ def main() -> None:
     rows = []
     for runner in runners:
         eager = next(r for r in runners if r.variant.name == "eager" and r.threads == runner.threads)
-        rows.append(summarize(runner, eager, args.warmup, args.parity_steps))
+        same_padding = [
+            r
+            for r in runners
+            if r.variant == Variant(r.variant.name, pad_multiple=runner.variant.pad_multiple)
+            and r.threads == runner.threads
+        ]
+        reference = same_padding[0] if same_padding else eager
+        rows.append(summarize(runner, eager, reference, args.warmup, args.parity_steps))
     print(f"\n{time.perf_counter() - started:.0f} s; load average now {os.getloadavg()[0]:.1f}. vs eager: "
           "step time over eager's on the same steady batches (< 1: faster); per pass: the same per pass; "
-          "p10-p90: spread of per-batch ratios; loss rel diff: max over the first steps, same seeds")  # fmt: skip
+          "p10-p90: spread of per-batch ratios; CPU-s: the same in CPU seconds; loss rel diff: max over the first "
+          "steps, same seeds, against eager with the same padding")  # fmt: skip
     print_tables(rows)
     print_projection(rows, steps_per_epoch, len(shapes))
     if args.json:
