@@ -95,6 +95,7 @@ VARIANTS = {
         Variant("flush-denormal", flush_denormal=True),
         Variant("mkldnn-off", mkldnn=False),
         Variant("channels-last", channels_last=True),
+        Variant("channels-last-flush-denormal", channels_last=True, flush_denormal=True),
         Variant("bf16-autocast", bf16=True),
         Variant("eager-pad64", pad_multiple=64),
         Variant("eager-pad16", pad_multiple=16),
