@@ -1,9 +1,26 @@
-"""Triton kernels for the ASR models, one file per op: reference, kernel(s), launcher, autograd.Function, module.
+"""Triton kernels for the ASR models, one file per op: reference, kernel(s), launcher, custom op, module.
 
-Each op falls back to its plain-PyTorch reference where Triton cannot run (see ``_dispatch.py``).
+Each op runs its Triton kernel or its plain-PyTorch reference by the rule in ``_dispatch.py``
+(``set_kernels("auto" | "reference" | "triton")``).
 """
 
-from asr_kernels._dispatch import triton_available
+from asr_kernels._dispatch import (
+    KERNEL_CHOICES,
+    count_calls,
+    kernels_choice,
+    set_kernels,
+    triton_available,
+    use_kernels,
+)
 from asr_kernels.glu import GLU, glu
 
-__all__ = ["GLU", "glu", "triton_available"]
+__all__ = [
+    "GLU",
+    "KERNEL_CHOICES",
+    "count_calls",
+    "glu",
+    "kernels_choice",
+    "set_kernels",
+    "triton_available",
+    "use_kernels",
+]

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
-from asr_kernels._dispatch import HAS_TRITON, triton_available
+from asr_kernels._dispatch import HAS_TRITON, use_triton
 
 # Dtypes the kernel handles; anything else (integers, complex) goes to the reference, which raises as
 # torch.sigmoid does.
@@ -185,31 +184,52 @@ def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
     return grad_h
 
 
-class GLUFunction(torch.autograd.Function):
-    """GLU over the last dim through the Triton kernels; saves only ``h`` for backward."""
+# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
+# it the output shapes) and differentiable through the registered backward, which saves only ``h``.
+@torch.library.custom_op("asr_kernels::glu", mutates_args=())
+def glu_kernel(h: Tensor) -> Tensor:
+    """GLU over the last dim through the Triton kernels (forward and backward); no dispatch, no checks."""
+    return _glu_forward(h)
 
-    @staticmethod
-    def forward(ctx, h: Tensor) -> Tensor:
-        _check_halvable(h, -1)
-        ctx.save_for_backward(h)
-        return _glu_forward(h)
 
-    @staticmethod
-    @once_differentiable  # the backward kernel is not itself differentiable; double backward raises
-    def backward(ctx, grad_out: Tensor) -> Tensor:
-        (h,) = ctx.saved_tensors
-        return _glu_backward(grad_out, h)
+@glu_kernel.register_fake
+def _(h: Tensor) -> Tensor:
+    return h.new_empty((*h.shape[:-1], h.shape[-1] // 2))
+
+
+@torch.library.custom_op("asr_kernels::glu_backward", mutates_args=())
+def _glu_backward_op(grad_out: Tensor, h: Tensor) -> Tensor:
+    return _glu_backward(grad_out, h)
+
+
+@_glu_backward_op.register_fake
+def _(grad_out: Tensor, h: Tensor) -> Tensor:
+    return torch.empty_like(h, memory_format=torch.contiguous_format)
+
+
+def _glu_setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+def _glu_kernel_backward(ctx, grad_out: Tensor) -> Tensor:
+    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
+    (h,) = ctx.saved_tensors
+    return _glu_backward_op(grad_out, h)
+
+
+glu_kernel.register_autograd(_glu_kernel_backward, setup_context=_glu_setup_context)
 
 
 def glu(h: Tensor, dim: int = -1) -> Tensor:
     """GLU, ``a * sigmoid(b)`` with ``a, b = h.chunk(2, dim)``: (..., 2C) -> (..., C) for the last dim.
 
-    Runs the fused kernel when ``triton_available(h)``, ``dim`` is the last dim and ``h`` is floating point;
-    otherwise ``glu_reference``. Raises ValueError when ``h`` has an odd size along ``dim``.
+    Runs the fused kernel when ``use_triton`` says so (``_dispatch``), ``dim`` is the last dim and ``h`` is
+    floating point; otherwise ``glu_reference``. Raises ValueError when ``h`` has an odd size along ``dim``.
     """
     dim = _check_halvable(h, dim)
-    if dim == h.ndim - 1 and h.dtype in _KERNEL_DTYPES and triton_available(h):
-        return GLUFunction.apply(h)
+    supported = dim == h.ndim - 1 and h.dtype in _KERNEL_DTYPES
+    if use_triton("glu", h, supported):
+        return glu_kernel(h)
     return glu_reference(h, dim)
 
 

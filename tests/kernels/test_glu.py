@@ -24,10 +24,14 @@ import torch.nn.functional as F  # noqa: E402
 from asr_kernels import (  # noqa: E402
     GLU,
     _dispatch,
+    count_calls,
     glu,
+    kernels_choice,
+    set_kernels,
     triton_available,
+    use_kernels,
 )
-from asr_kernels.glu import GLUFunction, glu_reference  # noqa: E402
+from asr_kernels.glu import glu_kernel, glu_reference  # noqa: E402
 
 # The module itself, for monkeypatching its tile sizes; `asr_kernels.glu` the attribute is the function.
 glu_module = importlib.import_module("asr_kernels.glu")
@@ -90,7 +94,7 @@ def output_and_input_grad(fn, h, grad_out):
 
 
 def assert_matches(fn_expected, h, grad_out, **tolerance):
-    out, grad_h = output_and_input_grad(GLUFunction.apply, h, grad_out)
+    out, grad_h = output_and_input_grad(glu_kernel, h, grad_out)
     expected_out, expected_grad_h = output_and_input_grad(fn_expected, h, grad_out)
     assert out.dtype == expected_out.dtype and grad_h.dtype == expected_grad_h.dtype
     torch.testing.assert_close(out, expected_out, **tolerance)
@@ -117,7 +121,7 @@ def test_half_precision_kernel_is_within_one_ulp_of_fp32_math(shape, dtype):
     # The kernel computes in fp32 and rounds once; so does this oracle. Two roundings of fp32 values a few fp32
     # ulp apart land at most one ulp of the dtype apart: eps relative, or eps * tiny among subnormals.
     h, grad_out = make_hidden(shape, dtype), make_grad_out(shape, dtype)
-    out, grad_h = output_and_input_grad(GLUFunction.apply, h, grad_out)
+    out, grad_h = output_and_input_grad(glu_kernel, h, grad_out)
     oracle_out, oracle_grad_h = output_and_input_grad(glu_reference, h.float(), grad_out.float())
     finfo = torch.finfo(dtype)
     one_ulp = {"rtol": finfo.eps, "atol": finfo.eps * finfo.tiny}
@@ -127,7 +131,7 @@ def test_half_precision_kernel_is_within_one_ulp_of_fp32_math(shape, dtype):
 
 def test_gradcheck_in_float64():
     h = make_hidden((2, 3, 2 * 5), torch.float64).requires_grad_()
-    assert torch.autograd.gradcheck(GLUFunction.apply, (h,))
+    assert torch.autograd.gradcheck(glu_kernel, (h,))
 
 
 def test_ragged_tiles_are_masked_at_every_edge(monkeypatch):
@@ -156,7 +160,7 @@ def test_strided_views_match_without_being_made_contiguous():
 def test_stride_zero_upstream_gradient_from_sum_matches():
     # .sum().backward() hands backward an expanded gradient whose strides are all 0.
     h = make_hidden((2, 5, 2 * 11)).requires_grad_()
-    GLUFunction.apply(h).sum().backward()
+    glu_kernel(h).sum().backward()
     h_reference = h.detach().requires_grad_()
     glu_reference(h_reference).sum().backward()
     torch.testing.assert_close(h.grad, h_reference.grad, **TOLERANCE_VS_EAGER[torch.float32])
@@ -170,7 +174,7 @@ def test_saturated_gates_give_finite_outputs_and_gradients(dtype):
     a = torch.tensor([[1.5, -2.0, 3.0, 0.5]], device=DEVICE, dtype=dtype)
     b = torch.tensor([[-1e4, -100.0, 100.0, 1e4]], device=DEVICE, dtype=dtype)
     h = torch.cat([a, b], dim=-1)
-    out, grad_h = output_and_input_grad(GLUFunction.apply, h, torch.ones_like(a))
+    out, grad_h = output_and_input_grad(glu_kernel, h, torch.ones_like(a))
     assert torch.isfinite(out).all() and torch.isfinite(grad_h).all()
     torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 3.0, 0.5]], device=DEVICE, dtype=dtype))
     torch.testing.assert_close(grad_h, torch.tensor([[0, 0, 1, 1, 0, 0, 0, 0]], device=DEVICE, dtype=dtype))
@@ -178,7 +182,7 @@ def test_saturated_gates_give_finite_outputs_and_gradients(dtype):
 
 def test_backward_saves_only_the_input_and_recomputes_the_gate():
     h = make_hidden((2, 3, 2 * 7)).requires_grad_()
-    out = GLUFunction.apply(h)
+    out = glu_kernel(h)
     saved = out.grad_fn.saved_tensors
     assert len(saved) == 1
     assert saved[0].data_ptr() == h.data_ptr() and saved[0].shape == h.shape
@@ -188,14 +192,14 @@ def test_double_backward_is_refused_rather_than_silently_wrong():
     # A gradient of the gradient (e.g. gradgradcheck, gradient penalties) must raise, not return zeros.
     h = make_hidden((1, 2, 2 * 3), torch.float64).requires_grad_()
     grad_out = make_grad_out(h.shape, torch.float64).requires_grad_()
-    (grad_h,) = torch.autograd.grad(GLUFunction.apply(h), h, grad_out, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiate twice"):
+    (grad_h,) = torch.autograd.grad(glu_kernel(h), h, grad_out, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"backward through asr_kernels.glu_backward.*no autograd formula"):
         grad_h.sum().backward()
 
 
 @pytest.mark.parametrize("shape", [(0, 2 * 4), (2, 0, 2 * 3), (3, 0)], ids=str)
 def test_empty_inputs_give_empty_outputs_and_gradients(shape):
-    out, grad_h = output_and_input_grad(GLUFunction.apply, make_hidden(shape), make_grad_out(shape))
+    out, grad_h = output_and_input_grad(glu_kernel, make_hidden(shape), make_grad_out(shape))
     assert out.shape == (*shape[:-1], shape[-1] // 2)
     assert grad_h.shape == shape
 
@@ -214,7 +218,41 @@ def test_odd_channels_are_rejected_with_the_shape_and_a_fix(monkeypatch, interpr
 def test_glu_runs_the_kernel_where_triton_can_run():
     h = make_hidden((2, 3, 2 * 5)).requires_grad_()
     assert triton_available(h)
-    assert type(glu(h).grad_fn).__name__ == "GLUFunctionBackward"
+    assert type(glu(h).grad_fn).__name__ == "GeneratedBackwardFor_asr_kernels_glu_defaultBackward"
+
+
+def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_cannot_run(monkeypatch):
+    h = make_hidden((2, 3, 2 * 5)).requires_grad_()
+    with use_kernels("reference"):
+        assert type(glu(h).grad_fn).__name__ == "MulBackward0"
+    with use_kernels("triton"):
+        assert "asr_kernels_glu" in type(glu(h).grad_fn).__name__
+        with pytest.raises(RuntimeError, match=r"glu.s kernel does not cover.*int64"):
+            glu(torch.zeros(2, 4, dtype=torch.int64, device=DEVICE))
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        with pytest.raises(
+            RuntimeError, match=r"glu cannot run its Triton kernel: the tensor is on cpu.*TRITON_INTERPRET"
+        ):
+            glu(torch.zeros(2, 4))
+    assert kernels_choice() == "auto"
+    with pytest.raises(ValueError, match="kernels must be one of auto, reference, triton, got 'cuda'"):
+        set_kernels("cuda")
+
+
+def test_calls_are_counted_on_both_paths():
+    h = make_hidden((2, 3, 2 * 5))
+    with count_calls() as calls:
+        glu(h)
+        with use_kernels("reference"):
+            GLU()(h)
+    assert calls == {"glu": 2}
+
+
+def test_the_kernel_path_compiles_without_a_graph_break():
+    h = make_hidden((2, 3, 2 * 5)).requires_grad_()
+    explanation = torch._dynamo.explain(lambda x: glu(2 * x) + 1)(h)
+    assert explanation.graph_break_count == 0
+    assert explanation.graph_count == 1
 
 
 def test_glu_falls_back_to_the_reference_on_cpu_without_the_interpreter(monkeypatch):
