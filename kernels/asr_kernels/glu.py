@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
 
 # Dtypes the kernel handles; anything else (integers, complex) goes to the reference, which raises as
@@ -245,3 +246,18 @@ class GLU(nn.Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+def bench_case(batch: int, seq_len: int, channels: int, heads: int, dtype: torch.dtype, device) -> BenchCase:
+    """The conv module's gate at the bench sizes: (B, T, 2C) -> (B, T, C)."""
+    h = torch.randn(batch, seq_len, 2 * channels, dtype=dtype, device=device, requires_grad=True)
+    out_bytes = h.numel() // 2 * h.element_size()
+    # forward: read h, write out; backward: read grad_out and h, write grad_h
+    return BenchCase(
+        "glu",
+        glu_reference,
+        glu_kernel,
+        (h,),
+        tensor_bytes(h) + out_bytes,
+        3 * tensor_bytes(h) + 2 * out_bytes,
+    )
