@@ -389,6 +389,14 @@ TRAIN_FLAGS: list[TrainFlag] = [
         ["f32", "bf16", "f16"],
     ),
     TrainFlag(
+        "--kernels",
+        "run.kernels",
+        str,
+        "the models' hot-spot ops: auto = Triton kernels on CUDA, PyTorch references elsewhere; reference "
+        "or triton forces one",
+        ["auto", "reference", "triton"],
+    ),
+    TrainFlag(
         "--mixed-precision",
         "run.precision",
         bool,

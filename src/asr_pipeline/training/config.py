@@ -237,6 +237,9 @@ class RunConfig:
     # f16 and bf16 run the forward pass under torch.autocast (CTC stays float32); f16 also scales the loss
     # with a GradScaler, whose state is checkpointed. Weights and optimizer state stay float32.
     precision: Literal["f32", "bf16", "f16"] = "f32"
+    # Whose code runs the models' hot-spot ops (asr_kernels): auto = the Triton kernels on CUDA, the
+    # PyTorch references elsewhere; reference or triton force one (triton on a CPU needs TRITON_INTERPRET=1).
+    kernels: Literal["auto", "reference", "triton"] = "auto"
     threads_per_rank: int | None = None  # CPU: torch threads per rank; None: max(1, cores // world size)
     checkpoint_every_steps: int | None = None  # extra mid-epoch checkpoints; one is always written per epoch
     resume_from: str | None = None  # a run dir whose checkpoint_latest to continue from (training.resume)

@@ -49,6 +49,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from asr_kernels import set_kernels
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
@@ -134,6 +135,7 @@ class Trainer:
         self.latest_scores: dict[str, Any] | None = None  # rank 0: the last validation's scores
         self.validated_step = -1  # the step of the last validation: an epoch end right after skips its own
         self.output_dir = Path(config.run.output_dir)
+        set_kernels(config.run.kernels)  # process-wide: every op the model calls follows it
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
         self.model, self.model_config = build_model_from_config(config, vocab_size)
