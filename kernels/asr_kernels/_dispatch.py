@@ -2,10 +2,11 @@
 
 The choice (``set_kernels`` / ``use_kernels``; ``train.run.kernels`` and ``--kernels`` in the trainer):
 
-* ``auto`` (default): the Triton kernel wherever Triton can run the tensor (``triton_available``): on a CUDA
-  device, or on the CPU when ``TRITON_INTERPRET=1`` asked for Triton's interpreter; the reference elsewhere.
+* ``auto`` (default): the Triton kernel on a CUDA device, the reference elsewhere (also on the CPU under
+  ``TRITON_INTERPRET=1``: the interpreter is for parity tests, ~1000x slower than the reference).
 * ``reference``: always the plain-PyTorch ``<op>_reference`` (what ``torch.compile`` then fuses itself).
-* ``triton``: always the kernel; a tensor Triton cannot run raises, naming the op, the device and the fix.
+* ``triton``: always the kernel, compiled on CUDA, interpreted on the CPU under ``TRITON_INTERPRET=1``; a
+  tensor Triton cannot run raises, naming the op, the device and the fix.
 
 Triton reads ``TRITON_INTERPRET`` when a kernel is decorated, i.e. when ``asr_kernels`` is imported, so set it
 before that import: a process that turns it on later has compiled kernels that cannot take CPU tensors.
@@ -102,7 +103,7 @@ def use_triton(op: str, tensor: Tensor, kernel_supports: bool = True) -> bool:
     if _choice == "reference":
         return False
     if _choice == "auto":
-        return kernel_supports and triton_available(tensor)
+        return kernel_supports and HAS_TRITON and tensor.is_cuda
     if not triton_available(tensor):
         reason = "Triton is not installed" if not HAS_TRITON else f"the tensor is on {tensor.device}"
         raise RuntimeError(

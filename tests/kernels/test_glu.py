@@ -234,7 +234,9 @@ def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_can
             RuntimeError, match=r"glu cannot run its Triton kernel: the tensor is on cpu.*TRITON_INTERPRET"
         ):
             glu(torch.zeros(2, 4))
-    assert kernels_choice() == "auto"
+    assert kernels_choice() == "triton", "use_kernels restores the previous choice (conftest: triton)"
+    with use_kernels("auto"):  # the reference on the CPU, even under the interpreter: it is for parity tests
+        assert type(glu(h).grad_fn).__name__ == "MulBackward0"
     with pytest.raises(ValueError, match="kernels must be one of auto, reference, triton, got 'cuda'"):
         set_kernels("cuda")
 
@@ -259,7 +261,8 @@ def test_glu_falls_back_to_the_reference_on_cpu_without_the_interpreter(monkeypa
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     h = make_hidden((2, 3, 2 * 5), device="cpu").requires_grad_()
     assert not triton_available(h)
-    out = glu(h)
+    with use_kernels("auto"):
+        out = glu(h)
     assert type(out.grad_fn).__name__ == "MulBackward0"  # glu_reference's a * sigmoid(b)
     torch.testing.assert_close(out, F.glu(h), rtol=0, atol=0)
 
@@ -276,6 +279,7 @@ def test_triton_is_unavailable_without_triton_or_on_other_devices(monkeypatch):
     assert not triton_available(make_hidden((1, 2)))
 
 
+@pytest.mark.kernels("auto")
 def test_other_dims_use_the_reference():
     h = make_hidden((3, 2 * 7, 5)).requires_grad_()
     out = glu(h, dim=1)

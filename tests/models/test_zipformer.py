@@ -16,7 +16,7 @@ from asr_pipeline.models.zipformer import (
 )
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
 from asr_pipeline.modules.swoosh import Swoosh, swoosh_l, swoosh_r
-from asr_pipeline.modules.zipformer_subsampling import SimpleDownsample
+from asr_kernels.pairwise_downsample import PairwiseDownsample
 from tests.models.ctc_steps import ctc_overfit_losses
 
 
@@ -84,10 +84,10 @@ def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(normalizat
 
 
 def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
-    # icefall pads a lone sequence to a multiple of the factor with copies of its last frame; in a batch
-    # the frames after a shorter utterance's end must not count instead.
+    # In a batch the frames after a shorter utterance's end must not count: a group averages only the
+    # real frames it holds, with the softmax weights renormalised over them (the same as the lone utterance).
     torch.manual_seed(0)
-    downsample = SimpleDownsample(4)
+    downsample = PairwiseDownsample(4)
     downsample.bias.data = torch.tensor([0.1, -0.3, 0.7, 0.2])
     x = torch.randn(2, 7, 3)
     x[1, 5:] = 1000.0  # padding of the second utterance (5 real frames)
@@ -95,10 +95,12 @@ def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
     out = downsample(x, torch.tensor([7, 5]))
 
     weights = downsample.bias.softmax(0)
-    lone = torch.cat([x[1, :5], x[1, 4:5].expand(3, 3)])  # 5 frames + 3 copies of the last -> 2 groups of 4
-    expected = (lone.view(2, 4, 3) * weights[None, :, None]).sum(1)
+    first = (x[1, :4] * weights[:, None]).sum(0)  # a full group
+    second = x[1, 4]  # one real frame: its weight renormalised to 1
     assert out.shape == (2, 2, 3)
-    torch.testing.assert_close(out[1], expected)
+    torch.testing.assert_close(out[1], torch.stack([first, second]))
+    alone = downsample(x[1:, :5], torch.tensor([5]))
+    torch.testing.assert_close(out[1], alone[0])
 
 
 def test_gradients_reach_every_parameter():

@@ -20,7 +20,13 @@ utterance needs at least 9 input frames (90 ms); shorter ones are refused with a
 
 Padding never leaks into real frames: the front end's time convs are valid convs (and its ConvNeXt reads
 zeros past each utterance's end), attention masks padded keys, convolution modules zero padded frames,
-and downsampling repeats each utterance's own last frame, as icefall does for a lone utterance.
+and downsampling (asr_kernels' PairwiseDownsample) averages each group of frames with softmax weights
+renormalised over the group's real frames. For factor 2 that is what icefall computes for a lone utterance
+(it repeats the last frame); a factor-4 or -8 group that straddles an utterance's end differs from icefall's
+repeat-the-last-frame rule, by design: only real frames are read.
+
+Hot-spot ops (SwooshL/R, the relative shift, masks from lengths, the downsampling) go through
+``asr_kernels``: Triton kernels where ``train.run.kernels`` says so, their PyTorch references elsewhere.
 
 Dimension legend: B batch, T input frames, F feature bins, T' frames at a stack's rate, D a stack's width,
 V vocabulary.
@@ -33,7 +39,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor, nn
 
-from asr_pipeline.modules.masks import padding_mask, utterance_normalize
+from asr_kernels.pairwise_downsample import PairwiseDownsample
+from asr_pipeline.modules.masks import utterance_normalize
 from asr_pipeline.modules.swoosh import SWOOSH_FORMS, Swoosh
 from asr_pipeline.modules.zipformer_blocks import (
     BiasNorm,
@@ -48,7 +55,6 @@ from asr_pipeline.modules.zipformer_blocks import (
 from asr_pipeline.modules.zipformer_subsampling import (
     MIN_INPUT_FRAMES,
     Conv2dSubsampling,
-    SimpleDownsample,
     convert_num_channels,
     downsampled_lengths,
     embed_output_lengths,
@@ -174,24 +180,24 @@ class ZipformerEncoderLayer(nn.Module):
         self.norm = BiasNorm(dim)
         self.bypass = Bypass(dim)
 
-    def forward(self, x: Tensor, pos_emb: Tensor, mask: Tensor) -> Tensor:
-        """x: (B, T', D); pos_emb: (2T'-1, pos_dim); mask: (B, T') bool, True at padding."""
+    def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
+        """x: (B, T', D); pos_emb: (2T'-1, pos_dim); lengths: (B,) real frames at this stack's rate."""
         orig = x
-        weights = self.self_attn_weights(x, pos_emb, mask)  # (B, H, T', T')
+        weights = self.self_attn_weights(x, pos_emb, lengths)  # (B, H, T', T')
         x = x + self.feed_forward1(x)
         x = x + self.nonlin_attention(x, weights[:, :1])
         x = x + self.self_attn1(x, weights)
-        x = x + self.conv_module1(x, mask)
+        x = x + self.conv_module1(x, lengths)
         x = x + self.feed_forward2(x)
         x = self.bypass_mid(orig, x)
         x = x + self.self_attn2(x, weights)
-        x = x + self.conv_module2(x, mask)
+        x = x + self.conv_module2(x, lengths)
         x = x + self.feed_forward3(x)
         return self.bypass(orig, self.norm(x))  # (B, T', D)
 
 
 class ZipformerStack(nn.Module):
-    """Layers run at 50 Hz / ``factor``: SimpleDownsample in, repeat-upsample out, and a learned
+    """Layers run at 50 Hz / ``factor``: PairwiseDownsample in, repeat-upsample out, and a learned
     per-channel Bypass between the stack's input and its upsampled output (icefall's
     DownsampledZipformer2Encoder; a factor-1 stack has none of the three, as in icefall)."""
 
@@ -199,7 +205,7 @@ class ZipformerStack(nn.Module):
         super().__init__()
         self.layers = layers
         self.factor, self.pos_dim = factor, pos_dim
-        self.downsample = SimpleDownsample(factor) if factor > 1 else None
+        self.downsample = PairwiseDownsample(factor) if factor > 1 else None
         self.out_combiner = Bypass(dim) if factor > 1 else None
 
     def forward(self, x: Tensor, lengths: Tensor, feature_mask: Tensor | None) -> Tensor:
@@ -208,10 +214,9 @@ class ZipformerStack(nn.Module):
         if self.downsample is not None:
             x = self.downsample(x, lengths)  # (B, ceil(T'/f), D)
             lengths = downsampled_lengths(lengths, self.factor)
-        mask = padding_mask(lengths, x.size(1))
         pos_emb = compact_relative_positions(x.size(1), self.pos_dim, x.device)  # (2T'-1, pos_dim)
         for layer in self.layers:
-            x = layer(x if feature_mask is None else x * feature_mask, pos_emb, mask)
+            x = layer(x if feature_mask is None else x * feature_mask, pos_emb, lengths)
         if feature_mask is not None:
             x = x * feature_mask
         if self.downsample is None:
@@ -314,7 +319,7 @@ def build_zipformer(config: ZipformerConfig) -> Zipformer:
     embed = Conv2dSubsampling(
         config.input_dim, config.encoder_dim[0], config.embed_channels, config.dropout, config.swoosh
     )
-    return Zipformer(config, embed, stacks, downsample_output=SimpleDownsample(2))
+    return Zipformer(config, embed, stacks, downsample_output=PairwiseDownsample(2))
 
 
 # Named sizes. S, M and L are icefall's LibriSpeech models (egs/librispeech/ASR/RESULTS.md, "zipformer

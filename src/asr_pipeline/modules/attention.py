@@ -10,8 +10,9 @@ per-head biases ("global content" and "global position" terms). Conformer and Sq
 attention unchanged; it lets a model trained on short utterances run on longer ones.
 
 Positions are laid out from r = T-1 down to -(T-1), so row i of the (T, 2T-1) position scores holds
-the distance i - j at column T-1-i+j. ``relative_shift`` moves them into (T, T) with one pad and two
-reshapes instead of a gather (Dai et al., appendix B).
+the distance i - j at column T-1-i+j. ``relative_shift`` (``asr_kernels.relative_shift``) moves them into (T, T): out[..., i, j] =
+scores[..., i, T-1-i+j]; its reference is Dai et al.'s pad-and-reshape (appendix B), its Triton kernel reads
+each element in place without the padded copy.
 
 Dimension legend: B batch, H heads, T frames, P = 2T - 1 relative positions, D model width,
 K = D / H head width.
@@ -24,6 +25,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from asr_kernels.relative_shift import relative_shift
 
 
 class RelativePositionalEncoding(nn.Module):
@@ -41,21 +44,6 @@ class RelativePositionalEncoding(nn.Module):
         angles = distances[:, None].float() * self.inverse_frequency[None, :]  # (P, D/2)
         # Interleave sin/cos so channel 2i is sin and 2i+1 is cos of the same frequency.
         return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, D)
-
-
-def relative_shift(position_scores: Tensor) -> Tensor:
-    """(..., T, 2T-1) scores indexed by relative position -> (..., T, T) indexed by key frame.
-
-    out[..., i, j] = position_scores[..., i, T-1-i+j]. A zero column on the left makes each row 2T long;
-    read as 2T rows of T and drop the first row, and every row has moved one further left than the one
-    before it, which is exactly the per-row offset -i we need.
-    """
-    *batch, length, positions = position_scores.shape
-    if positions != 2 * length - 1:
-        raise ValueError(f"expected 2T-1 = {2 * length - 1} positions for T = {length}, got {positions}")
-    padded = F.pad(position_scores, (1, 0))  # (..., T, 2T)
-    padded = padded.reshape(*batch, 2 * length, length)[..., 1:, :]  # (..., 2T-1, T)
-    return padded.reshape(*batch, length, positions)[..., :length]  # (..., T, T)
 
 
 class RelPositionMultiHeadAttention(nn.Module):

@@ -3,6 +3,10 @@
     True  = padding (ignore this frame)
     False = a real frame
 
+``padding_mask`` (lengths -> (B, T)) is ``asr_kernels.masks.padding_mask``: a Triton kernel where the
+kernels choice says so (``asr_kernels._dispatch``), the PyTorch reference elsewhere; it is re-exported here so
+models import every mask helper from one place.
+
 Dimension legend: B batch, T frames.
 """
 
@@ -11,19 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from asr_kernels.masks import padding_mask
 
-def padding_mask(lengths: Tensor, max_length: int | None = None) -> Tensor:
-    """(B,) int lengths -> (B, T) bool, True at padded frames.
-
-    ``max_length`` defaults to ``lengths.max()``; pass the padded tensor's T so the mask lines up with it
-    even when the longest example was cropped or the batch was padded further.
-    """
-    if lengths.dim() != 1:
-        raise ValueError(f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}")
-    if max_length is None:
-        max_length = int(lengths.max()) if lengths.numel() else 0
-    frames = torch.arange(max_length, device=lengths.device)  # (T,)
-    return frames[None, :] >= lengths[:, None]  # (B, T)
+__all__ = ["mask_padded_frames", "padding_mask", "utterance_normalize"]
 
 
 def mask_padded_frames(x: Tensor, mask: Tensor | None) -> Tensor:

@@ -18,7 +18,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from asr_pipeline.modules.masks import mask_padded_frames
+from asr_kernels.masks import attention_mask_4d
+from asr_kernels.relative_shift import relative_shift
+from asr_pipeline.modules.masks import mask_padded_frames, padding_mask
 
 
 def scaled_linear(in_features: int, out_features: int, initial_scale: float, bias: bool = True) -> nn.Linear:
@@ -110,9 +112,9 @@ class RelPositionAttentionWeights(nn.Module):
         self.in_proj = nn.Linear(dim, (2 * query_head_dim + pos_head_dim) * num_heads)
         self.linear_pos = scaled_linear(pos_dim, num_heads * pos_head_dim, 0.05, bias=False)
 
-    def forward(self, x: Tensor, pos_emb: Tensor, mask: Tensor) -> Tensor:
-        """x: (B, T, D); pos_emb: (2T-1, P); mask: (B, T). Returns (B, H, T, T) weights; rows sum to 1 over
-        the real frames, padded keys get weight exactly 0."""
+    def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
+        """x: (B, T, D); pos_emb: (2T-1, P); lengths: (B,) real frames. Returns (B, H, T, T) weights; rows
+        sum to 1 over the real frames, padded keys get weight exactly 0."""
         batch, frames, _ = x.shape
         heads, query_dim = self.num_heads, self.query_head_dim * self.num_heads
         projected = self.in_proj(x)  # (B, T, (2 dq + dp) H)
@@ -122,15 +124,13 @@ class RelPositionAttentionWeights(nn.Module):
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.query_head_dim)  # (B, H, T, T)
 
         pos = self.linear_pos(pos_emb).view(2 * frames - 1, heads, -1).permute(1, 2, 0)  # (H, dp, 2T-1)
-        pos_scores = torch.matmul(p, pos.unsqueeze(0)).contiguous()  # (B, H, T, 2T-1); index = offset + T-1
-        # Row i, column j reads relative index (T-1) + j - i, i.e. offset j - i: a strided view, no copy.
-        s0, s1, s2, s3 = pos_scores.stride()
-        pos_scores = pos_scores.as_strided(
-            (batch, heads, frames, frames),
-            (s0, s1, s2 - s3, s3),
-            pos_scores.storage_offset() + s3 * (frames - 1),
-        )
-        scores = (scores + pos_scores).masked_fill(mask[:, None, None, :], float("-inf"))
+        pos_scores = torch.matmul(p, pos.unsqueeze(0))  # (B, H, T, 2T-1); index = offset + T-1
+        # Row i, column j needs relative index (T-1) + j - i, i.e. offset j - i: the Transformer-XL shift's
+        # column T-1-i+j (asr_kernels.relative_shift; there the column means distance i - j, here offset j - i).
+        scores = scores + relative_shift(pos_scores)
+        # Additive 0 / finfo.min over padded keys (B, 1, T, T): a padded key's weight underflows to exactly 0,
+        # and a zero-length example's row averages instead of giving NaN.
+        scores = scores + attention_mask_4d(lengths, frames, 1, scores.dtype)
         return scores.softmax(dim=-1)
 
 
@@ -198,9 +198,9 @@ class ConvolutionModule(nn.Module):
         self.activation = activation
         self.out_proj = scaled_linear(dim, dim, 0.05)
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        """x: (B, T, D); mask: (B, T)."""
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """x: (B, T, D); lengths: (B,) real frames."""
         values, gate = self.in_proj(x).chunk(2, dim=-1)  # 2 x (B, T, D)
-        x = mask_padded_frames(values * gate.sigmoid(), mask)
+        x = mask_padded_frames(values * gate.sigmoid(), padding_mask(lengths, x.size(1)))
         x = self.depthwise_conv(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D)
         return self.out_proj(self.activation(x))

@@ -104,32 +104,6 @@ class Conv2dSubsampling(nn.Module):
         return self.dropout(self.out_norm(x)), out_lengths
 
 
-class SimpleDownsample(nn.Module):
-    """Each output frame is a softmax-weighted average of ``factor`` consecutive input frames (icefall's
-    SimpleDownsample): ``factor`` parameters, learned.
-
-    icefall pads a sequence to a multiple of ``factor`` by repeating its last frame. In a padded batch the
-    frames after an utterance's end are not its last frame but padding, so every frame past each
-    utterance's length is replaced by that utterance's last real frame: a group that straddles the end of
-    an utterance then averages the same values batched as alone.
-    """
-
-    def __init__(self, factor: int) -> None:
-        super().__init__()
-        self.factor = factor
-        self.bias = nn.Parameter(torch.zeros(factor))
-
-    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
-        """x: (B, T, D); lengths: (B,) real frames. Returns (B, ceil(T / factor), D)."""
-        batch, frames, dim = x.shape
-        out_frames = -(-frames // self.factor)
-        positions = torch.arange(out_frames * self.factor, device=x.device)
-        source = torch.minimum(positions[None, :], (lengths - 1).clamp_min(0)[:, None])  # (B, T'')
-        x = x.gather(1, source.unsqueeze(-1).expand(-1, -1, dim))  # (B, T'', D), T'' = factor * ceil(T/f)
-        weights = self.bias.softmax(dim=0).to(x.dtype)  # (factor,)
-        return torch.einsum("btfd,f->btd", x.view(batch, out_frames, self.factor, dim), weights)
-
-
 def upsample(x: Tensor, factor: int, num_frames: int) -> Tensor:
     """(B, T/f, D) -> (B, T, D): each frame repeated ``factor`` times, cut to ``num_frames`` (icefall's
     SimpleUpsample)."""
