@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_kernels.masks import attention_mask_4d
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.modules.zipformer_blocks import RelPositionAttentionWeights
 from asr_pipeline.training.checkpoint import build_model_from_config
@@ -195,7 +196,7 @@ class GatherRelPositionAttentionWeights(RelPositionAttentionWeights):
     """The same weights with the relative shift as a ``gather`` instead of ``as_strided``, which dynamo
     cannot trace (it reads ``storage_offset()``)."""
 
-    def forward(self, x: Tensor, pos_emb: Tensor, mask: Tensor) -> Tensor:
+    def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
         batch, frames, _ = x.shape
         heads, query_dim = self.num_heads, self.query_head_dim * self.num_heads
         projected = self.in_proj(x)  # (B, T, (2 dq + dp) H)
@@ -208,7 +209,7 @@ class GatherRelPositionAttentionWeights(RelPositionAttentionWeights):
         rows = torch.arange(frames, device=x.device)
         offsets = (frames - 1) + rows[None, :] - rows[:, None]  # (T, T): row i, column j reads j - i
         pos_scores = pos_scores.gather(-1, offsets.expand(batch, heads, frames, frames))  # (B, H, T, T)
-        scores = (scores + pos_scores).masked_fill(mask[:, None, None, :], float("-inf"))
+        scores = scores + pos_scores + attention_mask_4d(lengths, frames, 1, scores.dtype)
         return scores.softmax(dim=-1)
 
 

@@ -77,6 +77,7 @@ REFERENCE_FLAGS = [
     ("--device-index", "0"),
     ("--device-indices", "unset"),
     ("--precision", "f32"),
+    ("--kernels", "auto"),
     ("--mixed-precision", "off"),
     ("--output-dir", "runs/asr"),
     ("--init-from", "unset"),
@@ -144,6 +145,7 @@ def test_every_reference_flag_is_in_help_with_its_stated_default(
         ("run.device_index", 0),
         ("run.device_indices", []),
         ("run.precision", "f32"),
+        ("run.kernels", "auto"),
         ("run.log_every", 10),
         ("run.seed", 0),
         ("run.dry_run", False),
@@ -239,6 +241,10 @@ def test_unavailable_or_conflicting_architectures_exit_2_before_anything_runs(
 )
 def test_mixed_precision_means_f16_unless_precision_is_given(shard, flags, precision):
     assert train_config(shard, *flags).run.precision == precision
+
+
+def test_kernels_flag_reaches_the_run_section(shard):
+    assert train_config(shard, "--kernels", "reference").run.kernels == "reference"
 
 
 def test_mixed_precision_overrides_a_config_files_precision(shard, tmp_path):

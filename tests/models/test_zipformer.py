@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from asr_kernels.pairwise_downsample import PairwiseDownsample
+from asr_kernels.swoosh import Swoosh, swoosh_l, swoosh_r
 from asr_pipeline.models.zipformer import (
     SIZES,
     Zipformer,
@@ -15,8 +17,6 @@ from asr_pipeline.models.zipformer import (
     zipformer_tiny,
 )
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
-from asr_pipeline.modules.swoosh import Swoosh, swoosh_l, swoosh_r
-from asr_kernels.pairwise_downsample import PairwiseDownsample
 from tests.models.ctc_steps import ctc_overfit_losses
 
 

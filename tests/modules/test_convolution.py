@@ -2,7 +2,6 @@ import pytest
 import torch
 
 from asr_pipeline.modules.convolution import ConvolutionModule
-from asr_pipeline.modules.masks import padding_mask
 
 
 def test_swish_gate_keeps_the_expanded_width_through_the_depthwise_conv():
@@ -29,7 +28,7 @@ def test_padded_batch_matches_each_example_alone_in_eval_mode(use_glu):
     x[1, 5:] = 1e3
 
     with torch.no_grad():
-        batched = conv(x, padding_mask(lengths, 11))
+        batched = conv(x, lengths)
         alone = conv(x[1:, :5])
 
     torch.testing.assert_close(batched[1, :5], alone[0])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from asr_kernels.residual_add_mask import residual_add_mask_time
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
@@ -101,8 +102,11 @@ class ScaledResidual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(d_model)
 
-    def forward(self, x: Tensor, *args: Tensor | None) -> Tensor:
-        return self.norm(x + self.dropout(self.module(x * self.scale + self.bias, *args)))  # (B, T, D)
+    def forward(self, x: Tensor, lengths: Tensor, *args: Tensor | None) -> Tensor:
+        """x: (B, T, D); lengths: (B,) real frames; ``args`` go to the module after its input. The residual
+        sum zeroes padded frames in the same kernel (asr_kernels' ResidualAddMaskTime)."""
+        branch = self.dropout(self.module(x * self.scale + self.bias, *args)).to(x.dtype)
+        return self.norm(residual_add_mask_time(x, branch, lengths))  # (B, T, D)
 
 
 class SqueezeformerBlock(nn.Module):
@@ -118,10 +122,11 @@ class SqueezeformerBlock(nn.Module):
         self.conv = ScaledResidual(conv, d, p)
         self.conv_ff = ScaledResidual(FeedForward(d, config.ff_expansion, p), d, p)
 
-    def forward(self, x: Tensor, pos_emb: Tensor, mask: Tensor) -> Tensor:
-        """x: (B, T, D); pos_emb: (2T-1, D); mask: (B, T) bool, True at padding."""
-        x = self.attention_ff(self.attention(x, pos_emb, mask))
-        return self.conv_ff(self.conv(x, mask))
+    def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
+        """x: (B, T, D); pos_emb: (2T-1, D); lengths: (B,) real frames."""
+        mask = padding_mask(lengths, x.size(1))  # (B, T) key padding for the attention
+        x = self.attention_ff(self.attention(x, lengths, pos_emb, mask), lengths)
+        return self.conv_ff(self.conv(x, lengths, lengths), lengths)
 
 
 class Squeezeformer(nn.Module):
@@ -161,17 +166,17 @@ class Squeezeformer(nn.Module):
             features = utterance_normalize(features, feature_lengths)  # (B, T, F)
         x, lengths = self.subsampling(features, feature_lengths)  # (B, T/4, D)
         x = self.input_norm(self.input_dropout(x))
-        pos_emb, mask = self.positions(x.size(1)), padding_mask(lengths, x.size(1))
+        pos_emb = self.positions(x.size(1))
         skip = None
         for index, block in enumerate(self.blocks):
             if index == self.config.time_reduce_idx:
-                skip = (x, lengths, pos_emb, mask)
+                skip = (x, lengths, pos_emb)
                 x, lengths = self.time_reduction(x, lengths)  # (B, T/8, D)
-                pos_emb, mask = self.positions(x.size(1)), padding_mask(lengths, x.size(1))
+                pos_emb = self.positions(x.size(1))
             if index == self.config.time_recover_idx:
-                skip_x, lengths, pos_emb, mask = skip
+                skip_x, lengths, pos_emb = skip
                 x = self.time_recovery(x, skip_x)  # (B, T/4, D)
-            x = block(x, pos_emb, mask)
+            x = block(x, pos_emb, lengths)
         # float32 log-probs even under bf16/fp16 autocast: CTC sums probabilities over many alignments.
         return self.output(x).float().log_softmax(dim=-1), lengths  # (B, T', V), (B,)
 

@@ -34,8 +34,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from asr_kernels.glu import glu
+from asr_kernels.mask_time import mask_time
+from asr_kernels.masks import attention_mask_4d
+from asr_kernels.residual_add_mask import residual_add_mask_time
 from asr_pipeline.modules.attention import RelativePositionalEncoding, relative_shift
-from asr_pipeline.modules.masks import mask_padded_frames, padding_mask
 
 # HF's ACT2FN names we implement (gelu_new is the tanh approximation, as is gelu_pytorch_tanh).
 ACTIVATIONS = {
@@ -235,9 +238,9 @@ class SelfAttention(nn.Module):
             self.left, self.right = config.left_max_position_embeddings, config.right_max_position_embeddings
             self.distance_embedding = nn.Embedding(self.left + self.right + 1, self.head_size)
 
-    def forward(self, x: Tensor, mask: Tensor, positions: Tensor | tuple[Tensor, Tensor] | None) -> Tensor:
-        """x: (B, T, D); mask: (B, T) bool, True at padding; positions: rotary (cos, sin), relative
-        sinusoids (2T-1, D), otherwise None. Returns (B, T, D)."""
+    def forward(self, x: Tensor, lengths: Tensor, positions: Tensor | tuple[Tensor, Tensor] | None) -> Tensor:
+        """x: (B, T, D); lengths: (B,) real frames; positions: rotary (cos, sin), relative sinusoids (2T-1, D),
+        otherwise None. Returns (B, T, D)."""
         length = x.size(1)
         query_key_input = x
         if self.position_embeddings_type == "rotary":
@@ -256,11 +259,10 @@ class SelfAttention(nn.Module):
             distance = (frames[None, :] - frames[:, None]).clamp(-self.left, self.right) + self.left  # (T, T)
             per_distance = q @ self.distance_embedding.weight.to(q.dtype).T  # (B, H, T, L+R+1)
             bias = per_distance.gather(-1, distance.expand(*q.shape[:2], length, length)) * self.scaling
-        if bias is None:
-            attn_mask = ~mask[:, None, None, :]  # (B, 1, 1, T) True = attend
-        else:
-            # finfo.min, not -inf: a fully padded row (a zero-length example) averages instead of NaN.
-            attn_mask = bias.masked_fill(mask[:, None, None, :], torch.finfo(bias.dtype).min).to(q.dtype)
+        # Additive 0 / finfo.min over padded keys (finfo.min, not -inf: a fully padded row, a zero-length
+        # example, averages instead of giving NaN), built from the lengths in one kernel (asr_kernels).
+        key_mask = attention_mask_4d(lengths, length, 1, q.dtype)  # (B, 1, T, T)
+        attn_mask = key_mask if bias is None else (bias.to(q.dtype) + key_mask)
         context = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0, scale=self.scaling
         )  # (B, H, T, K)
@@ -277,17 +279,17 @@ class ConvolutionModule(nn.Module):
         super().__init__()
         d, kernel = config.d_model, config.conv_depthwise_kernel_size
         self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
-        self.pointwise_conv1 = nn.Conv1d(d, 2 * d, kernel_size=1, bias=False)
-        self.glu = nn.GLU(dim=1)
+        self.pointwise_conv1 = nn.Conv1d(d, 2 * d, kernel_size=1, bias=False)  # HF's weight shape (2D, D, 1)
         self.depthwise_conv = nn.Conv1d(d, d, kernel, groups=d, bias=False)
         self.depthwise_layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.activation = ACTIVATIONS[config.hidden_act]()
         self.pointwise_conv2 = nn.Conv1d(d, d, kernel_size=1, bias=False)
         self.dropout = nn.Dropout(config.rate("conformer_conv_dropout"))
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        x = mask_padded_frames(self.layer_norm(x), mask).transpose(1, 2)  # (B, D, T)
-        x = self.glu(self.pointwise_conv1(x))  # (B, D, T)
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        x = mask_time(self.layer_norm(x), lengths)  # (B, T, D)
+        # The pointwise conv as the Linear it is, channels last, so the GLU runs over the last dim (asr_kernels).
+        x = glu(F.linear(x, self.pointwise_conv1.weight.squeeze(-1))).transpose(1, 2)  # (B, D, T)
         x = self.depthwise_conv(F.pad(x, (self.depthwise_conv.kernel_size[0] - 1, 0)))  # (B, D, T)
         x = self.activation(self.depthwise_layer_norm(x.transpose(1, 2)))  # (B, T, D)
         return self.dropout(self.pointwise_conv2(x.transpose(1, 2)).transpose(1, 2))  # (B, T, D)
@@ -307,11 +309,18 @@ class ConformerLayer(nn.Module):
         self.ffn2 = FeedForward(config, d, config.hidden_act)
         self.final_layer_norm = nn.LayerNorm(d, eps=eps)
 
-    def forward(self, x: Tensor, mask: Tensor, positions: Tensor | tuple[Tensor, Tensor] | None) -> Tensor:
-        x = x + 0.5 * self.ffn1(self.ffn1_layer_norm(x))
-        x = x + self.self_attn_dropout(self.self_attn(self.self_attn_layer_norm(x), mask, positions))
-        x = x + self.conv_module(x, mask)
-        x = x + 0.5 * self.ffn2(self.ffn2_layer_norm(x))
+    def forward(self, x: Tensor, lengths: Tensor, positions: Tensor | tuple[Tensor, Tensor] | None) -> Tensor:
+        """x: (B, T, D); lengths: (B,) real frames. Each residual sum zeroes padded frames (one kernel)."""
+
+        def residual(x: Tensor, branch: Tensor, scale: float = 1.0) -> Tensor:
+            return residual_add_mask_time(x, branch.to(x.dtype), lengths, scale)
+
+        x = residual(x, self.ffn1(self.ffn1_layer_norm(x)), 0.5)
+        x = residual(
+            x, self.self_attn_dropout(self.self_attn(self.self_attn_layer_norm(x), lengths, positions))
+        )
+        x = residual(x, self.conv_module(x, lengths))
+        x = residual(x, self.ffn2(self.ffn2_layer_norm(x)), 0.5)
         return self.final_layer_norm(x)  # (B, T, D)
 
 
@@ -327,16 +336,16 @@ class Encoder(nn.Module):
         self.dropout = nn.Dropout(config.rate("hidden_dropout"))
         self.layers = layers
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        x = self.dropout(mask_padded_frames(x, mask))  # (B, T, D)
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        x = self.dropout(mask_time(x, lengths))  # (B, T, D)
         positions = None if self.embed_positions is None else self.embed_positions(x.size(1))
         for layer in self.layers:
             if self.training and self.config.layerdrop > 0 and float(torch.rand(())) < self.config.layerdrop:
                 continue  # LayerDrop (Fan et al., 2019)
             if self.training and self.config.activation_checkpointing:
-                x = checkpoint(layer, x, mask, positions, use_reentrant=False)
+                x = checkpoint(layer, x, lengths, positions, use_reentrant=False)
             else:
-                x = layer(x, mask, positions)
+                x = layer(x, lengths, positions)
         return x
 
 
@@ -354,7 +363,6 @@ class AdapterLayer(nn.Module):
         self.kernel_size, self.stride = kernel, stride
         self.residual_layer_norm = nn.LayerNorm(width, eps=eps)
         self.residual_conv = nn.Conv1d(width, 2 * width, kernel, stride=stride, padding=stride // 2)
-        self.activation = nn.GLU(dim=1)
         self.self_attn_layer_norm = nn.LayerNorm(width, eps=eps)
         self.self_attn_conv = nn.Conv1d(width, 2 * width, kernel, stride=stride, padding=stride // 2)
         self.self_attn = SelfAttention(config, width, position_embeddings_type=None)
@@ -363,15 +371,13 @@ class AdapterLayer(nn.Module):
         self.ffn = FeedForward(config, width, config.adapter_act)
 
     def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        mask = padding_mask(lengths, x.size(1))
-
-        def pool(norm: nn.Module, conv: nn.Module) -> Tensor:  # (B, T, D) -> (B, T/stride, D)
-            return self.activation(conv(mask_padded_frames(norm(x), mask).transpose(1, 2))).transpose(1, 2)
+        def pool(norm: nn.Module, conv: nn.Module) -> Tensor:  # (B, T, D) -> (B, T/stride, D), GLU last
+            return glu(conv(mask_time(norm(x), lengths).transpose(1, 2)).transpose(1, 2))
 
         residual = pool(self.residual_layer_norm, self.residual_conv)
         hidden = pool(self.self_attn_layer_norm, self.self_attn_conv)
         lengths = adapter_output_lengths(lengths, self.kernel_size, self.stride)
-        hidden = self.self_attn(hidden, padding_mask(lengths, hidden.size(1)), None)
+        hidden = self.self_attn(hidden, lengths, None)
         x = self.self_attn_dropout(hidden) + residual
         return x + self.ffn(self.ffn_layer_norm(x)), lengths  # (B, T', D)
 
@@ -432,7 +438,7 @@ class W2VBertModel(nn.Module):
         x = self.feature_projection(features)  # (B, T, D)
         if self.training and self.config.apply_spec_augment and self.config.has_masked_spec_embed:
             x = self.mask_hidden_states(x, lengths)
-        x = self.encoder(x, padding_mask(lengths, x.size(1)))  # (B, T, D)
+        x = self.encoder(x, lengths)  # (B, T, D)
         if self.intermediate_ffn is not None:
             x = x + 0.5 * self.intermediate_ffn(x)
         if self.adapter is not None:

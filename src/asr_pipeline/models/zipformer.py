@@ -11,7 +11,7 @@ What makes it a Zipformer, and where it lives:
            non-linear attention; 3 feed-forwards, 2 convolution modules, a
            mid-layer bypass                                                       -> ZipformerEncoderLayer
     micro  BiasNorm, SwooshL/SwooshR                                              -> modules/zipformer_blocks.py,
-                                                                                     modules/swoosh.py
+                                                                                     asr_kernels/swoosh.py
 
 Frame rates with 10 ms features: Conv2dSubsampling takes T frames to (T-7)//2 at 20 ms (50 Hz); stack i
 runs at 20 ms x downsampling_factor[i] (20, 40, 80, 160, 80, 40 ms by default), each stack's output is
@@ -40,8 +40,9 @@ import torch
 from torch import Tensor, nn
 
 from asr_kernels.pairwise_downsample import PairwiseDownsample
+from asr_kernels.residual_add_mask import residual_add_mask_time
+from asr_kernels.swoosh import SWOOSH_FORMS, Swoosh
 from asr_pipeline.modules.masks import utterance_normalize
-from asr_pipeline.modules.swoosh import SWOOSH_FORMS, Swoosh
 from asr_pipeline.modules.zipformer_blocks import (
     BiasNorm,
     Bypass,
@@ -184,15 +185,19 @@ class ZipformerEncoderLayer(nn.Module):
         """x: (B, T', D); pos_emb: (2T'-1, pos_dim); lengths: (B,) real frames at this stack's rate."""
         orig = x
         weights = self.self_attn_weights(x, pos_emb, lengths)  # (B, H, T', T')
-        x = x + self.feed_forward1(x)
-        x = x + self.nonlin_attention(x, weights[:, :1])
-        x = x + self.self_attn1(x, weights)
-        x = x + self.conv_module1(x, lengths)
-        x = x + self.feed_forward2(x)
+
+        def residual(x: Tensor, branch: Tensor) -> Tensor:  # x + branch, padded frames zeroed (one kernel)
+            return residual_add_mask_time(x, branch.to(x.dtype), lengths)
+
+        x = residual(x, self.feed_forward1(x))
+        x = residual(x, self.nonlin_attention(x, weights[:, :1]))
+        x = residual(x, self.self_attn1(x, weights))
+        x = residual(x, self.conv_module1(x, lengths))
+        x = residual(x, self.feed_forward2(x))
         x = self.bypass_mid(orig, x)
-        x = x + self.self_attn2(x, weights)
-        x = x + self.conv_module2(x, lengths)
-        x = x + self.feed_forward3(x)
+        x = residual(x, self.self_attn2(x, weights))
+        x = residual(x, self.conv_module2(x, lengths))
+        x = residual(x, self.feed_forward3(x))
         return self.bypass(orig, self.norm(x))  # (B, T', D)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from asr_kernels import GLU
-from asr_pipeline.modules.masks import mask_padded_frames
+from asr_kernels.mask_time import mask_channel_time
 
 
 class ConvolutionModule(nn.Module):
@@ -46,12 +46,13 @@ class ConvolutionModule(nn.Module):
         self.activation = nn.SiLU()
         self.pointwise_out = nn.Linear(channels, d_model)
 
-    def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """x: (B, T, D); padding_mask: (B, T) bool, True at padding. Returns (B, T, D)."""
-        hidden = self.gate(self.pointwise_in(x))  # (B, T, C)
+    def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """x: (B, T, D); lengths: (B,) real frames (None: no padding). Returns (B, T, D)."""
+        hidden = self.gate(self.pointwise_in(x)).transpose(1, 2)  # (B, C, T)
         # Padded frames must be zero before the depthwise conv reaches across them (see masks.py).
-        hidden = mask_padded_frames(hidden, padding_mask)
-        hidden = self.depthwise(hidden.transpose(1, 2))  # (B, C, T)
+        if lengths is not None:
+            hidden = mask_channel_time(hidden, lengths)
+        hidden = self.depthwise(hidden)  # (B, C, T)
         # BatchNorm in training mode also counts padded frames in its batch statistics, as Conformer and
         # Squeezeformer do; in eval mode it is a per-channel affine map and padding cannot leak.
         hidden = self.activation(self.norm(hidden)).transpose(1, 2)  # (B, T, C)

@@ -18,9 +18,9 @@ import math
 import torch
 from torch import Tensor, nn
 
+from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.relative_shift import relative_shift
-from asr_pipeline.modules.masks import mask_padded_frames, padding_mask
 
 
 def scaled_linear(in_features: int, out_features: int, initial_scale: float, bias: bool = True) -> nn.Linear:
@@ -201,6 +201,6 @@ class ConvolutionModule(nn.Module):
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
         """x: (B, T, D); lengths: (B,) real frames."""
         values, gate = self.in_proj(x).chunk(2, dim=-1)  # 2 x (B, T, D)
-        x = mask_padded_frames(values * gate.sigmoid(), padding_mask(lengths, x.size(1)))
+        x = mask_time(values * gate.sigmoid(), lengths)
         x = self.depthwise_conv(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D)
         return self.out_proj(self.activation(x))

@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from asr_kernels.swoosh import Swoosh
 from asr_pipeline.modules.masks import mask_padded_frames, padding_mask
-from asr_pipeline.modules.swoosh import Swoosh
 from asr_pipeline.modules.zipformer_blocks import BiasNorm
 
 MIN_INPUT_FRAMES = 9  # (9 - 7) // 2 = 1 frame at 50 Hz
