@@ -84,10 +84,10 @@ def attention_mask_4d_reference(
     max_length = _resolve_max_length("attention_mask_4d", lengths, max_length)
     _check_num_heads(num_heads)
     padded = _frames(lengths, max_length)[None, :] >= lengths[:, None]  # (B, T)
-    mask = torch.zeros(
-        (lengths.shape[0], num_heads, max_length, max_length), dtype=dtype, device=lengths.device
-    )
-    return mask.masked_fill(padded[:, None, None, :], torch.finfo(dtype).min)  # (B, H, T, T)
+    row = torch.zeros((lengths.shape[0], 1, 1, max_length), dtype=dtype, device=lengths.device)
+    row = row.masked_fill(padded[:, None, None, :], torch.finfo(dtype).min)  # (B, 1, 1, T)
+    # A broadcast view: what eager code adds to (B, H, T, T) scores costs no (B, H, T, T) write of its own.
+    return row.expand(-1, num_heads, max_length, -1)  # (B, H, T, T)
 
 
 if HAS_TRITON:

@@ -76,7 +76,9 @@ def residual_add_mask_time_reference(
     _check_inputs(x, y, lengths, scale)
     frames = torch.arange(x.shape[1], device=x.device)  # (T,)
     padding = frames[None, :] >= lengths.to(x.device)[:, None]  # (B, T)
-    return (x + scale * y).masked_fill(padding[:, :, None], 0.0)
+    # A Python scale rides in torch.add's alpha: one elementwise pass fewer than x + scale * y.
+    total = x + scale * y if isinstance(scale, Tensor) else torch.add(x, y, alpha=scale)
+    return total.masked_fill(padding[:, :, None], 0.0)
 
 
 def _output_dtype(x: Tensor, y: Tensor, scale: Tensor) -> torch.dtype:

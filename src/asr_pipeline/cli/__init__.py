@@ -1,8 +1,9 @@
 """``asr-pipeline``: the command line, a thin layer over the library functions the Kedro nodes call.
 
 Subcommands mirror the reference Rust trainer (``tokenizer``, ``extract-features``, ``train``, same flag
-names and defaults) plus ``index`` and ``decode``; each lives in its own module here. Each reads its paths
-from flags, calls what the stage's node calls, and prints a JSON summary on stdout (progress goes to stderr).
+names and defaults) plus ``index``, ``decode`` and ``kernel-bench``; each lives in its own module here. Each
+reads its paths from flags, calls what the stage's node calls, and prints a JSON summary on stdout (progress
+goes to stderr); ``kernel-bench`` prints its table there instead, and writes the JSON to ``--json``.
 
 Exit status: 0 done; 2 a usage error (an unknown flag, a bad combination, an input path that does not
 exist), printed as one line; 1 the library rejected the input (bad records in ``--strict`` mode, a
@@ -17,14 +18,14 @@ import sys
 
 import click
 
-from asr_pipeline.cli import decode, extract_features, index, tokenizer, train
+from asr_pipeline.cli import decode, extract_features, index, kernel_bench, tokenizer, train
 from asr_pipeline.cli.common import LIBRARY_ERRORS, PROG, UsageError
 from asr_pipeline.cli.train import train_config_from_args
 
 __all__ = ["build_parser", "cli", "main", "train_config_from_args"]
 
 # In the order `asr-pipeline --help` lists them.
-COMMANDS = (tokenizer, extract_features, index, train, decode)
+COMMANDS = (tokenizer, extract_features, index, train, decode, kernel_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
