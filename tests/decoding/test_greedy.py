@@ -46,3 +46,10 @@ def test_blank_id_is_configurable():
 def test_lengths_longer_than_the_frames_are_rejected():
     with pytest.raises(ValueError, match=r"lengths must lie in \[0, T=3\]"):
         greedy_decode(one_hot_log_probs([[1, 2, 3]]), lengths_of(4))
+
+
+def test_per_token_posteriors_keep_repeats_when_not_collapsed():
+    # A Paraformer decoder's (B, U, V): one position per token, so "l l" in "hello" stays two tokens.
+    log_probs = one_hot_log_probs([[1, 1, 2, 3], [4, 4, 4, 0]])
+    assert greedy_decode(log_probs, lengths_of(4, 3), collapse=False) == [[1, 1, 2, 3], [4, 4, 4]]
+    assert greedy_decode(log_probs, lengths_of(4, 3)) == [[1, 2, 3], [4]]

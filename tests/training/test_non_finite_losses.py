@@ -26,16 +26,16 @@ def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:
     """Make the training forward passes numbered in ``poisoned`` (0-based) return NaN losses; returns the
     ids of the batches poisoned. Validation computes its losses elsewhere and stays finite."""
     calls, batches = iter(range(10**6)), []
-    real = loop.ctc_losses
+    real = loop.model_losses
 
     def losses_with_nan(model, batch, config):
-        losses, log_probs, out_lengths = real(model, batch, config)
+        step = real(model, batch, config)
         if next(calls) in poisoned:
             batches.append(list(batch.ids))
-            losses = losses * math.nan  # keeps the graph: the gradients become NaN too
-        return losses, log_probs, out_lengths
+            step.losses = step.losses * math.nan  # keeps the graph: the gradients become NaN too
+        return step
 
-    monkeypatch.setattr(loop, "ctc_losses", losses_with_nan)
+    monkeypatch.setattr(loop, "model_losses", losses_with_nan)
     return batches
 
 

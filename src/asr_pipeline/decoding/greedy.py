@@ -13,7 +13,9 @@ import torch
 from torch import Tensor
 
 
-def greedy_decode(log_probs: Tensor, lengths: Tensor, blank_id: int = 0) -> list[list[int]]:
+def greedy_decode(
+    log_probs: Tensor, lengths: Tensor, blank_id: int = 0, collapse: bool = True
+) -> list[list[int]]:
     """Best-path labellings of a batch.
 
     Args:
@@ -21,9 +23,11 @@ def greedy_decode(log_probs: Tensor, lengths: Tensor, blank_id: int = 0) -> list
             the argmax is used (log-softmax outputs, logits, probabilities).
         lengths: (B,) number of valid frames per utterance; frames past it are padding and ignored.
         blank_id: the CTC blank output.
+        collapse: the CTC rule; False for per-token posteriors (a Paraformer decoder's (B, U, V), one
+            position per token): every position's argmax is kept, repeats included (blanks still dropped).
 
     Returns:
-        One list of model ids per utterance (blank-free, repeats collapsed).
+        One list of model ids per utterance (blank-free, repeats collapsed unless ``collapse`` is False).
     """
     if log_probs.dim() != 3:
         raise ValueError(f"log_probs must be (B, T, V), got shape {tuple(log_probs.shape)}")
@@ -38,7 +42,8 @@ def greedy_decode(log_probs: Tensor, lengths: Tensor, blank_id: int = 0) -> list
     best = log_probs.argmax(dim=-1)  # (B, T)
     # A frame starts a new output when it differs from the previous frame; frame 0 always does.
     starts_run = torch.ones_like(best, dtype=torch.bool)  # (B, T)
-    starts_run[:, 1:] = best[:, 1:] != best[:, :-1]
+    if collapse:
+        starts_run[:, 1:] = best[:, 1:] != best[:, :-1]
     valid = torch.arange(frames, device=best.device) < lengths.to(best.device)[:, None]  # (B, T)
     keep = starts_run & (best != blank_id) & valid  # (B, T)
 

@@ -1,19 +1,25 @@
-"""The forward pass and per-utterance CTC losses that training and validation share, and the check
-that a batch's targets fit the model's vocabulary.
+"""The forward pass and per-utterance losses that training and validation share, and the check that a
+batch's targets fit the model's vocabulary.
 
-``zero_infinity=True`` zeroes the loss of an impossible alignment (too few output frames for the
-target) instead of returning inf; how the loop weighs and counts losses is in ``training.loop``.
+What a model's loss is depends on its spec's output kind (``models.spec.OutputKind``): a CTC model returns
+(B, T', V) frame log-probs and the loss is CTC here, ``zero_infinity=True`` zeroing an impossible alignment
+(too few output frames for the target) instead of returning inf; a Paraformer-style model takes the targets
+itself and returns its per-utterance losses (``model_losses``). How the loop weighs and counts losses is in
+``training.loop``.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
+from functools import cache
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr_pipeline.data.collate import Batch
+from asr_pipeline.models.registry import get_spec
 from asr_pipeline.training.config import TrainConfig
 
 
@@ -39,6 +45,50 @@ def ctc_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tuple[Ten
     return losses, log_probs, out_lengths
 
 
+@dataclass
+class StepLosses:
+    """One batch's losses: ``losses`` (B,) per utterance (summed over its tokens), the outputs they came
+    from, and for models with several loss terms each term (B,) by name (already weighted into ``losses``)."""
+
+    losses: Tensor  # (B,)
+    log_probs: Tensor  # CTC: (B, T', V) frame log-probs; Paraformer: (B, U, V) teacher-forced token log-probs
+    out_lengths: Tensor  # (B,) frames (CTC) or tokens (Paraformer)
+    components: dict[str, Tensor] = field(default_factory=dict)
+
+
+@cache
+def output_kind(architecture: str) -> str:
+    """The spec's output kind of ``architecture``: "ctc" or "paraformer"."""
+    return get_spec(architecture).output
+
+
+def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    """The batch's per-utterance losses for the model ``config.model.architecture`` names."""
+    if output_kind(config.model.architecture) == "ctc":
+        return StepLosses(*ctc_losses(model, batch, config))
+    with _autocast(config, batch.features.device):
+        outputs = model(batch.features, batch.feature_lengths, batch.targets, batch.target_lengths)
+    components = {
+        name: value.float()
+        for name, value in outputs.items()
+        if name not in ("loss", "token_log_probs", "token_lengths")
+    }
+    return StepLosses(
+        outputs["loss"].float(), outputs["token_log_probs"], outputs["token_lengths"], components
+    )
+
+
+def decoding_outputs(
+    model: nn.Module, batch: Batch, config: TrainConfig, step: StepLosses
+) -> tuple[Tensor, Tensor]:
+    """What validation decodes: CTC's frame log-probs of the loss pass itself; for a Paraformer, its own
+    inference pass (no targets: token count and queries predicted, as at test time), (B, U, V) and (B,)."""
+    if output_kind(config.model.architecture) == "ctc":
+        return step.log_probs, step.out_lengths
+    with _autocast(config, batch.features.device):
+        return model(batch.features, batch.feature_lengths)
+
+
 def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
     mask = (
         torch.arange(batch.targets.shape[1], device=batch.targets.device) < batch.target_lengths[:, None]
@@ -53,4 +103,4 @@ def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
         )
 
 
-__all__ = ["check_targets", "ctc_losses"]
+__all__ = ["StepLosses", "check_targets", "ctc_losses", "decoding_outputs", "model_losses", "output_kind"]

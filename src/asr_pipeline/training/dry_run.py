@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from asr_pipeline.training.config import TrainConfig
-from asr_pipeline.training.ctc import check_targets, ctc_losses
+from asr_pipeline.training.ctc import check_targets, model_losses
 from asr_pipeline.training.distributed import DistributedContext, all_reduce_sum
 
 
@@ -28,7 +28,7 @@ def dry_run(
     check_targets(batch, vocab_size, config.model.blank_id)
     batch = batch.to(ctx.device)
     with torch.no_grad():
-        losses, _, _ = ctc_losses(model, batch, config)  # (B,)
+        losses = model_losses(model, batch, config).losses  # (B,)
     stats = torch.tensor(
         [float(losses.sum()), float(batch.target_lengths.sum()), len(batch)], dtype=torch.float64
     )

@@ -68,7 +68,7 @@ from asr_pipeline.training.checkpoint import (
     write_json_atomic,
 )
 from asr_pipeline.training.config import TrainConfig, check_vocab_source, peak_learning_rate, save_json
-from asr_pipeline.training.ctc import check_targets, ctc_losses
+from asr_pipeline.training.ctc import check_targets, model_losses, output_kind
 from asr_pipeline.training.distributed import (
     DistributedContext,
     all_reduce_sum,
@@ -128,7 +128,9 @@ class Trainer:
         self.progress = progress or TrainingProgress(epochs=config.optim.epochs, enabled=False, tui=False)
         # Built once: a KenLM model for beam-search validation is loaded per run, not per validation.
         self.decoder = (
-            ValidationDecoder(config.validation, tokenizer, config.model.blank_id)
+            ValidationDecoder(
+                config.validation, tokenizer, config.model.blank_id, output_kind(config.model.architecture)
+            )
             if data.val_loader is not None
             else None
         )
@@ -170,6 +172,9 @@ class Trainer:
         self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
         self.epoch_skipped_examples = 0  # examples the loader could not produce: this rank, this epoch
         self.window = torch.zeros(4, dtype=torch.float64, device=ctx.device)  # + utterances, since last log
+        # Multi-term losses (Paraformer): this rank's sum of each term and its target tokens since the last log.
+        self.component_sums: dict[str, float] = {}
+        self.component_tokens = 0.0
         self.window_started = time.perf_counter()
         self.grad_norm = torch.tensor(0.0)
         # Plans differ a little per epoch under a frames budget; epoch 0's length sets the schedule's
@@ -276,7 +281,8 @@ class Trainer:
             self.ddp_model.no_sync() if self.ctx.distributed and not last_micro else contextlib.nullcontext()
         )
         with sync:
-            losses, _, out_lengths = ctc_losses(self.ddp_model, batch, self.config)  # (B,), _, (B,)
+            step = model_losses(self.ddp_model, batch, self.config)
+            losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             loss_sum, tokens = losses.sum(), batch.target_lengths.sum()
             self.scaler.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
         finite = torch.isfinite(loss_sum)
@@ -298,6 +304,10 @@ class Trainer:
         ]
         if non_finite and len(self.non_finite_batches) < MAX_NON_FINITE_EXAMPLES:
             self.non_finite_batches.append(list(batch.ids))
+        if step.components and not non_finite:  # this rank's loss terms, per target token at the next log
+            for name, value in step.components.items():
+                self.component_sums[name] = self.component_sums.get(name, 0.0) + float(value.detach().sum())
+            self.component_tokens += float(totals[1])
 
     def _backward_empty(self, last_micro: bool) -> None:
         """A batch whose every example was skipped. A single rank has nothing to add; under DDP this rank
@@ -314,8 +324,13 @@ class Trainer:
         self.ddp_model.eval()
         try:
             with sync:
-                log_probs, _ = self.ddp_model(features, lengths)  # (1, T', V)
-                (log_probs.float().sum() * 0.0).backward()
+                if output_kind(self.config.model.architecture) == "ctc":
+                    log_probs, _ = self.ddp_model(features, lengths)  # (1, T', V)
+                    (log_probs.float().sum() * 0.0).backward()
+                else:  # a one-token target reaches every head a training step uses
+                    target = torch.ones(1, 1, dtype=torch.int64, device=self.ctx.device)
+                    outputs = self.ddp_model(features, lengths, target, torch.ones_like(lengths))
+                    (outputs["loss"].float().sum() * 0.0).backward()
         finally:
             self.ddp_model.train()
 
@@ -356,8 +371,14 @@ class Trainer:
                 "audio_seconds_per_sec": audio_ms / 1000 / elapsed,
                 "utterances": int(utterances),
                 **self.counters,
+                # rank 0's own terms per target token (not summed over ranks): what each loss weight buys
+                **{
+                    f"loss_{name}": value / max(self.component_tokens, 1.0)
+                    for name, value in self.component_sums.items()
+                },
             },
         )
+        self.component_sums, self.component_tokens = {}, 0.0
         self.window.zero_()
         self.window_started = time.perf_counter()
         return loss

@@ -28,7 +28,7 @@ from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import TrainConfig, ValidationConfig
-from asr_pipeline.training.ctc import ctc_losses
+from asr_pipeline.training.ctc import decoding_outputs, model_losses, output_kind
 from asr_pipeline.training.distributed import DistributedContext, gather
 
 
@@ -52,10 +52,19 @@ class ValidationDecoder:
     "WER" is a token error rate and "CER" counts digits; set run.tokenizer for real rates.
     """
 
-    def __init__(self, options: ValidationConfig, tokenizer: CTCTokenizer | None, blank_id: int) -> None:
+    def __init__(
+        self, options: ValidationConfig, tokenizer: CTCTokenizer | None, blank_id: int, output: str = "ctc"
+    ) -> None:
         self.blank_id, self.tokenizer = blank_id, tokenizer
+        self.collapse = output == "ctc"  # a Paraformer's outputs are per token: no CTC collapse
         self.method = "beam" if options.uses_beam_search else "greedy"
         self.decoder: Decoder | None = None
+        if options.uses_beam_search and output != "ctc":
+            raise ValueError(
+                f"the {options.decoding.decoder} validation decoder searches CTC frame posteriors; a {output} "
+                "model's decoder outputs one posterior per token: validate it greedily (unset "
+                "validation.decoding.decoder / --val-decoder)"
+            )
         if options.uses_beam_search:
             if tokenizer is None:
                 raise ValueError(
@@ -77,7 +86,7 @@ class ValidationDecoder:
                 texts = tuple((h.text, h.score) for h in n_best)
                 decoded.append((texts[0][0] if texts else "", texts))
             return decoded
-        best = greedy_decode(log_probs.float(), lengths, blank_id=self.blank_id)
+        best = greedy_decode(log_probs.float(), lengths, blank_id=self.blank_id, collapse=self.collapse)
         if self.tokenizer is None:
             return [(" ".join(map(str, ids)), ()) for ids in best]
         return [(self.tokenizer.decode(ids), ()) for ids in best]
@@ -99,7 +108,9 @@ def validate(
     ``validation.log_samples`` a ``samples`` list (see ``_samples``).
     """
     started = time.perf_counter()
-    decoder = decoder or ValidationDecoder(config.validation, tokenizer, config.model.blank_id)
+    decoder = decoder or ValidationDecoder(
+        config.validation, tokenizer, config.model.blank_id, output_kind(config.model.architecture)
+    )
     was_training = model.training
     model.eval()
     results: list[_Decoded] = []
@@ -108,7 +119,9 @@ def validate(
             if len(batch) == 0:  # every example's audio failed to decode (data.collate): nothing to score
                 continue
             batch = batch.to(ctx.device)
-            losses, log_probs, out_lengths = ctc_losses(model, batch, config)  # (B,), (B, T', V), (B,)
+            step = model_losses(model, batch, config)
+            losses = step.losses  # (B,)
+            log_probs, out_lengths = decoding_outputs(model, batch, config, step)  # (B, T' or U, V), (B,)
             # One device-to-host copy per batch, not one per utterance.
             batch_losses, targets = losses.tolist(), batch.targets.cpu()
             target_lengths = batch.target_lengths.tolist()
