@@ -22,7 +22,7 @@ import torch
 from torchaudio.models.decoder import ctc_decoder
 
 from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
-from asr_pipeline.decoding.evaluation import load_ctc_run, run_log_probs
+from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.flashlight import BLANK_TOKEN, SILENCE_TOKEN, token_names
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DecodingOptions
@@ -93,7 +93,7 @@ def main() -> int:
         values = {**defaults, **tuned.get(decoder, {}), "decoder": decoder, "beam_width": args.beam_width}
         return DecodingOptions.from_dict(values)
 
-    run = load_ctc_run(run_dir)
+    run = load_run(run_dir)
     tokenizer = CTCTokenizer((run_dir / "tokenizer.model").read_bytes(), blank_id=run.blank_id)
     shards = sorted(str(p) for p in Path(args.shards).glob("*.parquet"))
     batches = list(run_log_probs(run, shards, batch_size=16))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json, shard_paths
@@ -95,8 +96,14 @@ def decoding_options(args: argparse.Namespace) -> DecodingOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
-    from asr_pipeline.decoding.evaluation import decode_and_score, load_ctc_run, run_log_probs
+    from asr_pipeline.decoding.decoders import DecodingResources
+    from asr_pipeline.decoding.evaluation import (
+        beam_decoders_skipped,
+        decode_and_score,
+        greedy_decoder,
+        load_run,
+        run_log_probs,
+    )
     from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
     from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -110,18 +117,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
     shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
     options = decoding_options(args)
-    if options.decoder == "lexicon" and not args.lexicon:
-        raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
     lm = existing_path(args.lm, "--lm") if args.lm else None
     lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
-    model = load_ctc_run(run_dir)
+    model = load_run(run_dir)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
-    decoders = {
-        "greedy": GreedyDecoder(DecodingOptions(), tokenizer),
-        options.decoder: DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
+    decoders = {"greedy": greedy_decoder(model, tokenizer)}
+    skipped = beam_decoders_skipped(model, [options.decoder] if options.decoder != "greedy" else [])
+    if skipped:
+        print(f"note: --decoder {options.decoder} skipped: {skipped[options.decoder]}", file=sys.stderr)
+    elif options.decoder != "greedy":
+        if options.decoder == "lexicon" and not args.lexicon:
+            raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
+        decoders[options.decoder] = DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
             options, tokenizer
-        ),
-    }
+        )
     hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)
     metrics["decoding"] = {name: value for name, value in vars(options).items()}
     if args.output:

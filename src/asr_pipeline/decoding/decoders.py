@@ -32,11 +32,12 @@ class Decoder(Protocol):
 class GreedyDecoder:
     """Best path: one hypothesis per utterance, its score the summed frame maxima."""
 
-    def __init__(self, options: DecodingOptions, tokenizer: CTCTokenizer) -> None:
-        self.options, self.tokenizer = options, tokenizer
+    def __init__(self, options: DecodingOptions, tokenizer: CTCTokenizer, collapse: bool = True) -> None:
+        # collapse=False: per-token posteriors (a Paraformer's decoder), every position one token
+        self.options, self.tokenizer, self.collapse = options, tokenizer, collapse
 
     def decode_batch(self, log_probs: Tensor, lengths: Tensor) -> list[list[Hypothesis]]:
-        best = greedy_decode(log_probs, lengths, blank_id=self.tokenizer.blank_id)
+        best = greedy_decode(log_probs, lengths, blank_id=self.tokenizer.blank_id, collapse=self.collapse)
         maxima = log_probs.detach().max(dim=-1).values.double()  # (B, T)
         results = []
         for b, ids in enumerate(best):

@@ -14,24 +14,36 @@ from typing import Any
 
 import torch
 
-from asr_pipeline.decoding.decoders import Decoder
+from asr_pipeline.decoding.decoders import Decoder, GreedyDecoder
 from asr_pipeline.decoding.inference import BatchOutput, iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DECODERS, DecodingOptions
 from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.options import options_from_dict
+from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
-def load_ctc_run(run_dir: str | Path) -> RunModel:
-    """The run's model, which must emit CTC log-probs (the decoders here read nothing else)."""
+def load_run(run_dir: str | Path) -> RunModel:
+    """The run's model in eval mode: CTC (frame log-probs, every decoder) or Paraformer-style (token
+    posteriors of one parallel decoder pass: the greedy decoder, without CTC collapse)."""
     torch.manual_seed(0)
-    run = load_run_model(run_dir)
-    if run.output != "ctc":
-        raise ValueError(
-            f"{run_dir} holds a {run.architecture} model with a {run.output} decoder; these decoders read "
-            "CTC log-probs only"
-        )
-    return run
+    return load_run_model(run_dir)
+
+
+def greedy_decoder(run: RunModel, tokenizer: CTCTokenizer) -> GreedyDecoder:
+    """Best path for a CTC run; for a Paraformer run the argmax of each token position (no collapse)."""
+    return GreedyDecoder(DecodingOptions(), tokenizer, collapse=run.output == "ctc")
+
+
+def beam_decoders_skipped(run: RunModel, names: Iterable[str]) -> dict[str, str]:
+    """The beam decoders a run cannot use, each with the reason (none for a CTC run)."""
+    if run.output == "ctc":
+        return {}
+    reason = (
+        f"a {run.architecture} run decodes in one parallel pass over per-token posteriors; the CTC beam "
+        "searches read frame posteriors"
+    )
+    return {name: reason for name in names}
 
 
 def run_log_probs(

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
-from asr_pipeline.decoding.evaluation import EvaluationParams, decode_and_score, load_ctc_run, run_log_probs
+from asr_pipeline.decoding.decoders import DecodingResources
+from asr_pipeline.decoding.evaluation import (
+    EvaluationParams,
+    beam_decoders_skipped,
+    decode_and_score,
+    greedy_decoder,
+    load_run,
+    run_log_probs,
+)
 from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -25,15 +32,22 @@ def evaluate_split(
 
     ``run_dir`` is the trained run (its checkpoint exists: ``trained_model`` in the catalog). Returns the
     hypotheses (JSONL: id, reference, greedy, then one field per decoder) and metrics in percent:
-    ``{"utterances": N, "greedy": {"wer", "cer"}, "lexicon": {...}, ...}``.
+    ``{"utterances": N, "greedy": {"wer", "cer"}, "lexicon": {...}, ...}``. A Paraformer run is scored
+    greedily only (its one parallel pass); the beam decoders it cannot use are listed under ``skipped``.
     """
     settings = EvaluationParams.from_dict(params)
-    run = load_ctc_run(run_dir)
+    run = load_run(run_dir)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
     resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
-    decoders = {"greedy": GreedyDecoder(DecodingOptions(), tokenizer)}
+    decoders = {"greedy": greedy_decoder(run, tokenizer)}
+    skipped = beam_decoders_skipped(run, settings.decoders)
     for name in settings.decoders:
+        if name in skipped:
+            continue
         if name not in tuned:
             raise ValueError(f"decoding.decoders lists {name}, which tune_decoding did not tune: rerun it")
         decoders[name] = resources.build(DecodingOptions.from_dict(tuned[name], f"tuned {name}"), tokenizer)
-    return decode_and_score(run_log_probs(run, feature_shards, settings.batch_size), decoders)
+    hypotheses, metrics = decode_and_score(run_log_probs(run, feature_shards, settings.batch_size), decoders)
+    if skipped:
+        metrics["skipped"] = skipped
+    return hypotheses, metrics
