@@ -39,6 +39,15 @@ if [ ! -f "$STAMP_DIR/pip-$proj_hash" ]; then
   touch "$STAMP_DIR/pip-$proj_hash"
 fi
 
+# FunASR: test-only reference for the CIF parity tests (tests/models/test_cif.py). --no-deps because pip
+# extras cannot say it and its requirements (modelscope, hydra, jieba, ...) are not needed: the test loads
+# cif_predictor.py and the four small modules it imports without running funasr/__init__.py.
+FUNASR_VERSION=1.4.16
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('funasr') != '$FUNASR_VERSION')" 2>/dev/null; then
+  echo "[setup] pip install --no-deps funasr==$FUNASR_VERSION (test-only)"
+  "$VENV/bin/pip" install -q --no-deps "funasr==$FUNASR_VERSION"
+fi
+
 if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
   echo "[setup] building KenLM lmplz + build_binary from the kenlm sdist"
   work=$(mktemp -d)
