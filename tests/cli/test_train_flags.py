@@ -210,12 +210,9 @@ def test_any_step_flag_switches_to_the_step_schedule(shard):
     ("flags", "message"),
     [
         (
-            ["--paraformer"],
-            "--paraformer: paraformer cannot be built by this version of asr_pipeline, which trains "
-            "squeezeformer, zipformer, w2v-bert only; train with --architecture squeezeformer",
+            ["--paraformer", "--variant", "xs"],
+            "unknown paraformer variant 'xs'; choose one of: base, tiny, demo",
         ),
-        (["--architecture", "paraformer"], "paraformer cannot be built by this version"),
-        (["--paraformer", "--architecture", "paraformer"], "paraformer cannot be built"),  # agreeing: fine
         (["--architecture", "squeezeformer", "--paraformer"], "--architecture and --paraformer both set"),
         (["--zipformer", "--w2v-bert"], "--zipformer and --w2v-bert both set model.architecture"),
     ],
@@ -241,6 +238,14 @@ def test_unavailable_or_conflicting_architectures_exit_2_before_anything_runs(
 )
 def test_mixed_precision_means_f16_unless_precision_is_given(shard, flags, precision):
     assert train_config(shard, *flags).run.precision == precision
+
+
+def test_paraformer_flags_reach_the_model_options(shard):
+    config = train_config(
+        shard, "--paraformer", "--paraformer-alignment-mode", "viterbi", "--paraformer-enhanced"
+    )
+    assert config.model.architecture == "paraformer"
+    assert config.model.options == {"alignment_mode": "viterbi", "enhanced": True}
 
 
 def test_kernels_flag_reaches_the_run_section(shard):

@@ -17,7 +17,10 @@ from asr_pipeline.training.worker import FAIL_RANK_ENV, parameter_digest
 
 from .conftest import run_in_process, tiny_config
 
-ARCHITECTURES = ["zipformer", "w2v-bert"]
+ARCHITECTURES = ["zipformer", "w2v-bert", "paraformer"]
+# Layers whose shape follows the vocabulary: the output layer, and Paraformer's token embedding (glancing and
+# the refinement pass) and CTC head.
+VOCABULARY_LAYERS = {"zipformer": 1, "w2v-bert": 1, "paraformer": None}
 
 
 def events_of(run_dir) -> list[dict]:
@@ -46,7 +49,8 @@ def test_a_two_rank_torchrun_job_trains_and_its_run_dir_rebuilds_the_model(
     assert len(digests) == 2 and digests[0] == digests[1], "both ranks end with the same weights"
     assert {e["type"] for e in events} >= {"train", "validation", "epoch", "checkpoint", "summary"}
     loaded = load_run_model(tmp_path)
-    assert loaded.architecture == architecture and loaded.output == "ctc"
+    assert loaded.architecture == architecture
+    assert loaded.output == ("paraformer" if architecture == "paraformer" else "ctc")
     assert parameter_digest(loaded.model) == digests[0]
 
 
@@ -100,8 +104,14 @@ def test_init_from_after_a_vocabulary_change_skips_only_the_output_layer(
     [init] = [e["values"] for e in events_of(target) if e["type"] == "init_from"]
     assert init["loaded"] > 0
     assert init["skipped"] and all("->" in why for why in init["skipped"].values())
-    head = {name.rsplit(".", 1)[0] for name in init["skipped"]}
-    assert len(head) == 1, f"only the output layer differs, got {sorted(init['skipped'])}"
+    layers = {name.rsplit(".", 1)[0] for name in init["skipped"]}
+    model = load_run_model(source).model
+    vocab_sized = {
+        name.rsplit(".", 1)[0] for name, p in model.state_dict().items() if tokenizer_vocab in p.shape
+    }
+    assert layers == vocab_sized, f"only the vocabulary-sized layers differ, got {sorted(init['skipped'])}"
+    if VOCABULARY_LAYERS[architecture] is not None:
+        assert len(layers) == VOCABULARY_LAYERS[architecture]
 
 
 def test_shards_narrower_than_the_architecture_are_refused_before_torchrun(corpus, tokenizer_path, tmp_path):
@@ -164,3 +174,42 @@ def test_a_cuda_run_trains_and_resumes_in_each_precision(
 
     assert math.isfinite(first["train_loss"]) and math.isfinite(resumed["train_loss"])
     assert resumed["steps"] > first["steps"] > 0
+
+
+@pytest.mark.usefixtures("single_process")
+def test_a_paraformer_run_validates_and_is_evaluated_by_its_own_parallel_pass(
+    corpus, tokenizer_path, tmp_path
+):
+    from asr_pipeline.pipelines.evaluate.nodes import evaluate_split
+
+    config = config_for("paraformer", corpus, tokenizer_path, tmp_path)
+    config["model"]["options"] = {"enhanced": True}
+    run_in_process(config)
+
+    events = events_of(tmp_path)
+    train = [e["values"] for e in events if e["type"] == "train"]
+    assert {
+        "loss_ce",
+        "loss_quantity",
+        "loss_ctc",
+        "loss_shallow_ctc",
+        "loss_boundary",
+        "loss_refine",
+    } <= set(train[-1]), "each loss term is logged per token"
+    [validation] = [e["values"] for e in events if e["type"] == "validation"]
+    assert validation["utterances"] == 5 and validation["decoding"] == "greedy"
+
+    hypotheses, metrics = evaluate_split(
+        tmp_path,
+        corpus["val"],
+        tokenizer_path.read_bytes(),
+        tmp_path / "no-lexicon.txt",
+        tmp_path / "no-lm.binary",
+        tmp_path / "no-lm.binary",
+        {},
+        {"decoders": ["lexicon", "lexicon_free"]},
+    )
+    assert metrics["utterances"] == 5 and set(metrics["greedy"]) == {"wer", "cer"}
+    assert set(metrics["skipped"]) == {"lexicon", "lexicon_free"}
+    rows = [json.loads(line) for line in hypotheses.splitlines()]
+    assert [set(row) for row in rows] == [{"id", "reference", "greedy"}] * 5

@@ -72,11 +72,11 @@ def test_params_yaml_train_section_still_resolves_to_the_demo_variant_on_the_ste
     assert config.optim.uses_step_schedule, "params set lr_warmup_steps, so the demo keeps its step schedule"
 
 
-def test_an_architecture_not_built_yet_is_refused_by_config_resolution():
-    with pytest.raises(
-        ValueError, match=r"paraformer cannot be built .* trains squeezeformer, zipformer, w2v-bert only"
-    ):
-        resolve_config(MINIMAL, {"model.architecture": "paraformer"})
+def test_every_known_architecture_resolves_and_a_paraformer_option_reaches_the_model_section():
+    config = resolve_config(
+        MINIMAL, {"model.architecture": "paraformer", "model.options": {"alignment_mode": "viterbi"}}
+    )
+    assert config.model.options == {"alignment_mode": "viterbi"} and config.data.input_dim == 80
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,8 @@ def test_an_unknown_architecture_lists_the_known_ones():
         ("squeezeformer", "xs", 3e-4),  # min(2e-3, 3e-4)
         ("squeezeformer", "l", 3e-4),  # min(1e-3, 3e-4)
         ("zipformer", None, 1e-3),
-        ("paraformer", "any", 1e-3),
+        ("paraformer", None, 1e-3),
+        ("paraformer", "demo", 1e-3),
         ("w2v-bert", None, 1e-4),
     ],
 )

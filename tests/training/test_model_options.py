@@ -3,7 +3,6 @@ architecture's config dataclass; configs saved before the key load and resume un
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -94,17 +93,3 @@ def test_a_registered_architecture_resolves_builds_and_takes_its_recipe_rate(mon
 
     assert model_config["stack_widths"] == [3] and model.output.in_features == 3
     assert default_peak_learning_rate("toy", None) == 1e-2
-
-
-def test_an_architecture_whose_output_is_not_ctc_is_refused_by_the_ctc_trainer(monkeypatch):
-    decoder_model = dataclasses.replace(TOY, name="toy", output="paraformer")
-    monkeypatch.setitem(registry.SPECS, "toy", decoder_model)
-    monkeypatch.setattr(architectures, "ARCHITECTURES", (*architectures.ARCHITECTURES, "toy"))
-    monkeypatch.setattr(
-        architectures, "AVAILABLE_ARCHITECTURES", (*architectures.AVAILABLE_ARCHITECTURES, "toy")
-    )
-    monkeypatch.setitem(architectures.VARIANTS, "toy", TOY.variants)
-    config = resolve_config(MINIMAL, {"model": {"architecture": "toy"}})
-
-    with pytest.raises(ValueError, match="toy outputs 'paraformer', not CTC log-probabilities"):
-        build_model_from_config(config, vocab_size=4)

@@ -142,6 +142,23 @@ TRAIN_FLAGS: list[TrainFlag] = [
         default_help="paper",
     ),
     TrainFlag(
+        "--paraformer-alignment-mode",
+        "model.options.alignment_mode",
+        str,
+        "paraformer's decoder queries: cif (the CIF predictor's integrated frames), viterbi (the frames CTC "
+        "forced alignment gives each token), greedy (the CTC greedy path's segments), uniform (frames split "
+        "evenly); the non-cif modes need the CTC head (ctc_weight > 0)",
+        ["cif", "viterbi", "greedy", "uniform"],
+        default_help="cif",
+    ),
+    TrainFlag(
+        "--paraformer-enhanced",
+        "model.options.enhanced",
+        bool,
+        "paraformer-v2 style: a shallow CTC head on a middle encoder layer, a token-boundary head and a "
+        "refinement decoder pass, each with its loss weight (model.options *_weight)",
+    ),
+    TrainFlag(
         "--w2v-hf-model-dir",
         "model.pretrained_dir",
         str,

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 # The reference trainer's four architectures; the registry can build those in AVAILABLE_ARCHITECTURES.
 ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
-AVAILABLE_ARCHITECTURES = ("squeezeformer", "zipformer", "w2v-bert")
+AVAILABLE_ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")  # all four, now
 DEFAULT_ARCHITECTURE = ARCHITECTURES[0]  # what model.architecture is when not given
 
 # Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
 # smallest first, then the CPU sizes. Listed here so --help can name them without importing torch.
 SQUEEZEFORMER_VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
 ZIPFORMER_VARIANTS = ("s", "m", "l", "tiny", "demo")  # icefall's sizes (no variant: M), then the CPU sizes
+PARAFORMER_VARIANTS = ("base", "tiny", "demo")  # FunASR's AISHELL-1 conformer recipe (no variant), CPU sizes
 W2V_BERT_VARIANTS = ("600m", "tiny", "demo")  # facebook/w2v-bert-2.0's encoder (no variant: 600m), CPU sizes
 VARIANTS = {  # named sizes of each AVAILABLE_ARCHITECTURES entry
     "squeezeformer": SQUEEZEFORMER_VARIANTS,
     "zipformer": ZIPFORMER_VARIANTS,
+    "paraformer": PARAFORMER_VARIANTS,
     "w2v-bert": W2V_BERT_VARIANTS,
 }
 
@@ -37,6 +39,7 @@ DEFAULT_NUM_HEADS = 4
 DEFAULT_SIZES = {
     "squeezeformer": f"d_model {DEFAULT_D_MODEL}, {DEFAULT_NUM_LAYERS} layers, {DEFAULT_NUM_HEADS} heads",
     "zipformer": "the M sizes",
+    "paraformer": "the base sizes",
     "w2v-bert": "the 600m sizes",
 }
 
@@ -47,8 +50,9 @@ FRONTENDS = {"squeezeformer": "fbank", "zipformer": "fbank", "paraformer": "fban
 FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160}
 
 # Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given, for the
-# architectures not built yet; a built one's recipe lives in its spec (ArchitectureSpec.peak_learning_rate).
-RECIPE_PEAK_LR = {"paraformer": 1e-3}
+# architectures not built yet (none today); a built one's recipe lives in its spec
+# (ArchitectureSpec.peak_learning_rate).
+RECIPE_PEAK_LR: dict[str, float] = {}
 
 
 def check_known(architecture: str) -> str:
@@ -105,6 +109,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "FRONTENDS",
     "FRONTEND_WIDTHS",
+    "PARAFORMER_VARIANTS",
     "RECIPE_PEAK_LR",
     "SQUEEZEFORMER_VARIANTS",
     "VARIANTS",

@@ -41,6 +41,7 @@ class ModelSettings(Protocol):
     dropout: float | None
     options: Mapping[str, Any]
     pretrained_dir: str | None
+    blank_id: int
 
 
 def resolve_model_config(settings: ModelSettings, *, input_dim: int, vocab_size: int) -> dict[str, Any]:
@@ -102,6 +103,14 @@ def _config(settings: ModelSettings, input_dim: int, vocab_size: int) -> Any:
                 f"is {input_dim}: extract the features with the {settings.architecture} frontend "
                 f"(features.architecture) and leave data.input_dim unset"
             )
+    if "blank_id" in get_spec(settings.architecture).fields:  # a model that masks the blank out itself
+        given = settings.options.get("blank_id", settings.blank_id)
+        if given != settings.blank_id:
+            raise ValueError(
+                f"model.options.blank_id={given} differs from model.blank_id={settings.blank_id}: set "
+                "model.blank_id (--blank-id) only"
+            )
+        base["blank_id"] = settings.blank_id
     return model_config(
         settings.architecture,
         settings.variant,

@@ -25,13 +25,16 @@ from typing import Any
 from torch import nn
 
 from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_SIZES, check_available
+from asr_pipeline.models.paraformer_spec import PARAFORMER
 from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
 from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
 from asr_pipeline.models.w2v_bert_spec import W2V_BERT
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
 
 # name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
-SPECS: dict[str, ArchitectureSpec] = {spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, W2V_BERT)}
+SPECS: dict[str, ArchitectureSpec] = {
+    spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT)
+}
 
 
 def get_spec(architecture: str) -> ArchitectureSpec:

@@ -33,7 +33,6 @@ from torch import Tensor, nn
 
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
-from asr_pipeline.models.registry import get_spec
 from asr_pipeline.run_layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
@@ -53,14 +52,8 @@ STATE_FILE = "training_state.pt"
 
 def build_model_from_config(config: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
     """The model ``config.model`` describes and its full model config as a dict (for checkpoint_latest.json);
-    built through the architecture's spec by ``models.loading.build_model_for``. This trainer's loss is
-    CTC: an architecture whose spec gives another output kind is refused, naming it."""
-    spec = get_spec(config.model.architecture)
-    if spec.output != "ctc":
-        raise ValueError(
-            f"{spec.name} outputs {spec.output!r}, not CTC log-probabilities; this trainer's loss is CTC "
-            "(training.ctc), so it cannot train it"
-        )
+    built through the architecture's spec by ``models.loading.build_model_for`` (CTC or Paraformer-style:
+    ``training.ctc.model_losses`` asks the spec which loss applies)."""
     return build_model_for(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
 
 

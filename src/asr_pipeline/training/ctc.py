@@ -48,7 +48,8 @@ def ctc_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tuple[Ten
 @dataclass
 class StepLosses:
     """One batch's losses: ``losses`` (B,) per utterance (summed over its tokens), the outputs they came
-    from, and for models with several loss terms each term (B,) by name (already weighted into ``losses``)."""
+    from, and for models with several loss terms each term (B,) by name, unweighted (``losses`` is their
+    weighted sum: ``ParaformerConfig.head_weight``)."""
 
     losses: Tensor  # (B,)
     log_probs: Tensor  # CTC: (B, T', V) frame log-probs; Paraformer: (B, U, V) teacher-forced token log-probs

@@ -1,0 +1,38 @@
+"""Paraformer's registry entry: how a variant name and overrides become a ``ParaformerConfig``, its recipe
+learning rate, frontend and output kind (``models.registry.ArchitectureSpec``).
+
+Its output kind is "paraformer", not "ctc": the model takes the targets itself and returns its per-utterance
+losses, and decodes to (B, U, V) token log-probs (``models.paraformer.Paraformer.forward``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from asr_pipeline.models.paraformer import SIZES, ParaformerConfig, build_paraformer, paraformer_config
+from asr_pipeline.models.spec import ArchitectureSpec
+
+DEFAULT_VARIANT = "base"  # FunASR's AISHELL-1 conformer recipe sizes
+# The reference trainer's Paraformer recipe: AdamW at peak 1e-3, every size.
+PEAK_LR = 1e-3
+
+
+def config_for(variant: str | None, values: Mapping[str, object]) -> ParaformerConfig:
+    """``variant``'s config with ``values`` (config fields) over it; no variant: base."""
+    return paraformer_config(DEFAULT_VARIANT if variant is None else variant, **values)
+
+
+def peak_learning_rate(variant: str | None) -> float:
+    return PEAK_LR
+
+
+PARAFORMER = ArchitectureSpec(
+    name="paraformer",
+    config_class=ParaformerConfig,
+    variants=tuple(SIZES),
+    config_for=config_for,
+    builder=build_paraformer,
+    peak_learning_rate=peak_learning_rate,
+    frontend="fbank",
+    input_dim=80,
+    output="paraformer",
+)
