@@ -1,27 +1,16 @@
 """Parity of the fused GLU kernel with its reference, ``torch.nn.functional.glu`` and fp32 math.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
+import torch.nn.functional as F
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from asr_kernels import (  # noqa: E402
+from asr_kernels import (
     GLU,
     _dispatch,
     count_calls,
@@ -31,11 +20,11 @@ from asr_kernels import (  # noqa: E402
     triton_available,
     use_kernels,
 )
-from asr_kernels.glu import glu_kernel, glu_reference  # noqa: E402
+from asr_kernels.glu import glu_kernel, glu_reference
+from tests.kernels.support import DEVICE
 
 # The module itself, for monkeypatching its tile sizes; `asr_kernels.glu` the attribute is the function.
 glu_module = importlib.import_module("asr_kernels.glu")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # (..., 2C): a single pair, primes, a power of two, just under and just over one.
 SHAPES = [(1, 1, 2), (3, 7, 2 * 13), (2, 31, 2 * 64), (5, 17, 2 * 127), (2, 3, 2 * 257)]
@@ -292,14 +281,3 @@ def test_module_is_a_drop_in_for_nn_glu():
     module = GLU(dim=-1)
     assert repr(module) == repr(torch.nn.GLU(dim=-1))
     torch.testing.assert_close(module(h), torch.nn.GLU(dim=-1)(h), **TOLERANCE_VS_EAGER[torch.float32])
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

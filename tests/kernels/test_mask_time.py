@@ -1,27 +1,16 @@
 """Parity of the fused MaskTime (B, T, C) and MaskChannelTime (B, C, T) kernels with their references.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.mask_time import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.mask_time import (
     MaskTime,
     mask_channel_time,
     mask_channel_time_kernel,
@@ -30,9 +19,9 @@ from asr_kernels.mask_time import (  # noqa: E402
     mask_time_kernel,
     mask_time_reference,
 )
+from tests.kernels.support import DEVICE
 
 mask_module = importlib.import_module("asr_kernels.mask_time")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # layout -> (public function, custom op, reference, whether x is channels-first (B, C, T))
 LAYOUTS = {
@@ -294,14 +283,3 @@ def test_the_kernel_path_compiles_without_a_graph_break():
 def test_module_describes_its_layout():
     assert repr(MaskTime()) == "MaskTime(channels_first=False)"
     assert repr(MaskTime(channels_first=True)) == "MaskTime(channels_first=True)"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -1,28 +1,17 @@
 """The mask kernels: bool and additive masks from lengths, bit for bit what the references and the house's
 ``modules.masks.padding_mask`` give.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.masks import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.masks import (
     attention_mask,
     attention_mask_4d,
     attention_mask_4d_kernel,
@@ -36,10 +25,10 @@ from asr_kernels.masks import (  # noqa: E402
     sequence_mask_kernel,
     sequence_mask_reference,
 )
-from asr_pipeline.modules.masks import padding_mask as house_padding_mask  # noqa: E402
+from asr_pipeline.modules.masks import padding_mask as house_padding_mask
+from tests.kernels.support import DEVICE
 
 masks_module = importlib.import_module("asr_kernels.masks")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # (lengths, max_length): T = 1; all padded; lengths 0 and full side by side; primes; either side of a power of
 # two; T from lengths.max() (None); T past the longest (a batch padded further); T below it (cropped), and a
@@ -276,14 +265,3 @@ def test_the_kernel_paths_compile_without_a_graph_break():
     explanation = torch._dynamo.explain(layer_masks)(make_lengths([5, 2, 0]))
     assert explanation.graph_break_count == 0
     assert explanation.graph_count == 1
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

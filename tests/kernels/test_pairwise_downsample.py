@@ -1,33 +1,23 @@
 """The padding-aware downsampling kernel: parity with its reference and fp32 math, and how it relates to
 icefall's ``SimpleDownsample`` rule, Zipformer's before this op (the same for factor 2 on every group with a real frame, not beyond).
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.pairwise_downsample import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.pairwise_downsample import (
     PairwiseDownsample,
     pairwise_downsample,
     pairwise_downsample_kernel,
     pairwise_downsample_reference,
 )
+from tests.kernels.support import DEVICE
 
 pairwise_downsample_module = importlib.import_module("asr_kernels.pairwise_downsample")
 
@@ -51,8 +41,6 @@ class SimpleDownsample(torch.nn.Module):
         weights = self.bias.softmax(dim=0).to(x.dtype)
         return torch.einsum("btfd,f->btd", x.view(batch, out_frames, self.factor, dim), weights)
 
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # (B, T, D, factor, lengths): T = 1 with factor 1 and 2; lengths 0 and full side by side with odd T (the last
 # group runs past T); primes; factor 4; factor = T and factor > T; near powers of two; all padded.
@@ -385,14 +373,3 @@ def test_module_is_a_drop_in_for_simple_downsample():
     assert module.state_dict().keys() == simple.state_dict().keys()
     assert module.bias.shape == simple.bias.shape and (module.bias == 0).all()
     assert repr(module) == "PairwiseDownsample(factor=3)"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

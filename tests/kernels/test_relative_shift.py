@@ -1,43 +1,33 @@
 """The relative-shift kernel: the same values and gradients as its reference and as both models' own code, with
 half the memory.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
+import json
+import tempfile
+from pathlib import Path
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
 
-import importlib  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.relative_shift import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.relative_shift import (
     RelativeShift,
     relative_shift,
     relative_shift_kernel,
     relative_shift_reference,
 )
-from asr_pipeline.modules.attention import RelativePositionalEncoding  # noqa: E402
-from asr_pipeline.modules.zipformer_blocks import compact_relative_positions  # noqa: E402
+from asr_pipeline.modules.attention import RelativePositionalEncoding
+from asr_pipeline.modules.zipformer_blocks import compact_relative_positions
+from tests.kernels.support import DEVICE
 
 # The module itself, for monkeypatching its tile sizes; `asr_kernels.relative_shift` may be shadowed by the
 # function once the package exports it.
 relative_shift_module = importlib.import_module("asr_kernels.relative_shift")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # (..., T, 2T-1): T = 1 alone and in a batch, primes, a power of two and either side of one, no leading dims.
 SHAPES = [(1, 1), (4, 1, 1), (3, 7, 13), (2, 3, 16, 31), (2, 2, 17, 33), (1, 5, 31, 61), (5, 9)]
@@ -343,14 +333,3 @@ def test_relative_shift_falls_back_to_the_reference_on_cpu_without_the_interpret
     out = relative_shift(scores)
     assert type(out.grad_fn).__name__ == "SliceBackward0"
     torch.testing.assert_close(out, relative_shift_reference(scores), **EXACT)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -1,34 +1,23 @@
 """Parity of the fused ResidualAddMaskTime kernels (``x + scale * y``, padded frames zeroed) with the reference.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.residual_add_mask import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.residual_add_mask import (
     residual_add_mask_time,
     residual_add_mask_time_kernel,
     residual_add_mask_time_reference,
 )
+from tests.kernels.support import DEVICE
 
 residual_module = importlib.import_module("asr_kernels.residual_add_mask")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # ((B, T, C), lengths): one value; T = 1 fully padded; a full, an all-padded and a partial row at primes;
 # lengths past T near a power of two; 0, 1, full and past-T rows together; a channel count just over 256.
@@ -388,14 +377,3 @@ def test_compiled_forward_and_backward_use_fake_shapes_and_dtypes_that_match_eag
     assert [t.dtype for t in kernel] == [t.dtype for t in reference]
     for value, expected in zip(kernel, reference, strict=True):
         torch.testing.assert_close(value, expected, **GRAD_SCALE_TOLERANCE_VS_EAGER[torch.bfloat16])
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -1,28 +1,17 @@
 """Parity of the fused SwooshL / SwooshR kernels (both forms) with their references and with fp64 math.
 
-On a CPU-only machine the kernels run under Triton's interpreter. Triton decides interpreted vs compiled
-when a kernel is decorated, i.e. when ``asr_kernels`` is first imported, once per process; so the variable is
-set here, before that import. The ``gpu`` test re-runs this file in a fresh process with the interpreter off
-and ``ASR_KERNELS_TEST_DEVICE=cuda``, so the same checks cover the compiled kernels.
+On a CPU-only machine the kernels run under Triton's interpreter (``tests.kernels.support``);
+``test_cuda_rerun.py`` re-runs this file with compiled kernels on a GPU.
 """
 
-import os
+import importlib
 
-DEVICE = os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
+import torch.nn.functional as F
 
-import importlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from asr_kernels import count_calls, use_kernels  # noqa: E402
-from asr_kernels.swoosh import (  # noqa: E402
+from asr_kernels import count_calls, use_kernels
+from asr_kernels.swoosh import (
     Swoosh,
     swoosh_l,
     swoosh_l_kernel,
@@ -31,9 +20,9 @@ from asr_kernels.swoosh import (  # noqa: E402
     swoosh_r_kernel,
     swoosh_r_reference,
 )
+from tests.kernels.support import DEVICE
 
 swoosh_module = importlib.import_module("asr_kernels.swoosh")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # side -> (public function, custom op, reference)
 SIDES = {
@@ -336,14 +325,3 @@ def test_module_matches_its_reference_on_either_path(side, form):
     torch.testing.assert_close(module(x), reference(x, form), **TOLERANCE_VS_EAGER[torch.float32])
     with use_kernels("reference"):
         torch.testing.assert_close(module(x), reference(x, form), rtol=0, atol=0)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.skipif(DEVICE != "cpu", reason="this is the CUDA re-run itself")
-def test_parity_holds_for_the_compiled_kernels_on_cuda():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["ASR_KERNELS_TEST_DEVICE"] = "cuda"
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", "not gpu"]
-    result = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
