@@ -61,6 +61,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import compute_dtype, row_tiles
+
     @triton.jit
     def _glu_forward_kernel(
         h_ptr,
@@ -122,16 +124,9 @@ if HAS_TRITON:
         tl.store(grad_h_ptr + grad_a_offsets, grad_a.to(grad_h_dtype), mask=mask)
         tl.store(grad_h_ptr + grad_a_offsets + channels, grad_b.to(grad_h_dtype), mask=mask)
 
-    def _launch_config(num_rows: int, channels: int) -> tuple[int, int, tuple[int, int]]:
-        """(BLOCK_ROWS, BLOCK_C, grid): rows on grid axis 0, whose limit (2**31 - 1) fits any B * T."""
-        block_c = min(triton.next_power_of_2(channels), _MAX_BLOCK_C)
-        block_rows = max(1, min(_TILE_ELEMENTS // block_c, triton.next_power_of_2(num_rows)))
-        grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(channels, block_c))
-        return block_rows, block_c, grid
-
-    def _compute_dtype(dtype: torch.dtype):
-        # fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck.
-        return tl.float64 if dtype == torch.float64 else tl.float32
+    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+        """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
+        return row_tiles(num_rows, num_cols, _MAX_BLOCK_C, _TILE_ELEMENTS)
 
 
 def _glu_forward(h: Tensor) -> Tensor:
@@ -151,7 +146,7 @@ def _glu_forward(h: Tensor) -> Tensor:
         h_rows.stride(1),
         BLOCK_ROWS=block_rows,
         BLOCK_C=block_c,
-        COMPUTE_DTYPE=_compute_dtype(h.dtype),
+        COMPUTE_DTYPE=compute_dtype(h.dtype),
         num_warps=_NUM_WARPS,
     )
     return out
@@ -179,7 +174,7 @@ def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
         h_rows.stride(1),
         BLOCK_ROWS=block_rows,
         BLOCK_C=block_c,
-        COMPUTE_DTYPE=_compute_dtype(h.dtype),
+        COMPUTE_DTYPE=compute_dtype(h.dtype),
         num_warps=_NUM_WARPS,
     )
     return grad_h

@@ -70,6 +70,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import tile_sides
+
     @triton.jit
     def _mask_time_kernel(
         x_ptr,
@@ -107,11 +109,9 @@ if HAS_TRITON:
     def _launch_config(num_frames: int, channels: int, channels_first: bool) -> tuple[int, int, int]:
         """(BLOCK_T, BLOCK_C, number of time blocks): the contiguous dim gets the wide side of the tile."""
         if channels_first:  # (B, C, T): T is contiguous
-            block_t = min(triton.next_power_of_2(num_frames), _MAX_BLOCK)
-            block_c = max(1, min(_TILE_ELEMENTS // block_t, triton.next_power_of_2(channels)))
+            block_t, block_c = tile_sides(num_frames, channels, _MAX_BLOCK, _TILE_ELEMENTS)
         else:  # (B, T, C): C is contiguous
-            block_c = min(triton.next_power_of_2(channels), _MAX_BLOCK)
-            block_t = max(1, min(_TILE_ELEMENTS // block_c, triton.next_power_of_2(num_frames)))
+            block_c, block_t = tile_sides(channels, num_frames, _MAX_BLOCK, _TILE_ELEMENTS)
         return block_t, block_c, triton.cdiv(num_frames, block_t)
 
 

@@ -86,6 +86,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import compute_dtype
+
     @triton.jit
     def _group_coefficients(
         lengths_ptr,
@@ -231,10 +233,6 @@ if HAS_TRITON:
         block_d = min(triton.next_power_of_2(channels), max(1, _TILE_ELEMENTS // block_f))
         return block_f, block_d
 
-    def _compute_dtype(*dtypes: torch.dtype):
-        # fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck.
-        return tl.float64 if torch.float64 in dtypes else tl.float32
-
 
 def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
     """Launches the forward kernel; returns a new contiguous (B, ceil(T / F), D)."""
@@ -260,7 +258,7 @@ def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) ->
         weights.stride(0),
         BLOCK_F=block_f,
         BLOCK_D=block_d,
-        COMPUTE_DTYPE=_compute_dtype(x.dtype, weights.dtype),
+        COMPUTE_DTYPE=compute_dtype(x.dtype, weights.dtype),
         num_warps=_NUM_WARPS,
     )
     return out
@@ -278,9 +276,9 @@ def _pairwise_downsample_backward(
         return grad_x.zero_(), torch.zeros_like(weights)
     block_f, block_d = _launch_config(factor, channels)
     grid = (batch * out_frames, triton.cdiv(channels, block_d))
-    compute_dtype = torch.float64 if torch.float64 in (x.dtype, weights.dtype) else torch.float32
+    partials_dtype = torch.float64 if torch.float64 in (x.dtype, weights.dtype) else torch.float32
     # (B K, D blocks, BLOCK_F): each program's share of dL/dp, summed below in a fixed order.
-    grad_probs_partial = torch.empty((*grid, block_f), dtype=compute_dtype, device=x.device)
+    grad_probs_partial = torch.empty((*grid, block_f), dtype=partials_dtype, device=x.device)
     _pairwise_downsample_backward_kernel[grid](
         grad_out,
         x,
@@ -298,11 +296,11 @@ def _pairwise_downsample_backward(
         weights.stride(0),
         BLOCK_F=block_f,
         BLOCK_D=block_d,
-        COMPUTE_DTYPE=_compute_dtype(x.dtype, weights.dtype),
+        COMPUTE_DTYPE=compute_dtype(x.dtype, weights.dtype),
         num_warps=_NUM_WARPS,
     )
     grad_probs = grad_probs_partial.sum(dim=(0, 1))[:factor]  # (F,)
-    probs = weights.to(compute_dtype).softmax(dim=0)
+    probs = weights.to(partials_dtype).softmax(dim=0)
     # softmax Jacobian: dL/dw_h = p_h (dL/dp_h - sum_f p_f dL/dp_f)
     grad_weights = probs * (grad_probs - (probs * grad_probs).sum())
     return grad_x, grad_weights.to(weights.dtype)

@@ -75,6 +75,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import row_tiles
+
     @triton.jit
     def _relative_shift_forward_kernel(
         scores_ptr,
@@ -135,11 +137,8 @@ if HAS_TRITON:
         tl.store(grad_scores_ptr + grad_offsets, grad, mask=mask)
 
     def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
-        """(BLOCK_ROWS, BLOCK_COLS, grid): rows on grid axis 0, whose limit (2**31 - 1) fits any N * T."""
-        block_cols = min(triton.next_power_of_2(num_cols), _MAX_BLOCK_COLS)
-        block_rows = max(1, min(_TILE_ELEMENTS // block_cols, triton.next_power_of_2(num_rows)))
-        grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(num_cols, block_cols))
-        return block_rows, block_cols, grid
+        """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
+        return row_tiles(num_rows, num_cols, _MAX_BLOCK_COLS, _TILE_ELEMENTS)
 
 
 def _relative_shift_forward(scores: Tensor) -> Tensor:

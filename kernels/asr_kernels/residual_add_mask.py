@@ -90,6 +90,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import compute_dtype, tile_sides
+
     @triton.jit
     def _residual_add_mask_time_forward_kernel(
         x_ptr,
@@ -192,13 +194,8 @@ if HAS_TRITON:
 
     def _launch_config(num_frames: int, channels: int, tiles: int) -> tuple[int, int, int]:
         """(BLOCK_T, BLOCK_C, number of time chunks of ``tiles`` blocks each)."""
-        block_c = min(triton.next_power_of_2(channels), _MAX_BLOCK_C)
-        block_t = max(1, min(_TILE_ELEMENTS // block_c, triton.next_power_of_2(num_frames)))
+        block_c, block_t = tile_sides(channels, num_frames, _MAX_BLOCK_C, _TILE_ELEMENTS)
         return block_t, block_c, triton.cdiv(num_frames, block_t * tiles)
-
-    def _compute_dtype(*dtypes: torch.dtype):
-        # fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck.
-        return tl.float64 if torch.float64 in dtypes else tl.float32
 
 
 def _scale_stride(scale: Tensor) -> int:
@@ -228,7 +225,7 @@ def _residual_add_mask_time_forward(x: Tensor, y: Tensor, lengths: Tensor, scale
         *y.stride(),
         BLOCK_T=block_t,
         BLOCK_C=block_c,
-        COMPUTE_DTYPE=_compute_dtype(x.dtype, y.dtype, scale.dtype),
+        COMPUTE_DTYPE=compute_dtype(x.dtype, y.dtype, scale.dtype),
         num_warps=_NUM_WARPS,
     )
     return out
@@ -246,9 +243,9 @@ def _residual_add_mask_time_backward(
     batch, num_frames, channels = grad_out.shape
     block_t, block_c, num_time_chunks = _launch_config(num_frames, channels, _BACKWARD_TILES)
     grid = (batch * num_time_chunks, triton.cdiv(channels, block_c))
-    compute_dtype = _compute_dtype(grad_out.dtype, scale.dtype, input_dtype)
+    math_dtype = compute_dtype(grad_out.dtype, scale.dtype, input_dtype)
     # One row of C partial sums per program along grid axis 0, in the compute dtype.
-    partials_dtype = torch.float64 if compute_dtype == tl.float64 else torch.float32
+    partials_dtype = torch.float64 if math_dtype == tl.float64 else torch.float32
     partials = grad_out.new_empty((grid[0], channels) if y is not None else (0,), dtype=partials_dtype)
     y_or_unused = y if y is not None else grad_out  # not read when GRAD_SCALE is False
     _residual_add_mask_time_backward_kernel[grid](
@@ -270,7 +267,7 @@ def _residual_add_mask_time_backward(
         BLOCK_C=block_c,
         TILES=_BACKWARD_TILES,
         GRAD_SCALE=y is not None,
-        COMPUTE_DTYPE=compute_dtype,
+        COMPUTE_DTYPE=math_dtype,
         num_warps=_NUM_WARPS,
     )
     if y is None:

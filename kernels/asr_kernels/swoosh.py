@@ -84,6 +84,8 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
+    from asr_kernels._tiles import compute_dtype, row_tiles
+
     @triton.jit
     def _exp_minus_abs(z):
         # exp(-|z|) lies in (0, 1]: the one exponential both softplus and sigmoid are built from, never inf.
@@ -171,16 +173,9 @@ if HAS_TRITON:
         grad_x_offsets = rows * channels + cols[None, :]  # grad_x is freshly allocated, contiguous (R, C)
         tl.store(grad_x_ptr + grad_x_offsets, (grad_out * slope).to(grad_x_ptr.dtype.element_ty), mask=mask)
 
-    def _launch_config(num_rows: int, channels: int) -> tuple[int, int, tuple[int, int]]:
-        """(BLOCK_ROWS, BLOCK_C, grid): rows on grid axis 0, whose limit (2**31 - 1) fits any B * T."""
-        block_c = min(triton.next_power_of_2(channels), _MAX_BLOCK_C)
-        block_rows = max(1, min(_TILE_ELEMENTS // block_c, triton.next_power_of_2(num_rows)))
-        grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(channels, block_c))
-        return block_rows, block_c, grid
-
-    def _compute_dtype(dtype: torch.dtype):
-        # fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck.
-        return tl.float64 if dtype == torch.float64 else tl.float32
+    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+        """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
+        return row_tiles(num_rows, num_cols, _MAX_BLOCK_C, _TILE_ELEMENTS)
 
 
 def _as_rows(t: Tensor) -> Tensor:
@@ -208,7 +203,7 @@ def _swoosh_forward(x: Tensor, side: str, form: str) -> Tensor:
         SIGMOID_FORM=form == "sigmoid",
         BLOCK_ROWS=block_rows,
         BLOCK_C=block_c,
-        COMPUTE_DTYPE=_compute_dtype(x.dtype),
+        COMPUTE_DTYPE=compute_dtype(x.dtype),
         num_warps=_NUM_WARPS,
     )
     return out
@@ -237,7 +232,7 @@ def _swoosh_backward(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tenso
         SIGMOID_FORM=form == "sigmoid",
         BLOCK_ROWS=block_rows,
         BLOCK_C=block_c,
-        COMPUTE_DTYPE=_compute_dtype(x.dtype),
+        COMPUTE_DTYPE=compute_dtype(x.dtype),
         num_warps=_NUM_WARPS,
     )
     return grad_x
