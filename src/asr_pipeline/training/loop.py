@@ -305,8 +305,11 @@ class Trainer:
         if non_finite and len(self.non_finite_batches) < MAX_NON_FINITE_EXAMPLES:
             self.non_finite_batches.append(list(batch.ids))
         if step.components and not non_finite:  # this rank's loss terms, per target token at the next log
-            for name, value in step.components.items():
-                self.component_sums[name] = self.component_sums.get(name, 0.0) + float(value.detach().sum())
+            sums = torch.stack(
+                [value.detach().sum() for value in step.components.values()]
+            ).tolist()  # one copy
+            for name, value in zip(step.components, sums, strict=True):
+                self.component_sums[name] = self.component_sums.get(name, 0.0) + value
             self.component_tokens += float(totals[1])
 
     def _backward_empty(self, last_micro: bool) -> None:
