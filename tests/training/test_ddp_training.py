@@ -106,7 +106,15 @@ def test_a_failing_rank_fails_the_job(corpus, tokenizer_path, tmp_path):
     config_path = tmp_path / "training_config.json"
     save_json(resolve_config(tiny_config(corpus, tokenizer_path, tmp_path / "run")), config_path)
 
-    with pytest.raises(TrainingFailedError, match=r"exited with code \d+ for config .*training_config.json"):
+    with pytest.raises(
+        TrainingFailedError, match=r"exited with code \d+ for config .*training_config.json"
+    ) as error:
         launch_training(config_path, nproc_per_node=2, env={FAIL_RANK_ENV: "1"})
+    # The error itself names the rank's exception, not only "see above" (a captured console loses it).
+    assert error.value.root_cause is not None
+    assert "local rank 1: RuntimeError: fault injected by ASR_PIPELINE_FAIL_RANK=1 on rank 1" in str(
+        error.value
+    )
+    assert "in maybe_inject_fault" in error.value.root_cause  # the innermost frames come with it
     assert not (tmp_path / "run" / "metrics.json").exists()
     assert not (tmp_path / "run" / "checkpoint_latest.json").exists()

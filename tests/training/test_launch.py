@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +158,44 @@ def test_run_training_checks_devices_before_writing_anything(tmp_path, monkeypat
     with pytest.raises(ValueError, match="no CUDA device is usable here"):
         run_training(config)
     assert not (tmp_path / "run").exists()
+
+
+def _error_file(log_dir, attempt_rank: str, message: str, timestamp: int, callstack: str) -> None:
+    path = log_dir / "job_x" / attempt_rank / "error.json"
+    path.parent.mkdir(parents=True)
+    extra = {"py_callstack": callstack, "timestamp": str(timestamp)}
+    path.write_text(json.dumps({"message": {"message": message, "extraInfo": extra}}))
+
+
+def test_the_first_rank_failure_is_the_earliest_error_file_with_its_innermost_frames(tmp_path):
+    deep = "Traceback (most recent call last):\n" + "".join(
+        f'  File "f{i}.py", line {i}\n' for i in range(30)
+    )
+    _error_file(tmp_path, "attempt_0/1", "RuntimeError: gloo lost rank 0", 200, "Traceback\n  late frame\n")
+    _error_file(tmp_path, "attempt_0/0", "ValueError: shard 3 is broken", 100, deep + "ValueError: shard 3\n")
+    (tmp_path / "job_x" / "attempt_0" / "2").mkdir()
+    (tmp_path / "job_x" / "attempt_0" / "2" / "error.json").write_text("{half-writ")  # skipped, not fatal
+
+    summary = launch.first_rank_failure(tmp_path)
+
+    assert summary.splitlines()[0] == "local rank 0: ValueError: shard 3 is broken"
+    assert (
+        summary.splitlines()[1:]
+        == (deep + "ValueError: shard 3").splitlines()[-launch.ROOT_CAUSE_TRACEBACK_LINES :]
+    )
+    assert launch.first_rank_failure(tmp_path / "nothing") is None
+
+
+def test_a_failed_torchrun_names_the_first_failing_rank_in_its_message(monkeypatch):
+    def failing_run(command, env, check):
+        log_dir = Path(command[command.index("--log-dir") + 1])
+        _error_file(log_dir, "attempt_0/1", "KeyError: 'val_cer'", 5, 'Traceback\n  File "loop.py"\n')
+        raise subprocess.CalledProcessError(1, command)
+
+    monkeypatch.setattr(subprocess, "run", failing_run)
+
+    with pytest.raises(
+        TrainingFailedError, match=r"the first failure, local rank 1: KeyError: 'val_cer'"
+    ) as error:
+        launch_training("cfg.json", 2)
+    assert 'File "loop.py"' in error.value.root_cause

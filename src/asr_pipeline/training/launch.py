@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,15 +27,45 @@ if TYPE_CHECKING:
 
 
 class TrainingFailedError(RuntimeError):
-    """torchrun exited non-zero; the failing rank's traceback is in the console output above."""
+    """torchrun exited non-zero. ``root_cause``: the first failing rank's exception and the last lines of
+    its traceback (from torchrun's per-rank error files), when a rank recorded one; the whole traceback is
+    in the console output above."""
 
-    def __init__(self, returncode: int, config_path: str | Path) -> None:
+    def __init__(self, returncode: int, config_path: str | Path, root_cause: str | None = None) -> None:
         self.returncode = returncode
         self.config_path = str(config_path)
-        super().__init__(
-            f"training failed: torchrun exited with code {returncode} for config {config_path}; "
+        self.root_cause = root_cause
+        where = (
             "the failing rank's traceback is printed above it"
+            if root_cause is None
+            else f"the first failure, {root_cause}"
         )
+        super().__init__(
+            f"training failed: torchrun exited with code {returncode} for config {config_path}; {where}"
+        )
+
+
+# The traceback lines of the failing rank that TrainingFailedError repeats (the innermost frames).
+ROOT_CAUSE_TRACEBACK_LINES = 12
+
+
+def first_rank_failure(log_dir: str | Path) -> str | None:
+    """The earliest rank failure that torchrun's workers recorded under ``log_dir`` (its ``--log-dir``):
+    ``rank N: <exception>`` and the innermost traceback lines; None when no rank wrote an error file
+    (killed by a signal, or failed before the worker's ``@record`` main ran)."""
+    failures = []
+    for path in Path(log_dir).glob("*/attempt_*/*/error.json"):
+        try:
+            message = json.loads(path.read_text())["message"]
+            failures.append((int(message["extraInfo"]["timestamp"]), path.parent.name, message))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a half-written or foreign file: the console output still has the traceback
+    if not failures:
+        return None
+    _, local_rank, message = min(failures, key=lambda failure: (failure[0], int(failure[1])))
+    frames = message["extraInfo"].get("py_callstack", "").rstrip().splitlines()
+    tail = "\n".join(frames[-ROOT_CAUSE_TRACEBACK_LINES:])
+    return f"local rank {local_rank}: {message['message']}\n{tail}"
 
 
 RDZV_BACKENDS = ("c10d", "static")
@@ -52,8 +83,12 @@ def torchrun_command(
     rdzv_endpoint: str | None = None,
     rdzv_id: str = DEFAULT_RDZV_ID,
     rdzv_backend: str = "c10d",
+    log_dir: str | Path | None = None,
 ) -> list[str]:
     """The torchrun command line for this node.
+
+    ``log_dir``: torchrun's ``--log-dir``, where each rank's ``error.json`` lands when it fails
+    (``first_rank_failure`` reads them); None leaves torchrun's own temporary directory.
 
     One node: ``--standalone`` (a local rendezvous on a free port; the rendezvous options are unused).
     Several: every node runs this command with its own ``node_rank`` and the same ``rdzv_endpoint``
@@ -90,6 +125,8 @@ def torchrun_command(
             "--rdzv-id",
             rdzv_id,
         ]
+    if log_dir is not None:
+        command += ["--log-dir", str(log_dir)]
     command += [
         "--nproc-per-node",
         str(nproc_per_node),
@@ -257,12 +294,13 @@ def launch_training(
     so ranks do not each start one OpenMP thread per core and oversubscribe the machine (torchrun's own
     default is 1, which leaves CPU ranks on one core each).
     """
-    command = torchrun_command(config_path, nproc_per_node, **rendezvous)
     child_env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(nproc_per_node)), **(env or {})}
-    try:
-        subprocess.run(command, env=child_env, check=True)
-    except subprocess.CalledProcessError as error:
-        raise TrainingFailedError(error.returncode, config_path) from None
+    with tempfile.TemporaryDirectory(prefix="asr-pipeline-torchrun-") as log_dir:
+        command = torchrun_command(config_path, nproc_per_node, log_dir=log_dir, **rendezvous)
+        try:
+            subprocess.run(command, env=child_env, check=True)
+        except subprocess.CalledProcessError as error:
+            raise TrainingFailedError(error.returncode, config_path, first_rank_failure(log_dir)) from None
 
 
 __all__ = [
@@ -275,6 +313,7 @@ __all__ = [
     "check_feature_width",
     "cpu_threads_per_rank",
     "cuda_device_index",
+    "first_rank_failure",
     "launch_options",
     "launch_training",
     "resolve_nproc_per_node",
