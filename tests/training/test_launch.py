@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,25 +161,30 @@ def test_run_training_checks_devices_before_writing_anything(tmp_path, monkeypat
     assert not (tmp_path / "run").exists()
 
 
-def _error_file(log_dir, attempt_rank: str, message: str, timestamp: int, callstack: str) -> None:
+def _error_file(log_dir, attempt_rank: str, message: str, written_ns: int, callstack: str) -> None:
+    """A worker's error.json as torchrun's ``@record`` writes it, last modified at ``written_ns``."""
     path = log_dir / "job_x" / attempt_rank / "error.json"
     path.parent.mkdir(parents=True)
-    extra = {"py_callstack": callstack, "timestamp": str(timestamp)}
+    extra = {"py_callstack": callstack, "timestamp": str(1_700_000_000)}  # whole seconds: a tie
     path.write_text(json.dumps({"message": {"message": message, "extraInfo": extra}}))
+    os.utime(path, ns=(written_ns, written_ns))
 
 
 def test_the_first_rank_failure_is_the_earliest_error_file_with_its_innermost_frames(tmp_path):
     deep = "Traceback (most recent call last):\n" + "".join(
         f'  File "f{i}.py", line {i}\n' for i in range(30)
     )
-    _error_file(tmp_path, "attempt_0/1", "RuntimeError: gloo lost rank 0", 200, "Traceback\n  late frame\n")
-    _error_file(tmp_path, "attempt_0/0", "ValueError: shard 3 is broken", 100, deep + "ValueError: shard 3\n")
+    # Rank 1 fails first; rank 0 follows within the same second (their recorded timestamps tie).
+    _error_file(tmp_path, "attempt_0/0", "RuntimeError: gloo lost rank 1", 2_000_500, "Traceback\n  late\n")
+    _error_file(
+        tmp_path, "attempt_0/1", "ValueError: shard 3 is broken", 2_000_000, deep + "ValueError: shard 3\n"
+    )
     (tmp_path / "job_x" / "attempt_0" / "2").mkdir()
     (tmp_path / "job_x" / "attempt_0" / "2" / "error.json").write_text("{half-writ")  # skipped, not fatal
 
     summary = launch.first_rank_failure(tmp_path)
 
-    assert summary.splitlines()[0] == "local rank 0: ValueError: shard 3 is broken"
+    assert summary.splitlines()[0] == "local rank 1: ValueError: shard 3 is broken"
     assert (
         summary.splitlines()[1:]
         == (deep + "ValueError: shard 3").splitlines()[-launch.ROOT_CAUSE_TRACEBACK_LINES :]

@@ -42,13 +42,15 @@ def test_train_events_carry_step_epoch_loss_lr_grad_norm_and_throughput(
     corpus, tokenizer_path, tmp_path, monkeypatch
 ):
     applied: list[tuple[float, float]] = []  # (lr the optimizer stepped with, grad norm) per step
-    original_step = Trainer._optimizer_step
+    original_step = Trainer.optimizer_step
 
     def recording_step(self):
-        original_step(self)
-        applied.append((self.optimizer.param_groups[0]["lr"], float(self.grad_norm)))
+        applied_step = original_step(self)
+        optimization = self.optimization
+        applied.append((optimization.optimizer.param_groups[0]["lr"], float(optimization.grad_norm)))
+        return applied_step
 
-    monkeypatch.setattr(Trainer, "_optimizer_step", recording_step)
+    monkeypatch.setattr(Trainer, "optimizer_step", recording_step)
     config = tiny_config(corpus, tokenizer_path, tmp_path, log_every=1)
     run(config)
 

@@ -33,8 +33,8 @@ def test_steps_in_reduced_precision_on_cpu_autocast_have_a_finite_loss_and_updat
     before = weights(trainer)
 
     for seed in range(4):
-        trainer._backward(collate_batch(utterances(4, seed=seed)), window_size=1, last_micro=True)
-        trainer._optimizer_step()
+        trainer.backward(collate_batch(utterances(4, seed=seed)), window_size=1, last_micro=True)
+        trainer.optimizer_step()
 
     assert set(linear_dtypes) == {REDUCED[precision]}, "the forward pass ran under autocast"
     loss_sum, tokens = trainer.window[0].item(), trainer.window[1].item()
@@ -43,57 +43,57 @@ def test_steps_in_reduced_precision_on_cpu_autocast_have_a_finite_loss_and_updat
     assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
     skipped = trainer.counters["skipped_steps"]
     if precision == "bf16":  # float32's exponent range: no scaler, nothing overflows
-        assert not trainer.scaler.is_enabled() and skipped == 0
+        assert not trainer.optimization.scaler.is_enabled() and skipped == 0
     else:
         # GradScaler calibration: the default scale 2^16 overflows the tiny model's f16 gradients (measured:
         # the first 2 steps); each overflow skips its step and halves the scale, then steps go through.
-        assert trainer.scaler.is_enabled() and 0 < skipped < 4
-        assert trainer.scaler.get_scale() == 2.0 ** (16 - skipped)
+        assert trainer.optimization.scaler.is_enabled() and 0 < skipped < 4
+        assert trainer.optimization.scaler.get_scale() == 2.0 ** (16 - skipped)
 
 
 def test_an_f16_overflow_skips_the_step_and_halves_the_loss_scale(make_trainer):
     trainer = make_trainer("f16")
     # A scale of 2^100 turns the f16 activations' gradients into inf (f16 tops out at 65504).
-    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+    trainer.optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
     before = weights(trainer)
 
-    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
-    trainer._optimizer_step()
+    trainer.backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer.optimizer_step()
 
-    assert not torch.isfinite(trainer.grad_norm)
+    assert not torch.isfinite(trainer.optimization.grad_norm)
     assert trainer.counters["skipped_steps"] == 1 and trainer.step == 1, "skipped, but the clock moves on"
-    assert trainer.scaler.get_scale() == 2.0**99
+    assert trainer.optimization.scaler.get_scale() == 2.0**99
     assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
 
-    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
-    trainer._optimizer_step()  # 2^99 still overflows: halved again
-    assert trainer.scaler.get_scale() == 2.0**98
+    trainer.backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer.optimizer_step()  # 2^99 still overflows: halved again
+    assert trainer.optimization.scaler.get_scale() == 2.0**98
 
 
 def test_the_f16_scaler_state_is_checkpointed_and_resumed(make_trainer):
     trainer = make_trainer("f16")
-    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
-    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
-    trainer._optimizer_step()  # the scale is now 2^99, not the default 2^16
+    trainer.optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+    trainer.backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer.optimizer_step()  # the scale is now 2^99, not the default 2^16
     trainer.checkpoint(0, trainer.sampler.state_dict(batches_done=0), {})
 
     resumed = make_trainer("f16")
     resumed.resume(str(trainer.output_dir))
 
-    assert resumed.scaler.get_scale() == 2.0**99
+    assert resumed.optimization.scaler.get_scale() == 2.0**99
     assert resumed.step == 1
 
 
 def test_an_f32_run_resumed_in_f16_starts_a_fresh_scaler(make_trainer):
     trainer = make_trainer("f32")
-    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
-    trainer._optimizer_step()
+    trainer.backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer.optimizer_step()
     trainer.checkpoint(0, trainer.sampler.state_dict(batches_done=0), {})
 
     resumed = make_trainer("f16")
     resumed.resume(str(trainer.output_dir))  # the f32 run saved a disabled scaler's empty state
 
-    assert resumed.scaler.is_enabled() and resumed.scaler.get_scale() == 2.0**16
+    assert resumed.optimization.scaler.is_enabled() and resumed.optimization.scaler.get_scale() == 2.0**16
 
 
 @pytest.mark.gpu

@@ -29,15 +29,16 @@ def test_the_saved_ema_is_the_formula_applied_to_the_weight_trajectory(
 ):
     decay, start = 0.8, 2
     trajectory: list[dict[str, torch.Tensor]] = []
-    original_step = Trainer._optimizer_step
+    original_step = Trainer.optimizer_step
 
     def recording_step(self):
         if not trajectory:  # the weights the EMA starts from
             trajectory.append({n: p.detach().clone() for n, p in self.model.named_parameters()})
-        original_step(self)
+        applied = original_step(self)
         trajectory.append({n: p.detach().clone() for n, p in self.model.named_parameters()})
+        return applied
 
-    monkeypatch.setattr(Trainer, "_optimizer_step", recording_step)
+    monkeypatch.setattr(Trainer, "optimizer_step", recording_step)
     config = tiny_config(corpus, tokenizer_path, tmp_path)
     config["optim"] |= {"ema_decay": decay, "ema_start_step": start}
     run(config)
@@ -168,12 +169,12 @@ def test_a_dry_run_computes_one_loss_and_changes_no_weights(corpus, tokenizer_pa
     before = load_file(tmp_path / "a" / "checkpoint_latest" / "model.safetensors")
     config["run"] |= {"resume_from": str(tmp_path / "a"), "output_dir": str(tmp_path / "b"), "dry_run": True}
     seen = []
-    original = Trainer._optimizer_step
-    Trainer._optimizer_step = lambda self: seen.append(self.step)  # type: ignore[method-assign]
+    original = Trainer.optimizer_step
+    Trainer.optimizer_step = lambda self: seen.append(self.step)  # type: ignore[method-assign]
     try:
         values = run(config)
     finally:
-        Trainer._optimizer_step = original  # type: ignore[method-assign]
+        Trainer.optimizer_step = original  # type: ignore[method-assign]
 
     assert seen == [] and values["loss"] > 0 and values["utterances"] > 0
     assert [

@@ -36,12 +36,12 @@ def test_k_accumulated_micro_batches_give_the_gradient_of_one_k_times_larger_bat
     # micro-batch can never equal its share of a larger batch (measured: up to 150% relative gradient
     # difference on the tiny model). With running statistics the arithmetic under test is all that differs.
     trainer.model.eval()
-    trainer._backward(collate_batch(items), window_size=1, last_micro=True)
+    trainer.backward(collate_batch(items), window_size=1, last_micro=True)
     whole = gradients(trainer)
-    trainer.optimizer.zero_grad(set_to_none=True)
+    trainer.optimization.optimizer.zero_grad(set_to_none=True)
 
     for i in range(k):
-        trainer._backward(collate_batch(items[2 * i : 2 * i + 2]), window_size=k, last_micro=i == k - 1)
+        trainer.backward(collate_batch(items[2 * i : 2 * i + 2]), window_size=k, last_micro=i == k - 1)
     accumulated = gradients(trainer)
 
     assert whole.keys() == accumulated.keys() and len(whole) > 10
@@ -58,11 +58,11 @@ def test_accumulation_weighs_micro_batches_equally_whatever_their_token_counts(m
     trainer = make_trainer()
     trainer.model.eval()  # as above: only the normalisation differs
     short, long = utterances(2, tokens=2, seed=1), utterances(2, tokens=8, seed=2)
-    trainer._backward(collate_batch(short), window_size=2, last_micro=False)
-    trainer._backward(collate_batch(long), window_size=2, last_micro=True)
+    trainer.backward(collate_batch(short), window_size=2, last_micro=False)
+    trainer.backward(collate_batch(long), window_size=2, last_micro=True)
     accumulated = gradients(trainer)
-    trainer.optimizer.zero_grad(set_to_none=True)
-    trainer._backward(collate_batch(short + long), window_size=1, last_micro=True)
+    trainer.optimization.optimizer.zero_grad(set_to_none=True)
+    trainer.backward(collate_batch(short + long), window_size=1, last_micro=True)
     merged = gradients(trainer)
 
     assert any(not torch.allclose(accumulated[n], merged[n], rtol=1e-3) for n in merged)
@@ -70,31 +70,33 @@ def test_accumulation_weighs_micro_batches_equally_whatever_their_token_counts(m
 
 def test_gradient_clip_value_bounds_every_element_and_the_logged_norm_is_unclipped(make_trainer):
     trainer = make_trainer(gradient_clip_norm=None, gradient_clip_value=1e-4)
-    trainer._backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
+    trainer.backward(collate_batch(utterances(4)), window_size=1, last_micro=True)
     unclipped = gradients(trainer)
     seen: dict[str, torch.Tensor] = {}
-    trainer.optimizer.step = lambda *a, **k: seen.update(gradients(trainer))  # the grads the step would use
+    trainer.optimization.optimizer.step = lambda *a, **k: seen.update(
+        gradients(trainer)
+    )  # the grads the step would use
 
-    trainer._optimizer_step()
+    trainer.optimizer_step()
 
     largest = max(float(g.abs().max()) for g in seen.values())
     assert largest == pytest.approx(1e-4), "clipped to the value, and some element reached it"
     expected_norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in unclipped.values()]))
-    assert float(trainer.grad_norm) == pytest.approx(float(expected_norm), rel=1e-5)
+    assert float(trainer.optimization.grad_norm) == pytest.approx(float(expected_norm), rel=1e-5)
     assert max(float(g.abs().max()) for g in unclipped.values()) > 1e-3
 
 
 def test_the_ema_copies_the_weights_before_its_start_step_and_averages_after(make_trainer):
     trainer = make_trainer(ema_decay=0.5, ema_start_step=1)
-    assert trainer.ema is not None
+    assert trainer.optimization.ema is not None
     name, param = next(iter(trainer.model.named_parameters()))
 
     with torch.no_grad():
         param.fill_(2.0)
-    trainer.ema.update(trainer.model, step=0)  # before the start: copy
-    assert torch.equal(trainer.ema.shadow[name], param)
+    trainer.optimization.ema.update(trainer.model, step=0)  # before the start: copy
+    assert torch.equal(trainer.optimization.ema.shadow[name], param)
     with torch.no_grad():
         param.fill_(4.0)
-    trainer.ema.update(trainer.model, step=1)  # 0.5 * 2 + 0.5 * 4
+    trainer.optimization.ema.update(trainer.model, step=1)  # 0.5 * 2 + 0.5 * 4
 
-    assert torch.equal(trainer.ema.shadow[name], torch.full_like(param, 3.0))
+    assert torch.equal(trainer.optimization.ema.shadow[name], torch.full_like(param, 3.0))

@@ -75,6 +75,30 @@ def _index_list(text: str) -> list[int]:
         ) from None
 
 
+def _rate_list(text: str) -> list[float]:
+    """``"1e-3,5e-4"`` -> ``[0.001, 0.0005]``: --learning-rates."""
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated learning rates such as 1e-3,5e-4, got {text!r}"
+        ) from None
+
+
+def _rate_resets(text: str) -> dict[int, float]:
+    """``"30:1e-3,60:5e-4"`` -> ``{30: 0.001, 60: 0.0005}``: --lr-resets."""
+    resets = {}
+    for part in (part.strip() for part in text.split(",")):
+        epoch, _, rate = part.partition(":")
+        try:
+            resets[int(epoch)] = float(rate)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected EPOCH:LR pairs such as 30:1e-3,60:5e-4, got {part!r} in {text!r}"
+            ) from None
+    return resets
+
+
 # Every flag has no argparse default (None), so an unset flag never overrides a --config file's value.
 TRAIN_FLAGS: list[TrainFlag] = [
     # model
@@ -255,6 +279,75 @@ TRAIN_FLAGS: list[TrainFlag] = [
     ),
     TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
     TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
+    TrainFlag(
+        "--lr-control",
+        "optim.lr_control",
+        str,
+        "what sets the learning rate: schedule (warmup, hold, decay) or newbob (the validation score "
+        "decides each epoch's rate, after the schedule's warmup; needs validation manifests)",
+        ["schedule", "newbob"],
+    ),
+    TrainFlag(
+        "--newbob-kind",
+        "optim.newbob.kind",
+        str,
+        "newbob: compare the last two validations relatively or absolutely, or average the relative "
+        "changes of the last --newbob-multi-num-epochs (RETURNN's NewbobRelative/Abs/MultiEpoch)",
+        ["relative", "absolute", "multi_epoch"],
+    ),
+    TrainFlag(
+        "--newbob-score",
+        "optim.newbob.score_key",
+        str,
+        "newbob: the validation score it watches (lower is better)",
+        ["val_loss", "val_cer"],
+    ),
+    TrainFlag(
+        "--newbob-threshold",
+        "optim.newbob.threshold",
+        float,
+        "newbob: the least improvement that keeps the rate (relative: 0.01 = 1 %%; absolute: in the "
+        "score's unit)",
+    ),
+    TrainFlag(
+        "--newbob-decay", "optim.newbob.decay", float, "newbob: the rate's factor on a stall, in (0, 1]"
+    ),
+    TrainFlag("--newbob-min-lr", "optim.newbob.min_learning_rate", float, "newbob: no decay goes below this"),
+    TrainFlag(
+        "--newbob-multi-num-epochs",
+        "optim.newbob.multi_num_epochs",
+        int,
+        "newbob multi_epoch: validations whose relative changes are averaged",
+    ),
+    TrainFlag(
+        "--newbob-multi-update-interval",
+        "optim.newbob.multi_update_interval",
+        int,
+        "newbob multi_epoch: epochs between decisions",
+        default_help="--newbob-multi-num-epochs",
+    ),
+    TrainFlag(
+        "--newbob-relative-divides-by",
+        "optim.newbob.relative_error_divides_by",
+        str,
+        "newbob relative kinds: divide the change by the new score (RETURNN's default) or the old one",
+        ["new", "old"],
+    ),
+    TrainFlag(
+        "--learning-rates",
+        "optim.newbob.learning_rates",
+        _rate_list,
+        "newbob: the rates of epochs 1, 2, ... (comma-separated); later epochs follow the control",
+        metavar="LR,LR,...",
+    ),
+    TrainFlag(
+        "--lr-resets",
+        "optim.newbob.resets",
+        _rate_resets,
+        "newbob: jump back to a rate at given epochs (counting from 1), e.g. 30:1e-3,60:5e-4; added to a "
+        "--config file's resets",
+        metavar="EPOCH:LR,...",
+    ),
     # data
     TrainFlag(
         "--input-dim",

@@ -32,6 +32,7 @@ from asr_pipeline.models.architectures import (
     check_variant,
     default_input_dim,
 )
+from asr_pipeline.training.lr_control import NewbobConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +178,10 @@ class OptimConfig:
     gradient_accumulation_steps: int = 1
     ema_decay: float | None = None  # keep an exponential moving average of the weights (training.ema)
     ema_start_step: int = 0  # before this optimizer step the average just copies the weights
+    # What sets the rate (training.optimization): "schedule", the warmup-hold-decay above; "newbob", the
+    # validation-driven control of training.lr_control (options in ``newbob``) after the schedule's warmup.
+    lr_control: Literal["schedule", "newbob"] = "schedule"
+    newbob: NewbobConfig = field(default_factory=NewbobConfig)
 
     def __post_init__(self) -> None:
         _positive(
@@ -317,6 +322,11 @@ class TrainConfig:
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
     def __post_init__(self) -> None:
+        if self.optim.lr_control == "newbob" and not self.data.val_manifests:
+            raise ValueError(
+                "optim.lr_control=newbob (--lr-control newbob) follows the validation score, but there are "
+                "no validation manifests: set data.val_manifests (--val-manifests) or use lr_control=schedule"
+            )
         if self.data.input_dim is None:  # the architecture's frontend width, written into the saved config
             width = default_input_dim(self.model.architecture)
             object.__setattr__(self, "data", dataclasses.replace(self.data, input_dim=width))

@@ -3,7 +3,8 @@
 Rank 0 writes one JSON object per line to the run dir; the other ranks write nothing. A resumed run
 appends to the log it resumes from. Every event is::
 
-    {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"epoch"|"checkpoint"|"summary"|"abort",
+    {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
+             |"summary"|"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
@@ -39,11 +40,16 @@ that epoch's last step was just validated), when there are validation manifests
     ``best`` (the lowest val CER so far: ``checkpoint_best`` holds these weights), and with
     ``validation.log_samples`` = N ``samples``: N ``{"id", "reference", "hypothesis"}`` (plus ``n_best``:
     ``[{"text", "score"}]`` when ``validation.n_best > 1``), the first N utterances by id.
+``lr_control``, after every epoch's closing validation, only under ``optim.lr_control: newbob``
+    ``training.lr_control.Decision.to_event``: ``kind``, ``epoch`` and ``next_epoch`` (counting from 1),
+    ``score_key``, ``scores`` (epoch -> the scores compared), ``change``, ``threshold``,
+    ``old_learning_rate``, ``new_learning_rate`` (the next epoch's, before any warmup ramp), ``reason``
+    ("decayed", "kept", "no_comparison", "between_updates" or "predefined").
 ``epoch``, after every epoch
     ``train_loss`` (per target token, summed over ranks), ``batches`` (per rank), ``skipped_examples``
     (summed over ranks: examples whose audio failed to decode during the epoch, see ``data.collate``;
     after a mid-epoch resume, of the resumed part only), ``steps``, ``audio_hours`` (summed over ranks),
-    ``duration_sec``, and the counters.
+    ``duration_sec``, ``lr`` (the rate of the epoch's last step), and the counters.
 ``checkpoint``, after every epoch
     ``path``, ``train_loss``, ``val_cer``, ``val_wer`` (None without validation), and ``best_path`` (the
     ``checkpoint_best`` directory) only when this epoch's val CER was the best so far and it was written.

@@ -51,21 +51,26 @@ ROOT_CAUSE_TRACEBACK_LINES = 12
 
 def first_rank_failure(log_dir: str | Path) -> str | None:
     """The earliest rank failure that torchrun's workers recorded under ``log_dir`` (its ``--log-dir``):
-    ``rank N: <exception>`` and the innermost traceback lines; None when no rank wrote an error file
-    (killed by a signal, or failed before the worker's ``@record`` main ran)."""
+    ``local rank N: <exception>`` and the innermost traceback lines; None when no rank wrote an error file
+    (killed by a signal, or failed before the worker's ``@record`` main ran).
+
+    Earliest by the error file's modification time in nanoseconds: the recorded timestamp has whole seconds,
+    and a rank that fails first usually takes the others down within the same second (their "Connection
+    closed by peer" is the consequence, not the cause)."""
     failures = []
     for path in Path(log_dir).glob("*/attempt_*/*/error.json"):
         try:
+            written = path.stat().st_mtime_ns
             message = json.loads(path.read_text())["message"]
-            failures.append((int(message["extraInfo"]["timestamp"]), path.parent.name, message))
+            failures.append((written, int(path.parent.name), message["message"], message["extraInfo"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a half-written or foreign file: the console output still has the traceback
     if not failures:
         return None
-    _, local_rank, message = min(failures, key=lambda failure: (failure[0], int(failure[1])))
-    frames = message["extraInfo"].get("py_callstack", "").rstrip().splitlines()
+    _, local_rank, summary, extra = min(failures, key=lambda failure: failure[:2])
+    frames = str(extra.get("py_callstack", "")).rstrip().splitlines()
     tail = "\n".join(frames[-ROOT_CAUSE_TRACEBACK_LINES:])
-    return f"local rank {local_rank}: {message['message']}\n{tail}"
+    return f"local rank {local_rank}: {summary}\n{tail}"
 
 
 RDZV_BACKENDS = ("c10d", "static")

@@ -1,5 +1,8 @@
-"""The training loop: one rank's ``Trainer`` (model, optimizer, schedule, counters) and ``train``, which
-runs the epochs, validates, checkpoints and writes the run dir.
+"""The training loop: one rank's ``Trainer`` (the model and the steps of an epoch) and ``train``, which
+runs the epochs, validates, checkpoints and writes the run dir. The Trainer composes the parts that own
+the rest, each in its own module: ``training.optimization`` (AdamW, the f16 scaler, clipping, the learning
+rate -- step schedule or Newbob control -- and the EMA), ``training.health`` (the run's counters and the
+non-finite abort) and ``training.run_checkpoints`` (latest and best checkpoints).
 
 Loss: CTC summed over the batch and divided by the batch's number of target tokens. Adaptive batches
 range from a few long utterances to many short ones; ``reduction="mean"`` divides every utterance by its
@@ -11,11 +14,8 @@ Non-finite losses: ``zero_infinity=True`` zeroes impossible alignments (too few 
 target; ``infeasible_targets`` counts the clear cases, fewer output frames than target tokens). A NaN/inf
 that still gets through makes this rank's gradients non-finite, DDP's all-reduce spreads that to every
 rank, and every rank then sees the same non-finite gradient norm and skips the same step (counted as
-``skipped_steps``) -- no rank can disagree. Each rank counts its own non-finite losses and infeasible
-targets; the counts are summed over ranks at every "train" event, checkpoint, epoch end and skipped step
-(points every rank reaches together), and once the run's total of non-finite losses passes
-``run.max_non_finite_losses`` every rank raises ``NonFiniteLossError`` (rank 0 first writes an "abort"
-event naming the first batches that failed).
+``skipped_steps``) -- no rank can disagree. ``training.health`` sums the counts over ranks and aborts past
+``run.max_non_finite_losses``.
 
 Gradient accumulation divides each micro-batch's per-token loss by the window size, so k micro-batches
 with equal token counts give the gradient of one k-times larger batch; with unequal counts each
@@ -31,7 +31,9 @@ anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_deca
 average (``training.ema``); validation scores the raw weights. ``run.dry_run`` stops after one forward.
 
 Validation (``training.validation``) follows every epoch and, with ``validation.every_steps``, every that
-many optimizer steps; the lowest val CER so far is kept in ``checkpoint_best`` either way. Observability:
+many optimizer steps; the lowest val CER so far is kept in ``checkpoint_best`` either way. Under
+``optim.lr_control: newbob`` each epoch's closing validation (rank 0's scores, sent to every rank) decides
+the next epoch's rate (``Trainer.record_validation``, an "lr_control" event). Observability:
 every event goes to ``events.jsonl`` and, on rank 0, to the progress display (``training.live``: tqdm, or
 ``run.tui``'s live table) and to DVCLive (``training.dvclive_logger``: curves for ``dvc plots show``).
 """
@@ -55,8 +57,6 @@ from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.checkpoint import (
-    BEST_DIR,
-    CHECKPOINT_DIR,
     CONFIG_FILE,
     build_model_from_config,
     load_training_state,
@@ -64,10 +64,9 @@ from asr_pipeline.training.checkpoint import (
     resolved_model_config,
     restore_rng,
     rng_state,
-    save_checkpoint,
     write_json_atomic,
 )
-from asr_pipeline.training.config import TrainConfig, check_vocab_source, peak_learning_rate, save_json
+from asr_pipeline.training.config import TrainConfig, check_vocab_source, save_json
 from asr_pipeline.training.ctc import check_targets, model_losses, output_kind
 from asr_pipeline.training.distributed import (
     DistributedContext,
@@ -78,39 +77,32 @@ from asr_pipeline.training.distributed import (
 )
 from asr_pipeline.training.dry_run import dry_run
 from asr_pipeline.training.dvclive_logger import DVCLiveLogger
-from asr_pipeline.training.ema import EMA_FILE, WeightEMA
+from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
+from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
+from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
-from asr_pipeline.training.schedule import lr_schedule
+from asr_pipeline.training.run_checkpoints import RunCheckpoints
 from asr_pipeline.training.validation import ValidationDecoder, validate
 
-MAX_NON_FINITE_EXAMPLES = 3  # batches per rank whose ids an abort message names
-# Frames of silence a rank forwards for a batch whose every example was skipped (Trainer._backward_empty):
-# enough for any subsampling front end to leave at least one output frame.
+# Frames of silence a rank forwards for a batch whose every example was skipped (Trainer.backward's empty
+# case): enough for any subsampling front end to leave at least one output frame.
 EMPTY_BATCH_FRAMES = 64
 
 
-class NonFiniteLossError(RuntimeError):
-    """More micro-batches had a NaN/inf loss than ``run.max_non_finite_losses`` allows."""
-
-
-def _decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    # Decay matrices and conv kernels only: decaying norm scales and biases pulls them towards 0,
-    # which regularises nothing useful (the nanoGPT / GPT-2 convention).
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-
-
 class Trainer:
-    """One rank's model, optimizer and counters, and the steps of its loop.
+    """One rank's model and the steps of its loop, composed of the parts that own the rest:
+    ``optimization`` (optimizer, scaler, learning rate, EMA: ``training.optimization``), ``health`` (the
+    run's counters and the non-finite abort: ``training.health``) and ``checkpoints`` (latest and best:
+    ``training.run_checkpoints``).
 
-    Methods marked "collective" run collectives (all-reduce, all-gather) and must be called by every
-    rank at the same point; the others are local.
+    Public steps, in the order an epoch uses them: ``train_epoch`` (which calls ``backward`` for every
+    micro-batch and ``optimizer_step`` at the end of each accumulation window), ``validate``,
+    ``record_validation`` (Newbob), ``checkpoint``; ``resume`` before the first. Methods marked
+    "collective" run collectives (all-reduce, all-gather) and must be called by every rank at the same
+    point; the others are local.
     """
 
     def __init__(
@@ -151,23 +143,14 @@ class Trainer:
             events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
         self.model.to(ctx.device)
         optim = config.optim
-        self.ema = WeightEMA(self.model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
-        self.best_val_cer = math.inf
-        # ... but different dropout and SpecAugment draws per rank.
-        torch.manual_seed(config.run.seed + 1 + ctx.rank)
-        self.peak_lr = peak_learning_rate(config)
-        self.optimizer = torch.optim.AdamW(
-            _decay_groups(self.model, config.optim.weight_decay), lr=self.peak_lr
-        )
-        # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
-        # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
-        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=config.run.precision == "f16")
         self.sampler = data.train_sampler
+        steps_per_epoch = math.ceil(len(self.sampler.epoch_batches(0)) / optim.gradient_accumulation_steps)
+        # ... but different dropout and SpecAugment draws per rank (the EMA copies, AdamW draws nothing).
+        torch.manual_seed(config.run.seed + 1 + ctx.rank)
+        self.optimization = Optimization(self.model, config, ctx.device, steps_per_epoch)
+        self.health = RunHealth(ctx, events, config.run.max_non_finite_losses)
+        self.checkpoints = RunCheckpoints(config, self.model_config, events)
         self.step = 0  # optimizer steps taken (skipped ones included): the schedule's clock
-        # The run's totals over every rank (the same on every rank after each _sync_counters) ...
-        self.counters = {"skipped_steps": 0, "non_finite_losses": 0, "infeasible_targets": 0}
-        self.pending_counts = [0, 0]  # ... and this rank's non-finite losses, infeasible targets since
-        self.non_finite_batches: list[list[str]] = []  # ids of this rank's first non-finite batches
         self.epoch = 0
         self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
         self.epoch_skipped_examples = 0  # examples the loader could not produce: this rank, this epoch
@@ -176,16 +159,12 @@ class Trainer:
         self.component_sums: dict[str, float] = {}
         self.component_tokens = 0.0
         self.window_started = time.perf_counter()
-        self.grad_norm = torch.tensor(0.0)
-        # Plans differ a little per epoch under a frames budget; epoch 0's length sets the schedule's
-        # epoch length (warmup/hold epochs of the epoch schedule, the decay horizon of both).
-        steps_per_epoch = math.ceil(len(self.sampler.epoch_batches(0)) / optim.gradient_accumulation_steps)
-        self.schedule = lr_schedule(optim, self.peak_lr, max(1, steps_per_epoch))
-        if self.schedule.scaled and ctx.is_main:
+        schedule = self.optimization.schedule
+        if schedule.scaled and ctx.is_main and self.optimization.control is None:
             print(
                 f"[train] {optim.epochs} epochs are too few for lr_warmup_epochs={optim.lr_warmup_epochs} + "
-                f"lr_hold_epochs={optim.lr_hold_epochs}: scaled to {self.schedule.warmup_steps} warmup and "
-                f"{self.schedule.hold_steps} hold steps, then {self.schedule.decay_steps} decay steps",
+                f"lr_hold_epochs={optim.lr_hold_epochs}: scaled to {schedule.warmup_steps} warmup and "
+                f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
         self.ddp_model: nn.Module = self.model
@@ -193,25 +172,34 @@ class Trainer:
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
 
-    def learning_rate(self, step: int) -> float:
-        return self.schedule(step)
+    @property
+    def counters(self) -> dict[str, int]:
+        """The run's counters (``training.health``), every rank's included as of the last sync."""
+        return self.health.counters
+
+    @property
+    def best_val_cer(self) -> float:
+        return self.checkpoints.best_val_cer
+
+    def learning_rate(self, step: int, epoch: int | None = None) -> float:
+        """The rate of optimizer update ``step + 1`` in ``epoch`` (default: the current one)."""
+        return self.optimization.learning_rate(step, self.epoch if epoch is None else epoch)
 
     def resume(self, run_dir: str | Path) -> int:
         """Load ``run_dir``'s latest checkpoint; returns the epoch to continue in."""
         state = load_training_state(run_dir)
         # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these.
         self.model.load_state_dict(load_weights(run_dir))
-        self.optimizer.load_state_dict(state["optimizer"])
-        # An f32/bf16 run saved a disabled scaler's empty state: resumed in f16, the scaler starts fresh.
-        if state["scaler"]:
-            self.scaler.load_state_dict(state["scaler"])
+        self.optimization.load_state_dict(state)
         self.sampler.load_state_dict(state["sampler"])
-        self.step, self.counters = state["step"], dict(state["counters"])
-        self.best_val_cer = state.get("best_val_cer", math.inf)
-        if self.ema is not None:
-            self.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
+        self.step = state["step"]
+        self.health.load_state_dict(state["counters"])
+        self.checkpoints.load_state_dict(state)
+        if self.optimization.ema is not None:
+            self.optimization.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
         self.epoch_totals = list(state["epoch_totals"][self.ctx.rank])
         restore_rng(state["rng"][self.ctx.rank], self.ctx.device)
+        self.epoch = self.sampler.epoch
         return self.sampler.epoch
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -235,16 +223,14 @@ class Trainer:
             if micro == 0:  # the last window of an epoch may be short
                 window_size = min(optim.gradient_accumulation_steps, epoch_batches - batches_done)
             maybe_inject_fault(self.ctx.rank, self.step)
-            self._backward(batch, window_size, last_micro=micro + 1 == window_size)
+            self.backward(batch, window_size, last_micro=micro + 1 == window_size)
             micro, batches_done = micro + 1, batches_done + 1
             if micro < window_size:
                 continue
             micro = 0
-            skipped_before = self.counters["skipped_steps"]
-            self._optimizer_step()
-            # Every rank skips the same steps (see above), so all of them reach this collective.
-            if self.counters["skipped_steps"] > skipped_before:
-                self._sync_counters()
+            if not self.optimizer_step():
+                # Every rank skips the same steps (the gradient norm is all-reduced): all reach this collective.
+                self.health.sync(self.step, epoch)
             self.progress.advance(self.step)
             # Also at the run's last step, so a run shorter than log_every still has its curves (dvc plots).
             # Every rank has the same epoch_batches, so all of them take this collective together.
@@ -252,10 +238,10 @@ class Trainer:
             if self.step % config.run.log_every == 0 or last_step:
                 self._log_train(epoch)
             if every_steps and self.step % every_steps == 0:
-                self.run_validation(epoch, "step")
+                self.validate(epoch, "step")
             if config.run.checkpoint_every_steps and self.step % config.run.checkpoint_every_steps == 0:
                 self.checkpoint(epoch, self.sampler.state_dict(batches_done=batches_done), {})
-        self._sync_counters()
+        self.health.sync(self.step, epoch)
         totals = [*self.epoch_totals, self.epoch_skipped_examples]
         sums = all_reduce_sum(torch.tensor(totals, dtype=torch.float64, device=self.ctx.device))
         loss_sum, tokens, audio_ms, skipped_examples = sums.tolist()
@@ -266,17 +252,19 @@ class Trainer:
             "steps": self.step,
             "audio_hours": audio_ms / 3.6e6,
             "duration_sec": time.perf_counter() - started,
+            "lr": self.learning_rate(max(self.step - 1, 0), epoch),
             **self.counters,
         }
 
-    def _backward(self, batch: Batch, window_size: int, last_micro: bool) -> None:
+    def backward(self, batch: Batch, window_size: int, last_micro: bool) -> None:
+        """Forward and backward of one micro-batch of an accumulation window of ``window_size``; only the
+        last micro-batch (``last_micro``) all-reduces gradients under DDP."""
         self.epoch_skipped_examples += len(batch.skipped)  # undecodable audio etc. (data.collate)
         if len(batch) == 0:
             self._backward_empty(last_micro)
             return
         check_targets(batch, self.vocab_size, self.config.model.blank_id)
         batch = batch.to(self.ctx.device, non_blocking=True)
-        # Only the last micro-batch of an accumulation window all-reduces gradients.
         sync = (
             self.ddp_model.no_sync() if self.ctx.distributed and not last_micro else contextlib.nullcontext()
         )
@@ -284,7 +272,7 @@ class Trainer:
             step = model_losses(self.ddp_model, batch, self.config)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             loss_sum, tokens = losses.sum(), batch.target_lengths.sum()
-            self.scaler.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
+            self.optimization.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
         finite = torch.isfinite(loss_sum)
         stats = torch.stack(
             [
@@ -298,12 +286,7 @@ class Trainer:
         counts = torch.stack([~finite, (out_lengths < batch.target_lengths).sum()]).double()
         *totals, non_finite, infeasible = torch.cat([stats[:3], counts]).tolist()  # one copy to the host
         self.epoch_totals = [total + value for total, value in zip(self.epoch_totals, totals, strict=True)]
-        self.pending_counts = [
-            self.pending_counts[0] + int(non_finite),
-            self.pending_counts[1] + int(infeasible),
-        ]
-        if non_finite and len(self.non_finite_batches) < MAX_NON_FINITE_EXAMPLES:
-            self.non_finite_batches.append(list(batch.ids))
+        self.health.note_batch(bool(non_finite), int(infeasible), batch.ids)
         if step.components and not non_finite:  # this rank's loss terms, per target token at the next log
             sums = torch.stack(
                 [value.detach().sum() for value in step.components.values()]
@@ -337,29 +320,18 @@ class Trainer:
         finally:
             self.ddp_model.train()
 
-    def _optimizer_step(self) -> None:
-        self.scaler.unscale_(self.optimizer)
-        optim = self.config.optim
-        clip = optim.gradient_clip_norm or math.inf  # inf: measure the norm, clip nothing
-        self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        if optim.gradient_clip_value is not None:  # after measuring: the logged norm is the unclipped one
-            torch.nn.utils.clip_grad_value_(self.model.parameters(), optim.gradient_clip_value)
-        # Gradients are all-reduced, so every rank sees the same norm and makes the same choice here.
-        if torch.isfinite(self.grad_norm):
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.learning_rate(self.step)
-            self.scaler.step(self.optimizer)
-        else:
-            self.counters["skipped_steps"] += 1
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.ema is not None:
-            self.ema.update(self.model, self.step)
+    def optimizer_step(self) -> bool:
+        """The update closing an accumulation window (``training.optimization``); the clock moves on
+        either way. Returns False when the step was skipped for a non-finite gradient norm (counted)."""
+        applied = self.optimization.step(self.model, self.step, self.epoch)
+        if not applied:
+            self.health.note_skipped_step()
         self.step += 1
+        return applied
 
     def _log_train(self, epoch: int) -> float:
         """Collective: the loss and throughput since the last log, summed over ranks."""
-        self._sync_counters()
+        self.health.sync(self.step, epoch)
         loss_sum, tokens, audio_ms, utterances = all_reduce_sum(self.window.clone()).tolist()
         elapsed = time.perf_counter() - self.window_started
         loss = loss_sum / max(tokens, 1)
@@ -369,8 +341,8 @@ class Trainer:
             epoch,
             {
                 "loss": loss,
-                "lr": self.learning_rate(self.step - 1),
-                "grad_norm": float(self.grad_norm),
+                "lr": self.learning_rate(self.step - 1, epoch),
+                "grad_norm": float(self.optimization.grad_norm),
                 "audio_seconds_per_sec": audio_ms / 1000 / elapsed,
                 "utterances": int(utterances),
                 **self.counters,
@@ -389,46 +361,27 @@ class Trainer:
     def checkpoint(
         self, epoch: int, sampler_state: dict[str, Any], metrics: dict[str, Any], best: bool = False
     ) -> None:
-        """Collective: every rank's RNG state and running totals go into rank 0's checkpoint.
-
-        ``best``: also write ``checkpoint_best`` -- first, so that a crash in between leaves a latest
-        checkpoint whose ``best_val_cer`` does not claim a best checkpoint that was never written.
-        """
-        self._sync_counters()  # the saved counters are the run's, all ranks included
+        """Collective: every rank's RNG state and running totals go into rank 0's checkpoint
+        (``training.run_checkpoints``; ``best``: ``checkpoint_best`` too, written first)."""
+        self.health.sync(self.step, epoch)  # the saved counters are the run's, all ranks included
         rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals)
         if not self.ctx.is_main:
             return
-        ema = None if self.ema is None else self.ema.state_dict(self.model)
-        common = {"step": self.step, "epoch": epoch, "model_config": self.model_config, "metrics": metrics}
-        if best:
-            self._write_best(epoch, metrics, ema)
+        ema = self._ema_weights()
         training_state = {
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
+            **self.optimization.state_dict(),
             "sampler": sampler_state,
             "rng": rng,
-            "counters": self.counters,
+            "counters": self.health.state_dict(),
             "epoch_totals": totals,
-            "best_val_cer": self.best_val_cer,
         }
-        save_checkpoint(self.output_dir, model=self.model, training_state=training_state, ema_weights=ema,
-                        train_config=self.config, **common)  # fmt: skip
-        values = {"path": str(self.output_dir / CHECKPOINT_DIR), **metrics}
-        if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
-            values["best_path"] = str(self.output_dir / BEST_DIR)
-        self.events.write("checkpoint", self.step, epoch, values)
+        self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, ema, best)
 
-    def _write_best(
-        self, epoch: int, metrics: dict[str, Any], ema: dict[str, torch.Tensor] | None = None
-    ) -> None:
-        """Rank 0: the current weights (and EMA) as ``checkpoint_best``; nothing resumes from it."""
-        if ema is None and self.ema is not None:
-            ema = self.ema.state_dict(self.model)
-        save_checkpoint(self.output_dir, model=self.model, training_state=None, ema_weights=ema,
-                        name=BEST_DIR, step=self.step, epoch=epoch, model_config=self.model_config,
-                        metrics=metrics)  # fmt: skip
+    def _ema_weights(self) -> dict[str, torch.Tensor] | None:
+        ema = self.optimization.ema
+        return None if ema is None else ema.state_dict(self.model)
 
-    def run_validation(self, epoch: int, trigger: Literal["step", "epoch"]) -> dict[str, Any] | None:
+    def validate(self, epoch: int, trigger: Literal["step", "epoch"]) -> dict[str, Any] | None:
         """Collective. Score the validation set now; rank 0 writes the event and returns the scores.
 
         ``scores["best"]`` (rank 0) says the val CER is the lowest so far. A step validation that sets a
@@ -443,38 +396,35 @@ class Trainer:
         if scores is None:  # not rank 0
             return None
         scores["trigger"] = trigger
-        scores["best"] = scores["val_cer"] < self.best_val_cer
-        if scores["best"]:
-            self.best_val_cer = scores["val_cer"]  # rank 0's is the one checkpointed and resumed
-            if trigger == "step":
-                self._write_best(epoch, {"val_cer": scores["val_cer"], "val_wer": scores["val_wer"]})
+        scores["best"] = self.checkpoints.offer(scores["val_cer"])
+        if scores["best"] and trigger == "step":
+            metrics = {"val_cer": scores["val_cer"], "val_wer": scores["val_wer"]}
+            self.checkpoints.write_best(self.model, self.step, epoch, metrics, self._ema_weights())
         self.events.write("validation", self.step, epoch, scores)
         self.latest_scores = scores
         return scores
 
-    def _sync_counters(self) -> None:
-        """Collective: fold every rank's pending counts into the run's counters; abort past the limit."""
-        pending = torch.tensor(self.pending_counts, dtype=torch.float64, device=self.ctx.device)
-        non_finite, infeasible = (int(count) for count in all_reduce_sum(pending).tolist())
-        self.pending_counts = [0, 0]
-        self.counters["non_finite_losses"] += non_finite
-        self.counters["infeasible_targets"] += infeasible
-        limit = self.config.run.max_non_finite_losses
-        if limit is None or self.counters["non_finite_losses"] <= limit:
+    def record_validation(self, epoch: int) -> None:
+        """Collective. Hand ``epoch``'s closing validation scores (rank 0's, sent to every rank) to the
+        learning-rate control, so every rank sets the same next rate; rank 0 logs an "lr_control" event
+        with the scores that decided it. Nothing to do under the step schedule."""
+        if self.optimization.control is None:
             return
-        # Every rank holds the same counters here, so every rank reaches this gather and raises.
-        examples = [ids for rank_batches in gather(self.non_finite_batches) for ids in rank_batches]
-        reason = (
-            f"{self.counters['non_finite_losses']} batches had a non-finite (NaN/inf) loss in the first "
-            f"{self.step} optimizer steps, more than run.max_non_finite_losses={limit}: training diverged "
-            f"or the data holds broken examples (first failing batches: {examples}). Lower "
-            "optim.learning_rate or lengthen optim.lr_warmup_steps, check those utterances' features, "
-            "or raise --max-non-finite-losses (run.max_non_finite_losses: null never aborts)"
-        )
-        self.events.write(
-            "abort", self.step, self.epoch, {"reason": reason, "batches": examples, **self.counters}
-        )
-        raise NonFiniteLossError(reason)
+        scores = gather(self.latest_scores if self.ctx.is_main else None)[0]
+        if scores is None:
+            raise RuntimeError(
+                f"epoch {epoch + 1} ended without a validation score; optim.lr_control=newbob needs "
+                "validation manifests (data.val_manifests)"
+            )
+        decision = self.optimization.record_validation(epoch, scores)
+        assert decision is not None
+        self.events.write("lr_control", self.step, epoch, decision.to_event())
+        if self.ctx.is_main:
+            print(
+                f"[train] lr_control ({decision.kind}, {decision.score_key}): epoch {decision.epoch + 1} "
+                f"trains at {decision.new_learning_rate:.3g} ({decision.reason})",
+                flush=True,
+            )
 
 
 def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
@@ -552,8 +502,10 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
         best = False  # meaningful on rank 0 only, the one rank that writes checkpoints
         # A step validation at the epoch's last step already scored these weights (and kept a best).
         if trainer.data.val_loader is not None and trainer.validated_step != trainer.step:
-            scores = trainer.run_validation(epoch, "epoch")
+            scores = trainer.validate(epoch, "epoch")
             best = scores is not None and scores["best"]
+        if trainer.data.val_loader is not None:
+            trainer.record_validation(epoch)
         if trainer.latest_scores is not None:
             metrics.update(val_cer=trainer.latest_scores["val_cer"], val_wer=trainer.latest_scores["val_wer"])
         trainer.events.write("epoch", trainer.step, epoch, epoch_values)

@@ -78,6 +78,7 @@ def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     # As for data below: a model or optim key the saved config predates counts as its default.
     model = {**_field_defaults(ModelConfig), **config["model"]}
     optim = {**_field_defaults(OptimConfig), **config["optim"]}
+    newbob = optim.pop("newbob", None) or {}
     # Architecture-specific options count one by one, so the diff names the option that changed.
     options = model.pop("options", None) or {}
     keys = {f"model.{name}": value for name, value in model.items()}
@@ -87,12 +88,28 @@ def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     defaults = {f.name: f.default for f in dataclasses.fields(DataConfig)}
     keys |= {f"data.{name}": config["data"].get(name, defaults.get(name)) for name in CRITICAL_DATA_KEYS}
     keys |= {f"optim.{name}": value for name, value in optim.items() if name not in CHANGEABLE_OPTIM_KEYS}
+    keys |= {f"optim.newbob.{name}": value for name, value in newbob.items()}
     keys["run.seed"] = config["run"]["seed"]
     return keys
 
 
 def _field_defaults(section: type) -> dict[str, Any]:
-    return {f.name: f.default for f in dataclasses.fields(section) if f.default is not dataclasses.MISSING}
+    """The defaults of ``section``'s fields, a nested section's as its dict (JSON-shaped, like a saved one)."""
+    defaults = {}
+    for f in dataclasses.fields(section):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+            defaults[f.name] = _json_shaped(
+                dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+            )
+    return defaults
+
+
+def _json_shaped(value: Any) -> Any:
+    # A saved config comes back from JSON (string keys, lists); compare the new one in the same shape.
+    return json.loads(json.dumps(value))
 
 
 def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], run_dir: str | Path) -> None:
@@ -105,7 +122,7 @@ def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], r
         saved_path = run_dir / CONFIG_FILE
     # The raw JSON, not load_json: a key this version no longer knows must be reported, not crash.
     saved = critical_keys(json.loads(saved_path.read_text()))
-    new = critical_keys(to_dict(config))
+    new = critical_keys(_json_shaped(to_dict(config)))
     changes = [
         f"  {key}: {saved.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}"
         for key in sorted(saved.keys() | new.keys())

@@ -1,0 +1,123 @@
+"""One rank's optimizer side of training: AdamW, the f16 loss scaler, gradient clipping, the learning rate
+(a step schedule or validation-driven Newbob control) and the weight EMA, behind ``Optimization``.
+
+The learning rate of optimizer update ``step + 1`` in (0-based) epoch ``epoch``:
+
+- ``optim.lr_control: schedule`` (default): ``training.schedule``'s warmup -> hold -> decay, a pure
+  function of the step;
+- ``optim.lr_control: newbob``: the epoch's rate from ``training.lr_control`` (``NewbobControl``, epochs
+  counting from 1, so the rate of ``learning_rate_for_epoch(epoch + 1)``), times the schedule's warmup ramp
+  ``min(1, (step + 1) / W)``, so Newbob can follow a warmup. The schedule's hold and decay are unused: the
+  control decides every change after warmup. The control learns each epoch's validation score through
+  ``record_validation`` (the epoch loop calls it on every rank with rank 0's scores) and its state goes into
+  the checkpoint, so a resumed run continues the same rates.
+
+Gradients are all-reduced before ``step``, so every rank measures the same norm and takes (or skips, for a
+non-finite norm) the same step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from asr_pipeline.training.config import TrainConfig, peak_learning_rate
+from asr_pipeline.training.ema import WeightEMA
+from asr_pipeline.training.lr_control import Decision, NewbobControl
+from asr_pipeline.training.schedule import LRSchedule, lr_schedule
+
+
+def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay matrices and conv kernels only: decaying norm scales and biases pulls them towards 0, which
+    regularises nothing useful (the nanoGPT / GPT-2 convention)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+class Optimization:
+    """AdamW over ``model`` (unwrapped: DDP wraps the same parameters), its scaler, rate and EMA."""
+
+    def __init__(
+        self, model: nn.Module, config: TrainConfig, device: torch.device, steps_per_epoch: int
+    ) -> None:
+        optim = config.optim
+        self.config = optim
+        self.peak_lr = peak_learning_rate(config)
+        self.optimizer = torch.optim.AdamW(decay_groups(model, optim.weight_decay), lr=self.peak_lr)
+        # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
+        # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
+        self.scaler = torch.amp.GradScaler(device.type, enabled=config.run.precision == "f16")
+        # Plans differ a little per epoch under a frames budget; epoch 0's length sets the schedule's
+        # epoch length (warmup/hold epochs of the epoch schedule, the decay horizon of both).
+        self.schedule: LRSchedule = lr_schedule(optim, self.peak_lr, max(1, steps_per_epoch))
+        self.control = NewbobControl(optim.newbob, self.peak_lr) if optim.lr_control == "newbob" else None
+        self.ema = WeightEMA(model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
+        self.grad_norm = torch.tensor(0.0)  # the last step's, before clipping
+
+    def learning_rate(self, step: int, epoch: int) -> float:
+        """The rate of optimizer update ``step + 1`` (0-based ``step``) in 0-based ``epoch``."""
+        if self.control is None:
+            return self.schedule(step)
+        warmup = self.schedule.warmup_steps
+        ramp = min(1.0, (step + 1) / warmup) if warmup else 1.0
+        return self.control.learning_rate_for_epoch(epoch + 1) * ramp
+
+    def scale(self, loss: Tensor) -> Tensor:
+        """The loss to call ``backward`` on (scaled up under f16)."""
+        return self.scaler.scale(loss)
+
+    def step(self, model: nn.Module, step: int, epoch: int) -> bool:
+        """Unscale, measure and clip the gradients, and update unless their norm is non-finite; then zero
+        them and update the EMA. Returns whether the update was taken."""
+        self.scaler.unscale_(self.optimizer)
+        clip = self.config.gradient_clip_norm or math.inf  # inf: measure the norm, clip nothing
+        self.grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        if (
+            self.config.gradient_clip_value is not None
+        ):  # after measuring: the logged norm is the unclipped one
+            torch.nn.utils.clip_grad_value_(model.parameters(), self.config.gradient_clip_value)
+        applied = bool(torch.isfinite(self.grad_norm))
+        if applied:
+            rate = self.learning_rate(step, epoch)
+            for group in self.optimizer.param_groups:
+                group["lr"] = rate
+            self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(model, step)
+        return applied
+
+    def record_validation(self, epoch: int, scores: Mapping[str, Any]) -> Decision | None:
+        """Newbob: 0-based ``epoch``'s end-of-epoch validation scores (every rank the same ones); returns
+        the decision on the next epoch's rate. None under the step schedule, which ignores scores."""
+        if self.control is None:
+            return None
+        return self.control.record(epoch + 1, scores)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resumable state (the EMA is saved as its own weights file)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "lr_control": None if self.control is None else self.control.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        # An f32/bf16 run saved a disabled scaler's empty state: resumed in f16, the scaler starts fresh.
+        if state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+        # A checkpoint from before lr_control has none; the config check refused changing the control.
+        if self.control is not None and state.get("lr_control"):
+            self.control.load_state_dict(state["lr_control"])
+
+
+__all__ = ["Optimization", "decay_groups"]
