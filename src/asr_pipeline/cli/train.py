@@ -33,6 +33,7 @@ from asr_pipeline.training.config import (
     ValidationConfig,
     resolve_config,
 )
+from asr_pipeline.training.epoch_schedule import CurriculumConfig
 
 _SECTIONS = {
     "data": DataConfig,
@@ -40,6 +41,7 @@ _SECTIONS = {
     "optim": OptimConfig,
     "run": RunConfig,
     "validation": ValidationConfig,
+    "curriculum": CurriculumConfig,
 }
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
@@ -73,6 +75,22 @@ def _index_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated GPU indices such as 0,1, got {text!r}"
         ) from None
+
+
+def _schedule_entries(text: str) -> list[dict[str, Any]]:
+    """``"1-5:optim.gradient_clip_norm=1.0;3-:model.dropout=0.1"`` -> schedule entries (values as YAML)."""
+    import yaml
+
+    entries = []
+    for part in (part.strip() for part in text.split(";") if part.strip()):
+        epochs, _, assignment = part.partition(":")
+        key, equals, value = assignment.partition("=")
+        if not (epochs.strip() and key.strip() and equals):
+            raise argparse.ArgumentTypeError(
+                f"expected EPOCHS:KEY=VALUE entries such as 1-5:optim.gradient_clip_norm=1.0, got {part!r}"
+            )
+        entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
+    return entries
 
 
 def _rate_list(text: str) -> list[float]:
@@ -279,6 +297,40 @@ TRAIN_FLAGS: list[TrainFlag] = [
     ),
     TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
     TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
+    TrainFlag(
+        "--schedule",
+        "schedule",
+        _schedule_entries,
+        "config values for epoch ranges (counting from 1), ';'-separated, e.g. "
+        "'1-5:optim.gradient_clip_norm=1.0;3-:model.dropout=0.1' (README, \"Training control\")",
+        metavar="EPOCHS:KEY=VALUE;...",
+        default_help="none",
+    ),
+    TrainFlag(
+        "--curriculum-epochs",
+        "curriculum.epochs",
+        int,
+        "the first N epochs batch only short utterances (--curriculum-max-duration-sec or "
+        "--curriculum-shortest-fraction)",
+    ),
+    TrainFlag(
+        "--curriculum-max-duration-sec",
+        "curriculum.max_duration_sec",
+        float,
+        "curriculum: short means at most this long",
+    ),
+    TrainFlag(
+        "--curriculum-shortest-fraction",
+        "curriculum.shortest_fraction",
+        float,
+        "curriculum: short means among this fraction of the shortest training utterances",
+    ),
+    TrainFlag(
+        "--curriculum-sort-by-length",
+        "curriculum.sort_by_length",
+        bool,
+        "curriculum epochs run one ascending pass (shortest batches first) instead of a shuffle",
+    ),
     TrainFlag(
         "--lr-control",
         "optim.lr_control",

@@ -60,7 +60,7 @@ from __future__ import annotations
 import io
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -359,11 +359,14 @@ class AudioDataset(Dataset):
         waveform_augment: WaveformAugment | None = None,
         spec_augment: SpecAugment | None = None,
         seed: int = 0,
+        spec_augment_for_epoch: Callable[[int], SpecAugment] | None = None,
     ) -> None:
         self.index = index
         self.frontend = frontend
         self.waveform_augment = waveform_augment if waveform_augment and waveform_augment.active else None
         self.spec_augment = spec_augment
+        # Training control (training.epoch_schedule): the epoch's SpecAugment, in place of spec_augment.
+        self.spec_augment_for_epoch = spec_augment_for_epoch
         self.seed = seed
         self.num_frames = index.column("rows").to_numpy().astype(np.int64)  # T per item, for samplers
         self.num_tokens = np.array([len(t) for t in index.column("tokens").to_pylist()], dtype=np.int64)
@@ -374,7 +377,7 @@ class AudioDataset(Dataset):
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict | SkippedExample:
         epoch, item = key if isinstance(key, tuple) else (None, key)
-        if epoch is None and (self.waveform_augment or self.spec_augment):
+        if epoch is None and (self.waveform_augment or self.spec_augment or self.spec_augment_for_epoch):
             raise ValueError(
                 "an augmenting AudioDataset needs (epoch, index) keys: use EpochTaggedBatchSampler"
             )
@@ -398,9 +401,12 @@ class AudioDataset(Dataset):
             features = torch.from_numpy(np.ascontiguousarray(self.frontend(waveform)))  # (T, F)
         if features.shape[0] == 0:
             return SkippedExample(row["id"], row["location"], "audio shorter than one frame")
-        if epoch is not None and self.spec_augment is not None:
+        spec_augment = self.spec_augment
+        if epoch is not None and self.spec_augment_for_epoch is not None:
+            spec_augment = self.spec_augment_for_epoch(epoch)
+        if epoch is not None and spec_augment is not None:
             generator = torch.Generator().manual_seed(_seed64(self.seed, epoch, item))
-            features = self.spec_augment(features, generator)
+            features = spec_augment(features, generator)
         return {
             "id": row["id"],
             "features": features,

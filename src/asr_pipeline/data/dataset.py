@@ -45,6 +45,7 @@ class ShardDataset(Dataset):
         index: pa.Table,
         transform: Callable[[Tensor], Tensor] | None = None,
         max_open_shards: int | None = None,
+        transform_for_epoch: Callable[[int], Callable[[Tensor], Tensor]] | None = None,
     ) -> None:
         shard_codes = pc.dictionary_encode(index.column("shard")).combine_chunks()
         self.shard_paths: list[str] = shard_codes.dictionary.to_pylist()
@@ -57,6 +58,9 @@ class ShardDataset(Dataset):
         if max_open_shards is not None and max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1 or None, got {max_open_shards}")
         self.transform = transform
+        # Training control (training.epoch_schedule): the epoch's transform, for (epoch, index) keys
+        # (data.audio_dataset.EpochTaggedBatchSampler); plain index keys use ``transform``.
+        self.transform_for_epoch = transform_for_epoch
         self.max_open_shards = max_open_shards
         self._tables: OrderedDict[int, pa.Table] = OrderedDict()
         self._owner_pid = os.getpid()
@@ -64,12 +68,16 @@ class ShardDataset(Dataset):
     def __len__(self) -> int:
         return len(self._row_of)
 
-    def __getitem__(self, item: int) -> dict:
+    def __getitem__(self, key: int | tuple[int, int]) -> dict:
+        epoch, item = key if isinstance(key, tuple) else (None, key)
         shard, row = int(self._shard_of[item]), int(self._row_of[item])
         record = read_example(self._table(shard), row)
         features = torch.tensor(record["features"], dtype=torch.float32)  # (T, F), a writable copy
-        if self.transform is not None:
-            features = self.transform(features)
+        transform = self.transform
+        if epoch is not None and self.transform_for_epoch is not None:
+            transform = self.transform_for_epoch(epoch)
+        if transform is not None:
+            features = transform(features)
         return {
             "id": record["id"],
             "features": features,

@@ -43,7 +43,7 @@ is replayed and no data is read to skip them (the sampler only yields indices).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -124,6 +124,22 @@ class BatchPlanStats:
         }
 
 
+@dataclass(frozen=True)
+class EpochPlan:
+    """What one epoch's plan changes from the sampler's own options (training control, see
+    ``training.epoch_schedule``); None keeps the sampler's value.
+
+    ``keep``: a boolean mask over the examples; only those are batched this epoch (a curriculum's short
+    utterances). ``ascending``: one pass over the kept examples sorted by length, shortest batch first, in
+    place of the shuffled, buffer-sorted plan.
+    """
+
+    budget: int | None = None
+    max_samples: int | None = None
+    keep: np.ndarray | None = None
+    ascending: bool = False
+
+
 class LengthBucketedBatchSampler(Sampler[list[int]]):
     """Yields lists of dataset indices, one list per batch, for this rank.
 
@@ -161,6 +177,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         num_replicas: int | None = None,
         rank: int | None = None,
         uneven: Uneven = "drop",
+        epoch_plan: Callable[[int], EpochPlan | None] | None = None,
     ) -> None:
         if (batch_size is None) == (budget is None):
             raise ValueError(f"give exactly one of batch_size (fixed batches) or budget (in {unit})")
@@ -191,6 +208,9 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.uneven = uneven
+        # Training control: the epoch -> EpochPlan of a schedule or curriculum (a pure function of the
+        # epoch, so plans stay reproducible and resumable); None: every epoch uses the options above.
+        self.epoch_plan = epoch_plan
         self.epoch = 0
         self._skip = 0  # batches of ``epoch`` already done before a resume
         self._yielded = 0  # batches of the current iteration handed out so far (skipped ones included)
@@ -217,12 +237,14 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
 
     def plan_stats(self, epoch: int | None = None) -> BatchPlanStats:
         """Padding and batch counts of ``epoch``'s plan over all ranks (default: the current epoch)."""
-        batches = self._plan_all_ranks(self.epoch if epoch is None else epoch)
+        epoch = self.epoch if epoch is None else epoch
+        batches = self._plan_all_ranks(epoch)
         real = sum(int(self.lengths[b].sum()) for b in batches)
         padded = sum(len(b) * int(self.lengths[b].max()) for b in batches)
         oversized = 0
-        if self.budget is not None:
-            oversized = sum(1 for b in batches if len(b) == 1 and self.costs[b[0]] > self.budget)
+        budget = self._plan_of(epoch).budget or self.budget
+        if budget is not None:
+            oversized = sum(1 for b in batches if len(b) == 1 and self.costs[b[0]] > budget)
         return BatchPlanStats(
             batches=len(batches),
             batches_per_rank=len(batches) // self.num_replicas,
@@ -234,25 +256,38 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
 
     def _plan_all_ranks(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, epoch])
+        plan = self._plan_of(epoch)
+        budget = self.budget if plan.budget is None else plan.budget
+        max_samples = self.max_samples if plan.max_samples is None else plan.max_samples
         count = len(self.lengths)
         order = rng.permutation(count) if self.shuffle else np.arange(count)
+        if plan.keep is not None:
+            order = order[plan.keep[order]]
+        if plan.ascending:  # one pass, shortest first: no buffers, no batch shuffle
+            ordered = order[np.argsort(self.lengths[order], kind="stable")]
+            return self._even_out(self._batch_sorted(ordered, budget, max_samples))
         batches: list[list[int]] = []
-        for start in range(0, count, self.sort_buffer_size):
+        for start in range(0, len(order), self.sort_buffer_size):
             buffer = order[start : start + self.sort_buffer_size]
             keys = -self.lengths[buffer] if self.sort_descending else self.lengths[buffer]
-            batches.extend(self._batch_sorted(buffer[np.argsort(keys, kind="stable")]))
+            batches.extend(self._batch_sorted(buffer[np.argsort(keys, kind="stable")], budget, max_samples))
         if self.shuffle and not self.sort_descending:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return self._even_out(batches)
 
-    def _batch_sorted(self, indices: np.ndarray) -> list[list[int]]:
+    def _plan_of(self, epoch: int) -> EpochPlan:
+        return (self.epoch_plan(epoch) if self.epoch_plan is not None else None) or EpochPlan()
+
+    def _batch_sorted(
+        self, indices: np.ndarray, budget: int | None, max_samples: int | None
+    ) -> list[list[int]]:
         if self.batch_size is not None:
             return [
                 indices[i : i + self.batch_size].tolist() for i in range(0, len(indices), self.batch_size)
             ]
-        assert self.budget is not None
+        assert budget is not None
         padded = self.unit in PADDED_UNITS
-        max_samples = self.max_samples or len(indices)
+        max_samples = max_samples or len(indices)
         batches: list[list[int]] = []
         current: list[int] = []
         largest = total = 0  # largest and summed cost of ``current``
@@ -261,7 +296,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             # The cost with the newcomer; max() because the sort key (frames) need not order the cost
             # (duration units), and so that either sort direction works.
             with_newcomer = (len(current) + 1) * max(largest, cost) if padded else total + cost
-            fits = with_newcomer <= self.budget and len(current) < max_samples
+            fits = with_newcomer <= budget and len(current) < max_samples
             if current and not fits:
                 batches.append(current)
                 current, largest, total = [], 0, 0
@@ -368,6 +403,7 @@ __all__ = [
     "PADDED_UNITS",
     "BatchPlanStats",
     "BatchUnit",
+    "EpochPlan",
     "LengthBucketedBatchSampler",
     "example_costs",
 ]

@@ -32,6 +32,12 @@ from asr_pipeline.models.architectures import (
     check_variant,
     default_input_dim,
 )
+from asr_pipeline.training.epoch_schedule import (
+    CurriculumConfig,
+    EpochSettings,
+    ScheduleEntry,
+    check_schedule,
+)
 from asr_pipeline.training.lr_control import NewbobConfig
 
 
@@ -320,6 +326,9 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+    # Settings by epoch and short utterances first (training.epoch_schedule).
+    schedule: list[ScheduleEntry] = field(default_factory=list)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
 
     def __post_init__(self) -> None:
         if self.optim.lr_control == "newbob" and not self.data.val_manifests:
@@ -330,6 +339,20 @@ class TrainConfig:
         if self.data.input_dim is None:  # the architecture's frontend width, written into the saved config
             width = default_input_dim(self.model.architecture)
             object.__setattr__(self, "data", dataclasses.replace(self.data, input_dim=width))
+        if self.schedule:
+            check_schedule(self.schedule, _section_keys(TrainConfig))
+            EpochSettings(self)  # every epoch's settings must form a valid config, checked now
+
+
+def _section_keys(cls: type) -> set[str]:
+    """Every ``section.field`` of the config (what a dotted key may name)."""
+    hints = typing.get_type_hints(cls)
+    return {
+        f"{name}.{inner.name}"
+        for name, section in hints.items()
+        if dataclasses.is_dataclass(section)
+        for inner in dataclasses.fields(section)
+    }
 
 
 # --- the one merge function ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Rank 0 writes one JSON object per line to the run dir; the other ranks write not
 appends to the log it resumes from. Every event is::
 
     {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
-             |"summary"|"abort",
+             |"schedule"|"summary"|"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
@@ -26,6 +26,8 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``oversized_examples`` (over the budget alone: each is a batch of one) and ``epoch0``
     (``data.sampler.BatchPlanStats`` of epoch 0 over all ranks: batches, padding_efficiency, ...);
     ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
+``schedule``, at the start of every epoch, only when ``train.schedule`` sets keys
+    each scheduled key (dotted, e.g. ``optim.gradient_clip_norm``) with its value in this epoch.
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),

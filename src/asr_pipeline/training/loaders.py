@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,13 +39,19 @@ from asr_pipeline.data.audio_dataset import (
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
 from asr_pipeline.data.length_index import cached_length_index, load_length_index
-from asr_pipeline.data.sampler import LengthBucketedBatchSampler
+from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import DataConfig, TrainConfig
 from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.epoch_schedule import (
+    SPEC_AUGMENT_KEYS,
+    EpochBatchPlans,
+    EpochSettings,
+    SpecAugmentByEpoch,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +105,12 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         data.spec_freq_masks,
         data.spec_freq_mask_max_bins,
     )
+    # Training control (training.epoch_schedule): SpecAugment and batch plans by epoch, a curriculum.
+    settings = EpochSettings(config)
+    by_epoch = SpecAugmentByEpoch(settings) if settings.schedules(*SPEC_AUGMENT_KEYS) else None
     train_set: ShardDataset | AudioDataset
     if train_source.kind == "shards":
-        train_set = ShardDataset(train_index, transform=spec_augment)
+        train_set = ShardDataset(train_index, transform=spec_augment, transform_for_epoch=by_epoch)
     else:
         waveform_augment = WaveformAugment(
             data.waveform_gain_min_db, data.waveform_gain_max_db, data.waveform_noise_std
@@ -111,10 +121,21 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
             waveform_augment=waveform_augment,
             spec_augment=spec_augment,
             seed=config.run.seed,
+            spec_augment_for_epoch=by_epoch,
         )
-    train_sampler = _batch_sampler(train_set, data, ctx, shuffle=True, seed=config.run.seed, uneven="drop")
+    plans = EpochBatchPlans(settings, train_set.duration_ms)
+    train_sampler = _batch_sampler(
+        train_set,
+        data,
+        ctx,
+        shuffle=True,
+        seed=config.run.seed,
+        uneven="drop",
+        epoch_plan=plans if plans.active else None,
+    )
     loader_sampler: Sampler = train_sampler
-    if train_source.kind == "raw":  # the dataset needs the epoch to seed its augmentation
+    # The dataset needs the epoch to seed its augmentation (raw audio) or to pick the epoch's SpecAugment.
+    if train_source.kind == "raw" or by_epoch is not None:
         loader_sampler = EpochTaggedBatchSampler(train_sampler)
     pin_memory = _pin_memory(data.pin_memory, ctx)
     train_loader = _loader(train_set, loader_sampler, data, pin_memory, ctx, config.run.seed)
@@ -197,6 +218,7 @@ def _batch_sampler(
     shuffle: bool,
     seed: int,
     uneven: str,
+    epoch_plan: Callable[[int], EpochPlan | None] | None = None,
 ) -> LengthBucketedBatchSampler:
     budget = {} if data.batch_size is not None else {"budget": data.adaptive_batch_budget}
     return LengthBucketedBatchSampler(
@@ -213,6 +235,7 @@ def _batch_sampler(
         num_replicas=ctx.world_size,
         rank=ctx.rank,
         uneven=uneven,  # type: ignore[arg-type]
+        epoch_plan=epoch_plan,
         **budget,
     )
 

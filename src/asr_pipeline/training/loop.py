@@ -78,6 +78,7 @@ from asr_pipeline.training.distributed import (
 from asr_pipeline.training.dry_run import dry_run
 from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.ema import EMA_FILE
+from asr_pipeline.training.epoch_schedule import EpochSettings
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
@@ -144,7 +145,11 @@ class Trainer:
         self.model.to(ctx.device)
         optim = config.optim
         self.sampler = data.train_sampler
-        steps_per_epoch = math.ceil(len(self.sampler.epoch_batches(0)) / optim.gradient_accumulation_steps)
+        self.settings = EpochSettings(config)  # train.schedule: each epoch's effective config
+        # The epoch whose plan sets the schedule's epoch length: the first after a curriculum's short ones.
+        reference_epoch = min(config.curriculum.epochs, optim.epochs - 1)
+        batches = len(self.sampler.epoch_batches(reference_epoch))
+        steps_per_epoch = math.ceil(batches / optim.gradient_accumulation_steps)
         # ... but different dropout and SpecAugment draws per rank (the EMA copies, AdamW draws nothing).
         torch.manual_seed(config.run.seed + 1 + ctx.rank)
         self.optimization = Optimization(self.model, config, ctx.device, steps_per_epoch)
@@ -167,6 +172,8 @@ class Trainer:
                 f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
+        # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
+        self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
         self.ddp_model: nn.Module = self.model
         if ctx.distributed:
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
@@ -208,6 +215,7 @@ class Trainer:
         started = time.perf_counter()
         self.sampler.set_epoch(epoch)
         self.epoch = epoch
+        self.apply_settings(epoch)
         epoch_batches, batches_done = len(self.sampler.epoch_batches()), self.sampler.batches_to_skip
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
@@ -255,6 +263,20 @@ class Trainer:
             "lr": self.learning_rate(max(self.step - 1, 0), epoch),
             **self.counters,
         }
+
+    def apply_settings(self, epoch: int) -> None:
+        """Put ``epoch``'s scheduled values (``train.schedule``) in effect on this rank's side of the step
+        (clipping, weight decay, dropout; the data side follows the same schedule in its sampler and
+        dataset) and log them as a "schedule" event. Nothing to do without a schedule."""
+        if not self.settings.keys:
+            return
+        effective = self.settings.at(epoch)
+        self.optimization.configure(effective.optim)
+        if "model.dropout" in self.settings.keys:
+            rate = effective.model.dropout
+            for module, default in self.dropout_defaults.items():
+                module.p = default if rate is None or rate == self.config.model.dropout else rate
+        self.events.write("schedule", self.step, epoch, self.settings.values(epoch))
 
     def backward(self, batch: Batch, window_size: int, last_micro: bool) -> None:
         """Forward and backward of one micro-batch of an accumulation window of ``window_size``; only the

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from asr_pipeline.training.config import TrainConfig, peak_learning_rate
+from asr_pipeline.training.config import OptimConfig, TrainConfig, peak_learning_rate
 from asr_pipeline.training.ema import WeightEMA
 from asr_pipeline.training.lr_control import Decision, NewbobControl
 from asr_pipeline.training.schedule import LRSchedule, lr_schedule
@@ -60,6 +60,11 @@ class Optimization:
         self.control = NewbobControl(optim.newbob, self.peak_lr) if optim.lr_control == "newbob" else None
         self.ema = WeightEMA(model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
         self.grad_norm = torch.tensor(0.0)  # the last step's, before clipping
+
+    def configure(self, optim: OptimConfig) -> None:
+        """An epoch's clipping and weight decay (``train.schedule``); the rate's options stay the run's."""
+        self.config = optim
+        self.optimizer.param_groups[0]["weight_decay"] = optim.weight_decay  # group 0: the decayed one
 
     def learning_rate(self, step: int, epoch: int) -> float:
         """The rate of optimizer update ``step + 1`` (0-based ``step``) in 0-based ``epoch``."""
