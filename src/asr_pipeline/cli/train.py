@@ -298,6 +298,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
     TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
     TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
     TrainFlag(
+        "--deterministic",
+        "run.deterministic",
+        bool,
+        "bitwise-reproducible weights: seeded RNGs, torch deterministic algorithms, cuDNN/cuBLAS settings "
+        "(some CUDA kernels run slower)",
+    ),
+    TrainFlag(
         "--schedule",
         "schedule",
         _schedule_entries,

@@ -266,6 +266,9 @@ class RunConfig:
     # 100: a few broken batches are skipped and survived, while a diverged model fails every batch and
     # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.
     max_non_finite_losses: int | None = 100
+    # Bitwise-reproducible weights (training.determinism): seeded RNGs, deterministic algorithms, cuDNN and
+    # cuBLAS settings. Off: the same results up to nondeterministic CUDA kernels.
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "log_every", "threads_per_rank", "checkpoint_every_steps")

@@ -49,6 +49,10 @@ def setup_distributed(config: TrainConfig) -> DistributedContext:
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     # Processes on this node (torchrun sets it); threads and GPUs are shared per node, not per job.
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
+    if config.run.deterministic:  # before CUDA starts: cuBLAS reads its workspace setting once
+        from asr_pipeline.training import determinism
+
+        determinism.apply(config.run.seed)
     if config.run.backend == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(

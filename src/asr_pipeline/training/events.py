@@ -4,7 +4,7 @@ Rank 0 writes one JSON object per line to the run dir; the other ranks write not
 appends to the log it resumes from. Every event is::
 
     {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
-             |"schedule"|"summary"|"abort",
+             |"schedule"|"deterministic"|"summary"|"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
@@ -18,6 +18,8 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     model shape" or "not in the model"}), ``not_in_source`` (model tensors left as initialised).
 ``dry_run``, once, only when ``run.dry_run`` is set; nothing follows it (no summary)
     ``loss`` (per target token over every rank's first batch), ``tokens``, ``utterances``.
+``deterministic``, once per start, only with ``run.deterministic``: the settings in force
+    (``training.determinism.settings``).
 ``data``, once per start (a resumed run writes another), before training; rank 0's view
     ``train``: ``kind`` ("shards" or "raw"), ``selection`` (``data.dataset.SelectionReport``),
     ``skipped``, ``skipped_by_reason``, ``first_skipped`` (raw manifest records left out while indexing);

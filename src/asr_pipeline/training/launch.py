@@ -338,6 +338,7 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
     """
     from asr_pipeline.run_layout import CONFIG_FILE, METRICS_FILE
     from asr_pipeline.training.config import save_json
+    from asr_pipeline.training.determinism import environment
 
     nproc = resolve_nproc_per_node(config, nproc_per_node)
     check_devices(config, nproc)
@@ -346,5 +347,5 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
     run_dir = Path(config.run.output_dir)
     config_path = run_dir / CONFIG_FILE
     save_json(config, config_path)
-    launch_training(config_path, nproc, **launch)
+    launch_training(config_path, nproc, env=environment(config.run.deterministic), **launch)
     return json.loads((run_dir / METRICS_FILE).read_text())

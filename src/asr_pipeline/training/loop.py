@@ -56,6 +56,7 @@ from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training import determinism
 from asr_pipeline.training.checkpoint import (
     CONFIG_FILE,
     build_model_from_config,
@@ -488,6 +489,8 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
             if ctx.is_main:
                 write_json_atomic(output_dir / METRICS_FILE, {"dry_run": True, "steps": 0, **values})
             return values
+        if config.run.deterministic:
+            events.write("deterministic", trainer.step, start_epoch, determinism.settings())
         events.write("data", trainer.step, start_epoch, data.report)
         final = _train_epochs(trainer, start_epoch)
         digests = gather(parameter_digest(trainer.model))
