@@ -28,6 +28,7 @@ from asr_pipeline.training.config import (
     DataConfig,
     ModelConfig,
     OptimConfig,
+    RegularizationConfig,
     RunConfig,
     TrainConfig,
     ValidationConfig,
@@ -42,6 +43,7 @@ _SECTIONS = {
     "run": RunConfig,
     "validation": ValidationConfig,
     "curriculum": CurriculumConfig,
+    "regularization": RegularizationConfig,
 }
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
@@ -91,6 +93,11 @@ def _schedule_entries(text: str) -> list[dict[str, Any]]:
             )
         entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
     return entries
+
+
+def _name_list(text: str) -> list[str]:
+    """``"linear, conv"`` -> ``["linear", "conv"]``."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _rate_list(text: str) -> list[float]:
@@ -297,6 +304,34 @@ TRAIN_FLAGS: list[TrainFlag] = [
     ),
     TrainFlag("--ema-decay", "optim.ema_decay", float, "keep an EMA of the weights, e.g. 0.999; unset: none"),
     TrainFlag("--ema-start-step", "optim.ema_start_step", int, "optimizer step before which the EMA copies"),
+    TrainFlag(
+        "--layer-drop",
+        "regularization.layer_drop",
+        float,
+        "training forwards skip encoder blocks: the deepest block's probability (every block's with "
+        "--layer-drop-rule uniform)",
+    ),
+    TrainFlag(
+        "--layer-drop-rule",
+        "regularization.layer_drop_rule",
+        str,
+        "linear: block l of L skips with p*(l+1)/L; uniform: every block with p",
+        ["linear", "uniform"],
+    ),
+    TrainFlag(
+        "--weight-noise-std",
+        "regularization.weight_noise_std",
+        float,
+        "Gaussian noise of this std on the chosen weights in each training forward (not stored)",
+    ),
+    TrainFlag(
+        "--weight-noise-families",
+        "regularization.weight_noise_families",
+        _name_list,
+        "comma-separated module families --weight-noise-std applies to: linear, conv, embedding",
+        metavar="FAMILY,...",
+        default_help="linear,conv",
+    ),
     TrainFlag(
         "--deterministic",
         "run.deterministic",

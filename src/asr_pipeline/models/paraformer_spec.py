@@ -35,4 +35,5 @@ PARAFORMER = ArchitectureSpec(
     frontend="fbank",
     input_dim=80,
     output="paraformer",
+    encoder_blocks=lambda model: list(model.blocks),
 )

@@ -40,6 +40,9 @@ class ArchitectureSpec:
     # returning a report (loaded, skipped with reasons, left at initialisation). None: imports nothing.
     pretrained_config: Callable[[Path], dict[str, Any]] | None = None
     load_pretrained: Callable[[nn.Module, Path, bool], dict[str, Any]] | None = None
+    # The encoder's blocks in depth order (training.regularization's layer drop). Each is called with the
+    # hidden sequence (B, T, D) first and returns one of the same shape. None: the model has no such stack.
+    encoder_blocks: Callable[[nn.Module], list[nn.Module]] | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -59,4 +59,5 @@ SQUEEZEFORMER = ArchitectureSpec(
     frontend="fbank",
     input_dim=80,
     output="ctc",
+    encoder_blocks=lambda model: list(model.blocks),
 )

@@ -46,4 +46,5 @@ W2V_BERT = ArchitectureSpec(
     output="ctc",
     pretrained_config=config_from_hf,
     load_pretrained=load_pretrained,
+    encoder_blocks=lambda model: list(model.wav2vec2_bert.encoder.layers),
 )

@@ -33,4 +33,5 @@ ZIPFORMER = ArchitectureSpec(
     frontend="fbank",
     input_dim=80,
     output="ctc",
+    encoder_blocks=lambda model: [layer for stack in model.stacks for layer in stack.layers],
 )

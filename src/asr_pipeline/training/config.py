@@ -322,6 +322,31 @@ class ValidationConfig:
         return self.decoding.decoder != "greedy"
 
 
+WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegularizationConfig:
+    """``train.regularization``: layer drop and weight noise in training forwards (training.regularization);
+    0 turns each off."""
+
+    layer_drop: float = 0.0  # the deepest encoder block's skip probability (every block's under "uniform")
+    layer_drop_rule: Literal["linear", "uniform"] = "linear"  # linear: block l of L skips with p * (l+1)/L
+    weight_noise_std: float = 0.0  # Gaussian std added to the chosen weights in each training forward
+    weight_noise_families: list[str] = field(default_factory=lambda: ["linear", "conv"])
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.layer_drop < 1.0:
+            raise ValueError(f"layer_drop must be in [0, 1), got {self.layer_drop}")
+        _non_negative(self, "weight_noise_std")
+        unknown = sorted(set(self.weight_noise_families) - set(WEIGHT_NOISE_FAMILY_NAMES))
+        if unknown or not self.weight_noise_families:
+            raise ValueError(
+                f"weight_noise_families must name some of {', '.join(WEIGHT_NOISE_FAMILY_NAMES)}, got "
+                f"{self.weight_noise_families}"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     data: DataConfig
@@ -332,6 +357,8 @@ class TrainConfig:
     # Settings by epoch and short utterances first (training.epoch_schedule).
     schedule: list[ScheduleEntry] = field(default_factory=list)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    # Layer drop and weight noise in training forwards (training.regularization).
+    regularization: RegularizationConfig = field(default_factory=RegularizationConfig)
 
     def __post_init__(self) -> None:
         if self.optim.lr_control == "newbob" and not self.data.val_manifests:
@@ -569,9 +596,11 @@ def _non_negative(config: Any, *names: str) -> None:
 
 
 __all__ = [
+    "WEIGHT_NOISE_FAMILY_NAMES",
     "DataConfig",
     "ModelConfig",
     "OptimConfig",
+    "RegularizationConfig",
     "RunConfig",
     "TrainConfig",
     "ValidationConfig",

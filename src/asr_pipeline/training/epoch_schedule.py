@@ -47,6 +47,8 @@ SCHEDULABLE_KEYS: dict[str, str] = {
     "data.spec_freq_mask_max_bins": "SpecAugment of the epoch's training examples",
     "data.adaptive_batch_budget": "the epoch's batch plan (data.sampler)",
     "data.adaptive_batch_max_samples": "the epoch's batch plan (data.sampler)",
+    "regularization.layer_drop": "the encoder blocks' skip probabilities (training.regularization)",
+    "regularization.weight_noise_std": "the weight noise of each training forward (training.regularization)",
 }
 SPEC_AUGMENT_KEYS = tuple(key for key in SCHEDULABLE_KEYS if key.startswith("data.spec_"))
 BATCH_PLAN_KEYS = ("data.adaptive_batch_budget", "data.adaptive_batch_max_samples")

@@ -85,6 +85,7 @@ from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.optimization import Optimization
+from asr_pipeline.training.regularization import build_regularization
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
 from asr_pipeline.training.validation import ValidationDecoder, validate
@@ -173,6 +174,8 @@ class Trainer:
                 f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
+        self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank)
+        self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
         self.ddp_model: nn.Module = self.model
@@ -273,6 +276,10 @@ class Trainer:
             return
         effective = self.settings.at(epoch)
         self.optimization.configure(effective.optim)
+        if self.layer_drop is not None:
+            self.layer_drop.set_layer_drop(effective.regularization.layer_drop)
+        if self.weight_noise is not None:
+            self.weight_noise.std = effective.regularization.weight_noise_std
         if "model.dropout" in self.settings.keys:
             rate = effective.model.dropout
             for module, default in self.dropout_defaults.items():
@@ -283,6 +290,7 @@ class Trainer:
         """Forward and backward of one micro-batch of an accumulation window of ``window_size``; only the
         last micro-batch (``last_micro``) all-reduces gradients under DDP."""
         self.epoch_skipped_examples += len(batch.skipped)  # undecodable audio etc. (data.collate)
+        micro, self.micro = self.micro, self.micro + 1  # counted on every rank, empty batches included
         if len(batch) == 0:
             self._backward_empty(last_micro)
             return
@@ -291,7 +299,10 @@ class Trainer:
         sync = (
             self.ddp_model.no_sync() if self.ctx.distributed and not last_micro else contextlib.nullcontext()
         )
-        with sync:
+        if self.layer_drop is not None:  # the same blocks on every rank
+            self.layer_drop.draw(self.step, micro)
+        noise = self.weight_noise.applied(self.step, micro) if self.weight_noise else contextlib.nullcontext()
+        with sync, noise:
             step = model_losses(self.ddp_model, batch, self.config)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             loss_sum, tokens = losses.sum(), batch.target_lengths.sum()
@@ -347,6 +358,7 @@ class Trainer:
         """The update closing an accumulation window (``training.optimization``); the clock moves on
         either way. Returns False when the step was skipped for a non-finite gradient norm (counted)."""
         applied = self.optimization.step(self.model, self.step, self.epoch)
+        self.micro = 0
         if not applied:
             self.health.note_skipped_step()
         self.step += 1
