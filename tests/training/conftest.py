@@ -105,3 +105,35 @@ def run_in_process(config_dict: dict) -> dict:
 
     config = resolve_config(config_dict)
     return train(config, setup_distributed(config))
+
+
+# --- each architecture's tiny model (layer drop, growth) ---
+ENCODER_ARCHITECTURES = ["squeezeformer", "zipformer", "w2v-bert", "paraformer"]
+
+
+def architecture_model(architecture: str) -> torch.nn.Module:
+    """``architecture``'s tiny model, dropout off, seeded."""
+    from asr_pipeline.training.checkpoint import build_model_from_config
+    from asr_pipeline.training.config import DataConfig, ModelConfig, TrainConfig
+
+    config = TrainConfig(
+        data=DataConfig(train_manifests=[]),
+        model=ModelConfig(architecture=architecture, variant="tiny", dropout=0.0),
+    )
+    torch.manual_seed(0)
+    model, _ = build_model_from_config(config, 11)
+    return model
+
+
+def encoder_output(model, architecture: str, features, lengths) -> torch.Tensor:
+    if architecture == "paraformer":  # the encoder is what layer drop changes
+        return model.encode(features, lengths)[0]
+    return model(features, lengths)[0]
+
+
+def encoder_inputs(architecture: str) -> tuple[torch.Tensor, torch.Tensor]:
+    from asr_pipeline.models.w2v_bert import w2v_bert_config
+
+    dim = w2v_bert_config("tiny").input_dim if architecture == "w2v-bert" else 80
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(2, 64, dim, generator=generator), torch.tensor([64, 48])

@@ -12,45 +12,15 @@ import torch
 from asr_pipeline.cli import build_parser
 from asr_pipeline.cli.train import train_config_from_args
 from asr_pipeline.models.registry import get_spec
-from asr_pipeline.models.w2v_bert import w2v_bert_config
-from asr_pipeline.training.checkpoint import build_model_from_config
 from asr_pipeline.training.config import (
-    DataConfig,
-    ModelConfig,
     RegularizationConfig,
-    TrainConfig,
     resolve_config,
     save_json,
 )
 from asr_pipeline.training.launch import launch_training
-from asr_pipeline.training.regularization import LayerDrop, WeightNoise, layer_probabilities
+from asr_pipeline.training.regularization import BlockGate, LayerDrop, WeightNoise, layer_probabilities
 
-from .conftest import tiny_config
-
-VOCAB = 11
-ARCHITECTURES = ["squeezeformer", "zipformer", "w2v-bert", "paraformer"]
-
-
-def tiny_model(architecture: str) -> torch.nn.Module:
-    config = TrainConfig(
-        data=DataConfig(train_manifests=[]),
-        model=ModelConfig(architecture=architecture, variant="tiny", dropout=0.0),
-    )
-    torch.manual_seed(0)
-    model, _ = build_model_from_config(config, VOCAB)
-    return model
-
-
-def forward(model, architecture: str, features, lengths) -> torch.Tensor:
-    if architecture == "paraformer":  # the encoder is what layer drop changes
-        return model.encode(features, lengths)[0]
-    return model(features, lengths)[0]
-
-
-def inputs(architecture: str) -> tuple[torch.Tensor, torch.Tensor]:
-    dim = w2v_bert_config("tiny").input_dim if architecture == "w2v-bert" else 80
-    generator = torch.Generator().manual_seed(1)
-    return torch.randn(2, 64, dim, generator=generator), torch.tensor([64, 48])
+from .conftest import ENCODER_ARCHITECTURES, architecture_model, encoder_inputs, encoder_output, tiny_config
 
 
 def test_the_linear_rule_drops_deeper_blocks_more():
@@ -58,17 +28,19 @@ def test_the_linear_rule_drops_deeper_blocks_more():
     assert layer_probabilities(0.4, "uniform", 3) == [0.4] * 3
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("architecture", ENCODER_ARCHITECTURES)
 def test_layer_drop_changes_training_outputs_and_not_eval_outputs(architecture):
-    model = tiny_model(architecture).train()
-    features, lengths = inputs(architecture)
+    model = architecture_model(architecture).train()
+    features, lengths = encoder_inputs(architecture)
     blocks = get_spec(architecture).encoder_blocks(model)
-    drop = LayerDrop(blocks, RegularizationConfig(layer_drop=0.9, layer_drop_rule="uniform"), seed=0)
+    drop = LayerDrop(
+        BlockGate(blocks), RegularizationConfig(layer_drop=0.9, layer_drop_rule="uniform"), seed=0
+    )
 
     def outputs(skipped: set[int]) -> torch.Tensor:
-        drop.skipped = skipped
+        drop.gate.dropped = skipped
         with torch.no_grad():
-            return forward(model, architecture, features, lengths)
+            return encoder_output(model, architecture, features, lengths)
 
     everything = set(range(len(blocks)))
     # Training mode (batch-norm layers use the batch's statistics): skipping blocks changes the output.
@@ -76,13 +48,17 @@ def test_layer_drop_changes_training_outputs_and_not_eval_outputs(architecture):
     model.eval()  # every block runs at evaluation, whatever was drawn
     assert torch.equal(outputs(set()), outputs(everything))
     assert drop.draw(step=0, micro=0), "at 0.9 some block drops"
-    assert set(model.state_dict()) == set(tiny_model(architecture).state_dict()), "names unchanged"
+    assert set(model.state_dict()) == set(architecture_model(architecture).state_dict()), "names unchanged"
 
 
 def test_ranks_draw_the_same_blocks_and_every_parameter_gets_a_gradient():
-    ranks = [tiny_model("squeezeformer") for _ in range(2)]
+    ranks = [architecture_model("squeezeformer") for _ in range(2)]
     drops = [
-        LayerDrop(list(model.blocks), RegularizationConfig(layer_drop=0.5, layer_drop_rule="uniform"), seed=7)
+        LayerDrop(
+            BlockGate(list(model.blocks)),
+            RegularizationConfig(layer_drop=0.5, layer_drop_rule="uniform"),
+            seed=7,
+        )
         for model in ranks
     ]
     draws = [[drop.draw(step, micro) for step in range(8) for micro in range(2)] for drop in drops]
@@ -90,17 +66,17 @@ def test_ranks_draw_the_same_blocks_and_every_parameter_gets_a_gradient():
     assert len({frozenset(d) for d in draws[0]}) > 2, "and changes from step to step"
 
     model, drop = ranks[0], drops[0]
-    drop.skipped = set(range(len(model.blocks)))  # every block skipped
+    drop.gate.dropped = set(range(len(model.blocks)))  # every block skipped
     model.train()
-    features, lengths = inputs("squeezeformer")
+    features, lengths = encoder_inputs("squeezeformer")
     model(features, lengths)[0].sum().backward()
     for name, parameter in model.blocks.named_parameters():
         assert parameter.grad is not None and torch.count_nonzero(parameter.grad) == 0, name
 
 
 def test_weight_noise_perturbs_the_forward_and_restores_the_stored_weights_bit_for_bit():
-    model = tiny_model("squeezeformer").train()
-    features, lengths = inputs("squeezeformer")
+    model = architecture_model("squeezeformer").train()
+    features, lengths = encoder_inputs("squeezeformer")
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     noise = WeightNoise(model, RegularizationConfig(weight_noise_std=0.05), seed=0, rank=0)
     assert noise.weights and all(w.dim() >= 2 for w in noise.weights)

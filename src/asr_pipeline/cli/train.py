@@ -26,6 +26,7 @@ from asr_pipeline.models.architectures import (
 )
 from asr_pipeline.training.config import (
     DataConfig,
+    GrowConfig,
     ModelConfig,
     OptimConfig,
     RegularizationConfig,
@@ -44,6 +45,7 @@ _SECTIONS = {
     "validation": ValidationConfig,
     "curriculum": CurriculumConfig,
     "regularization": RegularizationConfig,
+    "grow": GrowConfig,
 }
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
@@ -93,6 +95,16 @@ def _schedule_entries(text: str) -> list[dict[str, Any]]:
             )
         entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
     return entries
+
+
+def _epoch_list(text: str) -> list[int]:
+    """``"3,5"`` -> ``[3, 5]``: --grow-epochs."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated epochs such as 3,5, got {text!r}"
+        ) from None
 
 
 def _name_list(text: str) -> list[str]:
@@ -331,6 +343,26 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "comma-separated module families --weight-noise-std applies to: linear, conv, embedding",
         metavar="FAMILY,...",
         default_help="linear,conv",
+    ),
+    TrainFlag(
+        "--grow-start-layers",
+        "grow.start_layers",
+        int,
+        "start with this many encoder blocks and add the rest at --grow-epochs (a growing network)",
+    ),
+    TrainFlag(
+        "--grow-epochs",
+        "grow.epochs",
+        _epoch_list,
+        "comma-separated epochs (counting from 1) that add encoder blocks, e.g. 3,5",
+        metavar="EPOCH,...",
+    ),
+    TrainFlag(
+        "--grow-layers-per-growth",
+        "grow.layers_per_growth",
+        int,
+        "blocks each growth adds",
+        default_help="an even share reaching the full depth at the last growth",
     ),
     TrainFlag(
         "--deterministic",

@@ -322,6 +322,33 @@ class ValidationConfig:
         return self.decoding.decoder != "greedy"
 
 
+@dataclass(frozen=True, kw_only=True)
+class GrowConfig:
+    """``train.grow``: start with the first ``start_layers`` encoder blocks and add blocks at the start of
+    each epoch in ``epochs`` (counting from 1) until the full depth (training.growth). Off when
+    ``start_layers`` is None."""
+
+    start_layers: int | None = None
+    epochs: list[int] = field(default_factory=list)  # the epochs that add blocks, increasing
+    layers_per_growth: int | None = None  # None: an even share, so the last growth reaches the full depth
+
+    def __post_init__(self) -> None:
+        if self.start_layers is None:
+            if self.epochs or self.layers_per_growth is not None:
+                raise ValueError("epochs and layers_per_growth need start_layers (the depth to start from)")
+            return
+        _positive(self, "start_layers", "layers_per_growth")
+        if (
+            not self.epochs
+            or any(epoch < 2 for epoch in self.epochs)
+            or sorted(set(self.epochs)) != self.epochs
+        ):
+            raise ValueError(
+                f"epochs must list the epochs that add blocks, increasing and from 2 on (epoch 1 trains the "
+                f"first start_layers={self.start_layers}), got {self.epochs}"
+            )
+
+
 WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
 
 
@@ -359,6 +386,7 @@ class TrainConfig:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     # Layer drop and weight noise in training forwards (training.regularization).
     regularization: RegularizationConfig = field(default_factory=RegularizationConfig)
+    grow: GrowConfig = field(default_factory=GrowConfig)  # a shallow start, deepened (training.growth)
 
     def __post_init__(self) -> None:
         if self.optim.lr_control == "newbob" and not self.data.val_manifests:
@@ -369,6 +397,11 @@ class TrainConfig:
         if self.data.input_dim is None:  # the architecture's frontend width, written into the saved config
             width = default_input_dim(self.model.architecture)
             object.__setattr__(self, "data", dataclasses.replace(self.data, input_dim=width))
+        if self.grow.start_layers is not None and self.grow.epochs[-1] > self.optim.epochs:
+            raise ValueError(
+                f"grow.epochs reaches epoch {self.grow.epochs[-1]} but the run has optim.epochs="
+                f"{self.optim.epochs}: the model would be saved with blocks it never trained"
+            )
         if self.schedule:
             check_schedule(self.schedule, _section_keys(TrainConfig))
             EpochSettings(self)  # every epoch's settings must form a valid config, checked now
@@ -598,6 +631,7 @@ def _non_negative(config: Any, *names: str) -> None:
 __all__ = [
     "WEIGHT_NOISE_FAMILY_NAMES",
     "DataConfig",
+    "GrowConfig",
     "ModelConfig",
     "OptimConfig",
     "RegularizationConfig",

@@ -4,7 +4,8 @@ Rank 0 writes one JSON object per line to the run dir; the other ranks write not
 appends to the log it resumes from. Every event is::
 
     {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
-             |"schedule"|"deterministic"|"summary"|"abort",
+             |"schedule"|"grow"|"deterministic"|"summary"
+             |"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
@@ -30,6 +31,9 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
 ``schedule``, at the start of every epoch, only when ``train.schedule`` sets keys
     each scheduled key (dotted, e.g. ``optim.gradient_clip_norm``) with its value in this epoch.
+``grow``, at the start of the first epoch and of every growth epoch, only with ``train.grow``
+    ``depth`` (encoder blocks in use from now on), ``blocks`` (the full depth), ``joined`` (indices of the
+    blocks initialised afresh now; none at the start).
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),

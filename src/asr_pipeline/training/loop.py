@@ -54,6 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from asr_kernels import set_kernels
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
+from asr_pipeline.models.registry import get_spec
 from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training import determinism
@@ -81,11 +82,12 @@ from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.epoch_schedule import EpochSettings
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
+from asr_pipeline.training.growth import Growth
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.optimization import Optimization
-from asr_pipeline.training.regularization import build_regularization
+from asr_pipeline.training.regularization import build_regularization, encoder_gate
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
 from asr_pipeline.training.validation import ValidationDecoder, validate
@@ -174,7 +176,10 @@ class Trainer:
                 f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
-        self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank)
+        growing = config.grow.start_layers is not None
+        gate = encoder_gate(self.model, config.model.architecture, "grow") if growing else None
+        self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank, gate)
+        self.growth = Growth(gate, config.grow, self._fresh_blocks) if gate is not None else None
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
@@ -182,6 +187,25 @@ class Trainer:
         if ctx.distributed:
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
+
+    def _fresh_blocks(self, epoch: int) -> list[nn.Module]:
+        """The encoder blocks of a newly built model for a growth at ``epoch`` (training.growth): the same
+        on every rank, and without touching this rank's RNG."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.config.run.seed + 7919 * (epoch + 1))
+            fresh, _ = build_model_from_config(self.config, self.vocab_size)
+        blocks_of = get_spec(self.config.model.architecture).encoder_blocks
+        assert blocks_of is not None
+        return blocks_of(fresh)
+
+    def _restart_average(self, parameter: nn.Parameter) -> None:
+        """A block that joined a growing network: its weight average starts from its new values."""
+        ema = self.optimization.ema
+        if ema is None:
+            return
+        name = next(name for name, p in self.model.named_parameters() if p is parameter)
+        if name in ema.shadow:
+            ema.shadow[name].copy_(parameter.detach())
 
     @property
     def counters(self) -> dict[str, int]:
@@ -205,6 +229,8 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.step = state["step"]
         self.health.load_state_dict(state["counters"])
+        if self.growth is not None and "growth" in state:
+            self.growth.load_state_dict(state["growth"])
         self.checkpoints.load_state_dict(state)
         if self.optimization.ema is not None:
             self.optimization.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
@@ -220,6 +246,16 @@ class Trainer:
         self.sampler.set_epoch(epoch)
         self.epoch = epoch
         self.apply_settings(epoch)
+        if self.growth is not None:
+            before = self.growth.grown_depth
+            joined = self.growth.begin_epoch(epoch, self.optimization.optimizer, self._restart_average)
+            if self.growth.grown_depth != before:
+                values = {
+                    "depth": self.growth.grown_depth,
+                    "blocks": len(self.growth.gate.blocks),
+                    "joined": joined,
+                }
+                self.events.write("grow", self.step, epoch, values)
         epoch_batches, batches_done = len(self.sampler.epoch_batches()), self.sampler.batches_to_skip
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
@@ -410,6 +446,8 @@ class Trainer:
             "counters": self.health.state_dict(),
             "epoch_totals": totals,
         }
+        if self.growth is not None:
+            training_state["growth"] = self.growth.state_dict()
         self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, ema, best)
 
     def _ema_weights(self) -> dict[str, torch.Tensor] | None:

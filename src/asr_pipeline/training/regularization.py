@@ -50,58 +50,82 @@ def layer_probabilities(layer_drop: float, rule: str, count: int) -> list[float]
     return [layer_drop * (index + 1) / count for index in range(count)]
 
 
-class LayerDrop:
-    """Skips encoder blocks in training forwards (module docstring). ``blocks`` keep their parameters and
-    state-dict names: each one's ``forward`` is wrapped on the instance, not replaced by a new module."""
+class BlockGate:
+    """Skips chosen encoder blocks: ``dropped`` ones in training forwards (layer drop), ``inactive`` ones in
+    every forward (a growing network's blocks not yet added, ``training.growth``). The blocks keep their
+    parameters and state-dict names: each one's ``forward`` is wrapped on the instance, once.
 
-    def __init__(self, blocks: list[nn.Module], config: RegularizationConfig, seed: int) -> None:
+    A skipped block passes its input (the first argument) on, and in training touches one element of each
+    of its parameters with weight zero: a zero gradient for each, so DDP's reducer sees every parameter.
+    """
+
+    def __init__(self, blocks: list[nn.Module]) -> None:
         if not blocks:
-            raise ValueError("layer drop needs the encoder's blocks; this architecture names none")
-        self.blocks, self.rule, self.seed = blocks, config.layer_drop_rule, seed
-        self.probabilities = layer_probabilities(config.layer_drop, self.rule, len(blocks))
-        self.skipped: set[int] = set()  # the blocks the current micro-batch skips
+            raise ValueError(
+                "skipping encoder blocks needs the encoder's blocks; this architecture names none"
+            )
+        self.blocks = blocks
+        self.dropped: set[int] = set()
+        self.inactive: set[int] = set()
         for index, block in enumerate(blocks):
             block.forward = functools.partial(self._forward, index, block, block.forward)
-
-    def set_layer_drop(self, layer_drop: float) -> None:
-        """A new top probability (``train.schedule``), with the same rule."""
-        self.probabilities = layer_probabilities(layer_drop, self.rule, len(self.blocks))
-
-    def draw(self, step: int, micro: int) -> set[int]:
-        """Choose the blocks micro-batch ``micro`` of optimizer step ``step`` skips (the same on every rank)."""
-        generator = torch.Generator().manual_seed(_seed(self.seed, step, micro))
-        draws = torch.rand(len(self.blocks), generator=generator).tolist()
-        self.skipped = {i for i, (u, p) in enumerate(zip(draws, self.probabilities, strict=True)) if u < p}
-        return self.skipped
 
     def _forward(
         self, index: int, block: nn.Module, forward: Callable[..., Tensor], *args: Any, **kwargs: Any
     ) -> Tensor:
-        if not (block.training and index in self.skipped):
+        if index not in self.inactive and not (block.training and index in self.dropped):
             return forward(*args, **kwargs)
         x = args[0] if args else next(iter(kwargs.values()))
-        # One element of every parameter, weighted zero: a zero gradient for each, so DDP sees them all.
+        if not (block.training and torch.is_grad_enabled()):
+            return x
         touch = sum((p.reshape(-1)[0] * 0.0 for p in block.parameters() if p.requires_grad), x.new_zeros(()))
         return x + touch.to(x.dtype)
 
 
-def build_regularization(
-    model: nn.Module, config: TrainConfig, rank: int
-) -> tuple[LayerDrop | None, WeightNoise | None]:
-    """The run's layer drop and weight noise (None where neither the config nor its schedule asks)."""
+class LayerDrop:
+    """Draws the blocks each training micro-batch skips (module docstring) into ``gate.dropped``."""
+
+    def __init__(self, gate: BlockGate, config: RegularizationConfig, seed: int) -> None:
+        self.gate, self.rule, self.seed = gate, config.layer_drop_rule, seed
+        self.probabilities = layer_probabilities(config.layer_drop, self.rule, len(gate.blocks))
+
+    def set_layer_drop(self, layer_drop: float) -> None:
+        """A new top probability (``train.schedule``), with the same rule."""
+        self.probabilities = layer_probabilities(layer_drop, self.rule, len(self.gate.blocks))
+
+    def draw(self, step: int, micro: int) -> set[int]:
+        """Choose the blocks micro-batch ``micro`` of optimizer step ``step`` skips (the same on every rank)."""
+        generator = torch.Generator().manual_seed(_seed(self.seed, step, micro))
+        draws = torch.rand(len(self.probabilities), generator=generator).tolist()
+        self.gate.dropped = {
+            i for i, (u, p) in enumerate(zip(draws, self.probabilities, strict=True)) if u < p
+        }
+        return self.gate.dropped
+
+
+def encoder_gate(model: nn.Module, architecture: str, why: str) -> BlockGate:
+    """A ``BlockGate`` over ``model``'s encoder blocks (``ArchitectureSpec.encoder_blocks``); ``why`` names
+    the option that needs it in the error for an architecture without such a stack."""
     from asr_pipeline.models.registry import get_spec
+
+    blocks_of = get_spec(architecture).encoder_blocks
+    if blocks_of is None:
+        raise ValueError(f"{why}: the {architecture} architecture names no encoder blocks to skip")
+    return BlockGate(blocks_of(model))
+
+
+def build_regularization(
+    model: nn.Module, config: TrainConfig, rank: int, gate: BlockGate | None
+) -> tuple[LayerDrop | None, WeightNoise | None]:
+    """The run's layer drop (on ``gate``, built here when None) and weight noise; None where neither the
+    config nor its schedule asks."""
     from asr_pipeline.training.epoch_schedule import scheduled_keys
 
     regularization, scheduled = config.regularization, scheduled_keys(config)
     layer_drop = weight_noise = None
     if regularization.layer_drop > 0 or "regularization.layer_drop" in scheduled:
-        blocks_of = get_spec(config.model.architecture).encoder_blocks
-        if blocks_of is None:
-            raise ValueError(
-                f"regularization.layer_drop: the {config.model.architecture} architecture names no encoder "
-                "blocks to drop; set it to 0"
-            )
-        layer_drop = LayerDrop(blocks_of(model), regularization, config.run.seed)
+        gate = gate or encoder_gate(model, config.model.architecture, "regularization.layer_drop")
+        layer_drop = LayerDrop(gate, regularization, config.run.seed)
     if regularization.weight_noise_std > 0 or "regularization.weight_noise_std" in scheduled:
         weight_noise = WeightNoise(model, regularization, config.run.seed, rank)
     return layer_drop, weight_noise
@@ -151,8 +175,10 @@ def _seed(*parts: int) -> int:
 
 __all__ = [
     "WEIGHT_NOISE_FAMILIES",
+    "BlockGate",
     "LayerDrop",
     "WeightNoise",
     "build_regularization",
+    "encoder_gate",
     "layer_probabilities",
 ]

@@ -6,7 +6,7 @@ run" means nothing and a silently changed vocabulary or batch plan trains garbag
 So before training starts, the new config is compared with the config the checkpoint was trained under
 (``checkpoint_latest/training_config.json``; older checkpoints: the run dir's ``training_config.json``)
 and the saved model config (``checkpoint_latest.json``), and any change to a training-critical key is
-refused with an old -> new diff. Critical: every model field, the schedule, curriculum and regularization, (the resolved model config included, which
+refused with an old -> new diff. Critical: every model field, the schedule, curriculum, regularization and growth, (the resolved model config included, which
 catches a vocabulary change through the tokenizer), the data manifests and everything that shapes the
 batch plan, the seed, and every optimizer/schedule field except ``optim.epochs``. Everything else may
 change: epochs (to extend a run; the decay horizon follows it unless ``lr_decay_steps`` is set),
@@ -41,6 +41,7 @@ from asr_pipeline.run_layout import (
 )
 from asr_pipeline.training.config import (
     DataConfig,
+    GrowConfig,
     ModelConfig,
     OptimConfig,
     RegularizationConfig,
@@ -98,6 +99,8 @@ def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     keys |= {f"curriculum.{name}": value for name, value in curriculum.items()}
     regularization = {**_field_defaults(RegularizationConfig), **(config.get("regularization") or {})}
     keys |= {f"regularization.{name}": value for name, value in regularization.items()}
+    grow = {**_field_defaults(GrowConfig), **(config.get("grow") or {})}
+    keys |= {f"grow.{name}": value for name, value in grow.items()}
     return keys
 
 
