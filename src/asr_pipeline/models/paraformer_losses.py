@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-import torchaudio.functional as audio_functional
 from torch import Tensor
 
+from asr_pipeline.decoding.forced_alignment import forced_paths
 from asr_pipeline.modules.masks import padding_mask
 
 
@@ -85,23 +85,11 @@ def ctc_token_starts(
     (B, T') bool, and (B,) bool saying which utterances could be aligned at all. An utterance with fewer
     frames than its tokens need (one per token, plus one blank between repeats) has no alignment; its
     boundary loss is left out rather than trained towards a made-up one."""
-    starts = torch.zeros(log_probs.shape[:2], dtype=torch.bool, device=log_probs.device)  # (B, T')
-    aligned = torch.zeros(log_probs.size(0), dtype=torch.bool, device=log_probs.device)  # (B,)
-    for index in range(log_probs.size(0)):
-        frames, count = int(lengths[index]), int(target_lengths[index])
-        tokens = targets[index, :count]
-        repeats = int((tokens[1:] == tokens[:-1]).sum()) if count > 1 else 0
-        if count == 0 or frames < count + repeats:
-            continue
-        path, _ = audio_functional.forced_align(
-            log_probs[index : index + 1, :frames].detach().float().cpu(),
-            tokens[None].int().cpu(),
-            blank=blank_id,
-        )  # (1, T'_b): the aligned label of every frame
-        path = path[0].to(starts.device)
-        previous = torch.cat((torch.full_like(path[:1], blank_id), path[:-1]))
-        starts[index, :frames] = (path != blank_id) & (path != previous)
-        aligned[index] = True
+    paths, aligned, _ = forced_paths(
+        log_probs.detach(), lengths, targets, target_lengths, blank_id
+    )  # (B, T')
+    previous = torch.cat((torch.full_like(paths[:, :1], blank_id), paths[:, :-1]), dim=1)
+    starts = (paths != blank_id) & (paths != previous) & aligned[:, None]
     return starts, aligned
 
 

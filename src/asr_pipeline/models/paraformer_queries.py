@@ -29,7 +29,8 @@ import logging
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchaudio.functional import forced_align
+
+from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
 
 log = logging.getLogger(__name__)
 
@@ -93,31 +94,11 @@ def viterbi_queries(
     that contains the blank id.
     """
     batch, frames = ctc_log_probs.shape[:2]
-    paths = torch.full((batch, frames), blank, dtype=torch.long, device=ctc_log_probs.device)
-    unalignable = []
-    with torch.no_grad():
-        for row in range(batch):
-            num_frames, num_tokens = int(lengths[row]), int(target_lengths[row])
-            tokens = targets[row, :num_tokens].long().to(ctc_log_probs.device)
-            if num_tokens == 0:
-                continue
-            if bool((tokens == blank).any()):
-                raise ValueError(
-                    f"viterbi_queries: row {row}'s target contains the blank id {blank} at token "
-                    f"{int((tokens == blank).nonzero()[0])}; targets must hold real tokens only"
-                )
-            repeats = int((tokens[1:] == tokens[:-1]).sum())
-            if num_frames < num_tokens + repeats:
-                unalignable.append((row, num_frames, num_tokens, repeats))
-                continue
-            path, _ = forced_align(
-                ctc_log_probs[row : row + 1, :num_frames].float(),
-                tokens[None],
-                torch.tensor([num_frames], device=tokens.device),
-                torch.tensor([num_tokens], device=tokens.device),
-                blank=blank,
-            )
-            paths[row, :num_frames] = path[0].to(paths.device)
+    paths, aligned, _ = forced_paths(ctc_log_probs, lengths, targets, target_lengths, blank)
+    unalignable = [
+        (row, int(lengths[row]), int(target_lengths[row]))
+        for row in (~aligned & (target_lengths.to(aligned.device) > 0)).nonzero().flatten().tolist()
+    ]
     membership, _, token_counts = path_segments(paths, blank)
     columns = max(1, int(target_lengths.max())) if target_lengths.numel() else 1
     membership = F.pad(membership, (0, 0, 0, columns - membership.size(1)))  # (B, U_max, T)
@@ -129,7 +110,8 @@ def viterbi_queries(
         )
         membership = torch.where(fallback[:, None, None], uniform, membership)
         token_counts = torch.where(fallback, target_lengths.to(token_counts), token_counts)
-        row, num_frames, num_tokens, repeats = unalignable[0]
+        row, num_frames, num_tokens = unalignable[0]
+        repeats = min_frames(targets[row, :num_tokens]) - num_tokens
         log.warning(
             "viterbi_queries: %d of %d rows have too few frames to CTC-align (e.g. row %d: %d frames < %d tokens "
             "+ %d repeats); their queries use the uniform split",
