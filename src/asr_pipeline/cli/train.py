@@ -345,6 +345,14 @@ TRAIN_FLAGS: list[TrainFlag] = [
         default_help="linear,conv",
     ),
     TrainFlag(
+        "--alignment",
+        "data.alignment",
+        str,
+        "frame labels of the training data (the align stage's Parquet): train with frame-wise "
+        "cross-entropy on them instead of CTC",
+        metavar="PARQUET",
+    ),
+    TrainFlag(
         "--grow-start-layers",
         "grow.start_layers",
         int,

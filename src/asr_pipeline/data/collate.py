@@ -43,6 +43,9 @@ class Batch:
     texts: list[str]
     duration_ms: Tensor  # (B,)
     skipped: list[str] = field(default_factory=list)
+    # (B, T') frame labels of an alignment (training.alignment), FRAME_LABEL_PAD past each utterance's frames;
+    # None without one.
+    frame_labels: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -57,6 +60,9 @@ class Batch:
     def _map(self, function: Callable[[Tensor], Tensor]) -> Batch:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return Batch(**{k: function(v) if isinstance(v, Tensor) else v for k, v in values.items()})
+
+
+FRAME_LABEL_PAD = -100  # cross_entropy's ignore_index: padding frames of Batch.frame_labels
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,12 @@ def collate_batch(items: list[dict | SkippedExample], feature_dim: int | None = 
     for b, item in enumerate(items):
         features[b, : feature_lengths[b]] = item["features"]
         targets[b, : target_lengths[b]] = item["tokens"]
+    frame_labels = None
+    if "frame_labels" in items[0]:
+        longest = max(int(item["frame_labels"].numel()) for item in items)
+        frame_labels = torch.full((batch_size, longest), FRAME_LABEL_PAD, dtype=torch.int64)  # (B, T')
+        for b, item in enumerate(items):
+            frame_labels[b, : item["frame_labels"].numel()] = item["frame_labels"]
     return Batch(
         features=features,
         feature_lengths=feature_lengths,
@@ -110,6 +122,7 @@ def collate_batch(items: list[dict | SkippedExample], feature_dim: int | None = 
         texts=[item["text"] for item in items],
         duration_ms=torch.tensor([item["duration_ms"] for item in items], dtype=torch.int64),
         skipped=skipped,
+        frame_labels=frame_labels,
     )
 
 
@@ -127,4 +140,4 @@ def _empty_batch(feature_dim: int, skipped: list[str]) -> Batch:
     )
 
 
-__all__ = ["Batch", "SkippedExample", "collate_batch"]
+__all__ = ["FRAME_LABEL_PAD", "Batch", "SkippedExample", "collate_batch"]

@@ -65,6 +65,9 @@ class DataConfig:
     adaptive_batch_budget: int = 20000  # in adaptive_batch_unit; padded frames: batch size * longest T
     adaptive_batch_max_samples: int = 64
     max_audio_duration_sec: float | None = None  # longer training examples are dropped and counted
+    # Frame labels of the training data (training.alignment: the align stage's Parquet). Set: the model trains
+    # with frame-wise cross-entropy on them instead of CTC (a CTC-output architecture of the same frame rate).
+    alignment: str | None = None
     sort_buffer_size: int = 4096  # examples sorted by length together (see data.sampler)
     sort_by_length_desc: bool = False  # longest first within a buffer, batch order kept (data.sampler)
     num_workers: int = 0  # DataLoader worker processes per rank (persistent across epochs when > 0)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr_pipeline.data.collate import Batch
+from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.training.config import TrainConfig
 
@@ -63,8 +63,38 @@ def output_kind(architecture: str) -> str:
     return get_spec(architecture).output
 
 
+def framewise_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-utterance frame-wise cross-entropy (B,) against ``batch.frame_labels`` (an alignment,
+    ``training.alignment``), summed over each utterance's frames; with the (B, T', V) log-probs and (B,)
+    output lengths. Raises ValueError when an utterance's frames and labels differ in number."""
+    assert batch.frame_labels is not None
+    with _autocast(config, batch.features.device):
+        log_probs, out_lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
+    labels = batch.frame_labels  # (B, T'_aligned)
+    label_lengths = (labels != FRAME_LABEL_PAD).sum(1)
+    mismatched = (label_lengths != out_lengths).nonzero().flatten().tolist()
+    if mismatched:
+        row = mismatched[0]
+        raise ValueError(
+            f"utterance {batch.ids[row]}: the alignment has {int(label_lengths[row])} frame labels but the model "
+            f"outputs {int(out_lengths[row])} frames ({len(mismatched)} of {len(batch)} in the batch differ); "
+            "align with a model of the same frame rate (architecture and subsampling) as the one trained"
+        )
+    frames = min(log_probs.size(1), labels.size(1))
+    losses = F.nll_loss(
+        log_probs[:, :frames].float().transpose(1, 2),  # (B, V, T')
+        labels[:, :frames],
+        ignore_index=FRAME_LABEL_PAD,
+        reduction="none",
+    ).sum(1)  # (B,)
+    return losses, log_probs, out_lengths
+
+
 def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
-    """The batch's per-utterance losses for the model ``config.model.architecture`` names."""
+    """The batch's per-utterance losses for the model ``config.model.architecture`` names: frame-wise
+    cross-entropy when the batch carries alignment labels, else the architecture's own loss."""
+    if batch.frame_labels is not None:
+        return StepLosses(*framewise_losses(model, batch, config))
     if output_kind(config.model.architecture) == "ctc":
         return StepLosses(*ctc_losses(model, batch, config))
     with _autocast(config, batch.features.device):
@@ -104,4 +134,12 @@ def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
         )
 
 
-__all__ = ["StepLosses", "check_targets", "ctc_losses", "decoding_outputs", "model_losses", "output_kind"]
+__all__ = [
+    "StepLosses",
+    "check_targets",
+    "ctc_losses",
+    "decoding_outputs",
+    "framewise_losses",
+    "model_losses",
+    "output_kind",
+]

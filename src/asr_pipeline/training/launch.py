@@ -237,6 +237,18 @@ def check_config(config: TrainConfig) -> None:
     from asr_pipeline.training.config import check_vocab_source
 
     check_vocab_source(config)
+    if config.data.alignment is not None:
+        from asr_pipeline.models.registry import get_spec
+
+        if get_spec(config.model.architecture).output != "ctc":
+            raise ValueError(
+                f"data.alignment trains frame-wise on frame labels, but {config.model.architecture} has no "
+                "frame outputs: use a CTC-output architecture (squeezeformer, zipformer, w2v-bert)"
+            )
+        if not Path(config.data.alignment).is_file():
+            raise FileNotFoundError(
+                f"data.alignment {config.data.alignment!r}: no such file (run the align stage)"
+            )
     run = config.run
     if run.resume_from is not None:
         require_checkpoint(run.resume_from, "run.resume_from (--resume-from)")

@@ -44,6 +44,7 @@ from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.alignment import AlignedDataset, load_alignment
 from asr_pipeline.training.config import DataConfig, TrainConfig
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.epoch_schedule import (
@@ -123,6 +124,8 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
             seed=config.run.seed,
             spec_augment_for_epoch=by_epoch,
         )
+    if data.alignment is not None:  # frame-wise training (training.alignment)
+        train_set = AlignedDataset(train_set, load_alignment(data.alignment), data.alignment)  # type: ignore[assignment]
     plans = EpochBatchPlans(settings, train_set.duration_ms)
     train_sampler = _batch_sampler(
         train_set,

@@ -71,6 +71,7 @@ CRITICAL_DATA_KEYS = (
     "waveform_gain_min_db",
     "waveform_gain_max_db",
     "waveform_noise_std",
+    "alignment",
 )
 CHANGEABLE_OPTIM_KEYS = ("epochs",)
 

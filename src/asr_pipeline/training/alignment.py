@@ -1,0 +1,190 @@
+"""Frame alignments of the training data, and training on them: the classic CTC -> Viterbi alignment ->
+frame-wise cross-entropy recipe (RETURNN's custom multi-stage pipeline), one cached DVC stage per step.
+
+``align_shards`` runs a trained CTC-output model (``models.loading.load_run_model``) over feature shards and
+writes, for every utterance, the Viterbi path of its reference tokens (``decoding.forced_alignment``): one
+label per model output frame, the token the frame belongs to or the blank. The file (Parquet,
+``ALIGNMENT_SCHEMA``) sits beside the shards as a DVC output; an utterance whose frames cannot hold its tokens
+has no alignment and is skipped, counted and named in the report (never silently dropped).
+
+Training on an alignment (``data.alignment``, ``load_alignment``): every training utterance carries its frame
+labels (``AlignedDataset``), and the loss is the frame-wise cross-entropy of the model's (B, T', V) log-probs
+against them, summed over each utterance's frames (``training.ctc.model_losses``); the model must produce as
+many frames as the aligning one did (same architecture family and subsampling), which is checked per utterance.
+An utterance without a label sequence is a counted skip of the epoch. Validation still scores CTC-style:
+greedy decoding of the frame posteriors and ``val_loss`` the CTC loss (the blank is one of the frame classes).
+Realigning with the frame-wise model closes the loop (``align_shards`` accepts any CTC-output run).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from torch.utils.data import Dataset
+from tqdm import tqdm
+
+from asr_pipeline.data.collate import SkippedExample, collate_batch
+from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
+from asr_pipeline.io.shards import iter_examples, read_metadata
+from asr_pipeline.models.loading import load_run_model
+
+log = logging.getLogger(__name__)
+
+ALIGNMENT_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("frames", pa.int32()),  # model output frames T'
+        ("labels", pa.list_(pa.int32())),  # (T',) the token of each frame, or the blank
+        ("score", pa.float32()),  # the path's summed log-probability
+    ]
+)
+FIRST_SKIPPED = 10  # skipped utterances the report names
+
+
+@dataclass
+class AlignmentReport:
+    """What ``align_shards`` did: utterances aligned and skipped (with the first ids and why)."""
+
+    utterances: int = 0
+    aligned: int = 0
+    skipped: int = 0
+    first_skipped: list[str] = field(default_factory=list)
+    mean_score_per_frame: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@torch.no_grad()
+def align_shards(
+    run_dir: str | Path,
+    shard_paths: Sequence[str | Path],
+    output: str | Path,
+    *,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> AlignmentReport:
+    """Align every utterance of ``shard_paths`` with the model of ``run_dir``; write ``output`` (Parquet)."""
+    loaded = load_run_model(run_dir)
+    if loaded.output != "ctc":
+        raise ValueError(
+            f"{run_dir} holds a {loaded.architecture} model, which has no CTC frame outputs to align with; "
+            "align with a CTC-output run (squeezeformer, zipformer, w2v-bert, or a frame-wise trained one)"
+        )
+    model, blank = loaded.model, loaded.blank_id
+    total = sum(read_metadata(path).num_rows for path in shard_paths)
+    report = AlignmentReport()
+    rows: dict[str, list] = {name: [] for name in ALIGNMENT_SCHEMA.names}
+    score_sum, frame_sum = 0.0, 0
+    bar = tqdm(total=total, desc="align", unit="utt", disable=not progress)
+    pending: list[dict] = []
+
+    def flush() -> None:
+        nonlocal score_sum, frame_sum
+        batch = collate_batch([_item(example) for example in pending])
+        log_probs, lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
+        paths, aligned, scores = forced_paths(log_probs, lengths, batch.targets, batch.target_lengths, blank)
+        for row, utterance in enumerate(batch.ids):
+            report.utterances += 1
+            frames = int(lengths[row])
+            if not bool(aligned[row]):
+                tokens = batch.targets[row, : int(batch.target_lengths[row])]
+                report.skipped += 1
+                if len(report.first_skipped) < FIRST_SKIPPED:
+                    report.first_skipped.append(
+                        f"{utterance}: {frames} frames < {min_frames(tokens)} needed for {tokens.numel()} tokens"
+                    )
+                continue
+            report.aligned += 1
+            rows["id"].append(utterance)
+            rows["frames"].append(frames)
+            rows["labels"].append(paths[row, :frames].tolist())
+            rows["score"].append(float(scores[row]))
+            score_sum, frame_sum = score_sum + float(scores[row]), frame_sum + frames
+        bar.update(len(pending))
+        pending.clear()
+
+    for path in shard_paths:
+        for example in iter_examples(path):
+            pending.append(example)
+            if len(pending) == batch_size:
+                flush()
+    if pending:
+        flush()
+    bar.close()
+    report.mean_score_per_frame = score_sum / frame_sum if frame_sum else None
+    if report.skipped:
+        log.warning(
+            "align: %d of %d utterances have too few frames for their tokens and no alignment, e.g. %s",
+            report.skipped,
+            report.utterances,
+            report.first_skipped[0],
+        )
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    pq.write_table(pa.table(rows, schema=ALIGNMENT_SCHEMA), tmp)
+    tmp.replace(output)
+    return report
+
+
+def _item(example: dict) -> dict:
+    return {
+        "id": example["id"],
+        "features": torch.from_numpy(np.array(example["features"], dtype=np.float32)),  # (T, F), writable
+        "tokens": torch.tensor(example["tokens"], dtype=torch.int64),
+        "text": example["text"],
+        "duration_ms": int(example["duration_ms"]),
+    }
+
+
+def load_alignment(path: str | Path) -> dict[str, np.ndarray]:
+    """Utterance id -> its (T',) frame labels (int64) from an ``align_shards`` file."""
+    table = pq.read_table(path, columns=["id", "labels"])
+    labels = table.column("labels").combine_chunks()
+    offsets = labels.offsets.to_numpy()
+    values = labels.values.to_numpy().astype(np.int64)
+    return {
+        utterance: values[offsets[i] : offsets[i + 1]]
+        for i, utterance in enumerate(table.column("id").to_pylist())
+    }
+
+
+class AlignedDataset(Dataset):
+    """``dataset``'s items with their ``frame_labels`` (T',) added; an utterance the alignment lacks becomes
+    a ``SkippedExample`` (counted in the epoch, named in the skip report)."""
+
+    def __init__(self, dataset: Dataset, labels: dict[str, np.ndarray], source: str) -> None:
+        self.dataset, self.labels, self.source = dataset, labels, source
+        for name in ("num_frames", "num_tokens", "duration_ms"):  # what samplers and reports read
+            if hasattr(dataset, name):
+                setattr(self, name, getattr(dataset, name))
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, key: Any) -> dict | SkippedExample:
+        item = self.dataset[key]
+        if isinstance(item, SkippedExample):
+            return item
+        labels = self.labels.get(item["id"])
+        if labels is None:
+            return SkippedExample(item["id"], self.source, "no alignment", "the alignment stage skipped it")
+        return {**item, "frame_labels": torch.from_numpy(labels)}
+
+
+__all__ = [
+    "ALIGNMENT_SCHEMA",
+    "AlignedDataset",
+    "AlignmentReport",
+    "align_shards",
+    "load_alignment",
+]
