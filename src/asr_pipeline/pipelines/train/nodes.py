@@ -33,8 +33,12 @@ def train_model(
     _empty_directory(run_dir)
     (run_dir / TOKENIZER_FILE).write_bytes(tokenizer_model)
     length_index.write_parquet(run_dir / INDEX_FILE)
+    # Every section of params.yaml train (schedule, curriculum, regularization, grow, ...) but the launch
+    # options; an unknown one is refused by resolve_config, naming it.
+    sections = {key: value for key, value in params.items() if key != "launch"}
     config = resolve_config(
         {
+            **sections,
             "data": {
                 **params.get("data", {}),
                 "train_manifests": list(train_shards),

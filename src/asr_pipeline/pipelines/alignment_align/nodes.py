@@ -1,0 +1,57 @@
+"""Nodes of the alignment recipe (dvc.yaml's ``align`` and ``train_ce`` stages), one iteration per run: ``align@<it>``.
+
+``params.yaml`` ``alignment.iterations`` names the iterations in order; each says which run to align with
+(``align_with``: the main ``train`` stage's run for the first, the previous iteration's for the others) and
+what its frame-wise training changes in ``train`` (``train``: the same sections as ``params.yaml train``).
+DVC runs each stage with ``--params=alignment.current=<iteration>`` (a Kedro runtime parameter), so one
+pipeline per stage (this one, and ``alignment_train``) serves every iteration, and each iteration's stages
+track only that iteration's params.
+
+Layout under ``paths.alignment`` (the catalog's ``alignment_dir``)::
+
+    <iteration>/alignment/alignment.parquet   frame labels of every training utterance (training.alignment)
+    <iteration>/alignment/report.json         utterances aligned and skipped, mean path log-prob per frame
+    <iteration>/run/                          the frame-wise trained run (a run dir like the train stage's)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from asr_pipeline.training.alignment import align_shards
+
+ALIGNMENT_FILE = "alignment.parquet"
+REPORT_FILE = "report.json"
+
+
+def iteration_params(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The iteration this run is for (``alignment.current``) and its entry of ``alignment.iterations``."""
+    iterations = params.get("iterations") or {}
+    current = params.get("current")
+    if current is None:
+        raise ValueError(
+            "alignment.current is not set: run one iteration with `kedro run --pipelines=alignment_align "
+            f"--params=alignment.current=<iteration>` (iterations: {', '.join(iterations) or 'none'})"
+        )
+    if current not in iterations:
+        raise ValueError(
+            f"alignment.current={current!r} is not one of alignment.iterations: {', '.join(iterations)}"
+        )
+    return current, iterations[current]
+
+
+def align_iteration(train_shards: list[str], alignment_dir: Path, params: dict[str, Any]) -> None:
+    """Align the training shards with the iteration's ``align_with`` run; the report lands beside them."""
+    name, iteration = iteration_params(params)
+    output = alignment_dir / name / "alignment"
+    shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
+    report = align_shards(
+        iteration["align_with"],
+        train_shards,
+        output / ALIGNMENT_FILE,
+        batch_size=int(params.get("batch_size", 16)),
+    ).to_dict()
+    (output / REPORT_FILE).write_text(json.dumps({"iteration": name, **report}, indent=2, sort_keys=True))

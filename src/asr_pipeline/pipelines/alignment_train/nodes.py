@@ -1,0 +1,44 @@
+"""The ``train_ce@<iteration>`` stage of the alignment recipe: a frame-wise model on the iteration's alignment
+(layout and params: ``pipelines.alignment_align.nodes``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asr_pipeline.pipelines.alignment_align.nodes import ALIGNMENT_FILE, iteration_params
+from asr_pipeline.pipelines.train.nodes import train_model
+
+
+def train_iteration(
+    train_shards: list[str],
+    val_shards: list[str],
+    length_index: pl.DataFrame,
+    tokenizer_model: bytes,
+    alignment_dir: Path,
+    train_params: dict[str, Any],
+    params: dict[str, Any],
+) -> None:
+    """Train the iteration's frame-wise model on its alignment (its metrics: ``run/metrics.json``)."""
+    name, iteration = iteration_params(params)
+    run_dir = alignment_dir / name / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    merged = _deep_merge(train_params, iteration.get("train") or {})
+    merged["data"] = {
+        **merged.get("data", {}),
+        "alignment": str(alignment_dir / name / "alignment" / ALIGNMENT_FILE),
+    }
+    train_model(train_shards, val_shards, length_index, tokenizer_model, run_dir, merged)
+
+
+def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overrides.items():
+        merged[key] = (
+            _deep_merge(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
