@@ -257,14 +257,16 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
     from asr_pipeline.stage_deps import STAGE_ENTRY_MODULES, stage_code_deps
 
     project = clone(origin, "code")
+    # The alignment recipe's foreach stages have no instances here (alignment.iterations is empty).
+    stages = [stage for stage in STAGE_ENTRY_MODULES if stage not in ("align", "train_ce")]
     importers = {
-        path: {stage for stage in STAGE_ENTRY_MODULES if path in stage_code_deps(stage)}
-        for stage in STAGE_ENTRY_MODULES
+        path: {stage for stage in stages if path in stage_code_deps(stage)}
+        for stage in stages
         for path in stage_code_deps(stage)
     }
     # One module of each stage's own pipeline, and modules several stages share, among them the ones the
     # hand-written lists used to miss (tokenizer and shard I/O for train, settings for every stage).
-    edited = [f"src/asr_pipeline/pipelines/{stage}/nodes.py" for stage in STAGE_ENTRY_MODULES] + [
+    edited = [f"src/asr_pipeline/pipelines/{stage}/nodes.py" for stage in stages] + [
         "src/asr_pipeline/text/tokenizer.py",
         "src/asr_pipeline/io/shards.py",
         "kernels/asr_kernels/glu.py",
