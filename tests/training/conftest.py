@@ -3,6 +3,7 @@ targets are that tokenizer's encoding of random words, so validation can score t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,12 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
         return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
 
     return make
+
+
+def events(run_dir: Path, kind: str | None = None) -> list[dict]:
+    """The run's ``events.jsonl`` entries, of one ``kind`` when given."""
+    lines = (Path(run_dir) / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if kind is None or e["type"] == kind]
 
 
 def run_in_process(config_dict: dict) -> dict:

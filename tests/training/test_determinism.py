@@ -3,8 +3,6 @@ trains with the deterministic settings in force (recorded in a "deterministic" e
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from safetensors.torch import load_file
 
@@ -12,12 +10,7 @@ from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.determinism import CUBLAS_WORKSPACE_ENV, environment
 from asr_pipeline.training.launch import run_training
 
-from .conftest import tiny_config
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
+from .conftest import events, tiny_config
 
 
 @pytest.mark.usefixtures("keep_torch_threads")

@@ -5,7 +5,6 @@ the uninterrupted one."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import pytest
@@ -20,15 +19,10 @@ from asr_pipeline.training.loaders import build_data
 from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("single_process")
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def test_clipping_and_dropout_follow_the_schedule_epoch_by_epoch(

@@ -4,8 +4,6 @@ and a resume on either side of a growth that ends like the uninterrupted run."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -18,13 +16,15 @@ from asr_pipeline.training.launch import launch_training
 from asr_pipeline.training.regularization import encoder_gate
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
-from .conftest import ENCODER_ARCHITECTURES, architecture_model, encoder_inputs, encoder_output, tiny_config
+from .conftest import (
+    ENCODER_ARCHITECTURES,
+    architecture_model,
+    encoder_inputs,
+    encoder_output,
+    events,
+    tiny_config,
+)
 from .conftest import run_in_process as run
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def grow_config(corpus, tokenizer_path, run_dir, **run_options) -> dict:

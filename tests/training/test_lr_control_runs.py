@@ -21,17 +21,12 @@ from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.resume import check_resume_compatible
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("single_process")
 
 WARMUP = 2
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def newbob_config(corpus, tokenizer_path, run_dir, epochs: int = 4, **newbob) -> dict:

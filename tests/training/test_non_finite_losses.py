@@ -3,7 +3,6 @@ message that says what to do. NaN is forced through a hook on the loop's loss fu
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -11,15 +10,10 @@ import pytest
 from asr_pipeline.training import loop
 from asr_pipeline.training.loop import NonFiniteLossError
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("single_process")
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:

@@ -22,13 +22,8 @@ from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loop import Trainer
 from asr_pipeline.tui import LiveView
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def tsv(path) -> list[tuple[int, float]]:

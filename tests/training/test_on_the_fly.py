@@ -17,7 +17,12 @@ from asr_pipeline.training.loaders import build_data
 from tests.conftest import make_wav
 from tests.factories import random_sentences
 
-from .conftest import run_in_process, tiny_config
+from .conftest import events, run_in_process, tiny_config
+
+
+def values(run_dir: Path, kind: str) -> list[dict]:
+    return [event["values"] for event in events(run_dir, kind)]
+
 
 pytestmark = pytest.mark.usefixtures("single_process")
 SINGLE = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
@@ -59,11 +64,6 @@ def raw_config(audio_corpus, tokenizer_path: Path, output_dir: Path, **data) -> 
     return config
 
 
-def events(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e["values"] for e in map(json.loads, lines) if e["type"] == kind]
-
-
 def test_a_tiny_run_trains_on_a_jsonl_manifest_of_audio_and_counts_the_bad_files(
     audio_corpus, tokenizer_path, tmp_path
 ):
@@ -78,16 +78,16 @@ def test_a_tiny_run_trains_on_a_jsonl_manifest_of_audio_and_counts_the_bad_files
 
     metrics = run_in_process(config)
 
-    [data] = events(tmp_path, "data")
+    [data] = values(tmp_path, "data")
     assert data["train"]["kind"] == "raw" and data["val"]["kind"] == "raw"
     assert data["train"]["skipped_by_reason"] == {"missing file": 1}, "the missing file, at indexing"
     assert data["train"]["selection"]["available"] == 15  # 14 tones + the truncated one
     assert data["train"]["selection"]["skipped"] == 1
     assert data["val"]["examples"] == 4
-    epochs = events(tmp_path, "epoch")
+    epochs = values(tmp_path, "epoch")
     assert [e["skipped_examples"] for e in epochs] == [1, 1], "the truncated WAV, once per epoch"
     assert metrics["steps"] > 0 and metrics["train_loss"] is not None
-    [validation, *_] = events(tmp_path, "validation")
+    [validation, *_] = values(tmp_path, "validation")
     assert validation["utterances"] == 4
 
 
@@ -104,7 +104,7 @@ def test_raw_manifest_runs_are_reproducible_whatever_the_number_of_workers(
         config["data"]["val_manifests"] = []
         run_in_process(config)
 
-    digests = [events(tmp_path / run, "summary")[0]["parameter_digests"] for run in ("a", "b")]
+    digests = [values(tmp_path / run, "summary")[0]["parameter_digests"] for run in ("a", "b")]
     assert digests[0] == digests[1]
 
 
@@ -159,8 +159,8 @@ def test_a_batch_with_only_undecodable_audio_on_one_rank_does_not_hang_ddp(token
     # A hang would sit in gloo's all-reduce for its 30-minute default; fail well before that.
     subprocess.run(torchrun_command(config_path, 2), check=True, timeout=300, cwd=Path(__file__).parents[2])
 
-    [epoch] = events(tmp_path / "run", "epoch")
-    summary = events(tmp_path / "run", "summary")[0]
+    [epoch] = values(tmp_path / "run", "epoch")
+    summary = values(tmp_path / "run", "summary")[0]
     assert epoch["skipped_examples"] == 1
     assert summary["parameter_digests"][0] == summary["parameter_digests"][1]
 

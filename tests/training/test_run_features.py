@@ -13,15 +13,10 @@ from asr_pipeline.training.checkpoint import CONFIG_FILE
 from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("single_process")
-
-
-def events(run_dir, kind: str) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == kind]
 
 
 def test_the_saved_ema_is_the_formula_applied_to_the_weight_trajectory(

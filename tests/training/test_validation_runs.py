@@ -15,15 +15,10 @@ from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.training import loop
 from tests.factories import random_sentences
 
+from .conftest import events, tiny_config
 from .conftest import run_in_process as run
-from .conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("single_process")
-
-
-def events(run_dir, kind: str | None = None) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if kind is None or e["type"] == kind]
 
 
 def test_validate_every_steps_adds_step_validations_and_the_epoch_end_still_validates(

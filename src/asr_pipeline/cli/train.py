@@ -71,14 +71,24 @@ class TrainFlag(NamedTuple):
     yields: bool = False  # a shortcut that another flag setting the same key overrides
 
 
-def _index_list(text: str) -> list[int]:
-    """``"0,1"`` -> ``[0, 1]``: the reference trainer's comma-separated --device-indices."""
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated GPU indices such as 0,1, got {text!r}"
-        ) from None
+def _comma_list(convert: Callable[[str], Any], what: str, example: str) -> Callable[[str], list]:
+    """A parser of a comma-separated flag value, e.g. ``_comma_list(int, "epochs", "3,5")``: ``"3,5"`` -> [3, 5]."""
+
+    def parse(text: str) -> list:
+        try:
+            return [convert(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what} such as {example}, got {text!r}"
+            ) from None
+
+    return parse
+
+
+_index_list = _comma_list(int, "GPU indices", "0,1")  # the reference trainer's --device-indices
+_epoch_list = _comma_list(int, "epochs", "3,5")  # --grow-epochs
+_rate_list = _comma_list(float, "learning rates", "1e-3,5e-4")  # --learning-rates
+_name_list = _comma_list(str, "names", "linear,conv")  # --weight-noise-families
 
 
 def _schedule_entries(text: str) -> list[dict[str, Any]]:
@@ -95,31 +105,6 @@ def _schedule_entries(text: str) -> list[dict[str, Any]]:
             )
         entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
     return entries
-
-
-def _epoch_list(text: str) -> list[int]:
-    """``"3,5"`` -> ``[3, 5]``: --grow-epochs."""
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated epochs such as 3,5, got {text!r}"
-        ) from None
-
-
-def _name_list(text: str) -> list[str]:
-    """``"linear, conv"`` -> ``["linear", "conv"]``."""
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _rate_list(text: str) -> list[float]:
-    """``"1e-3,5e-4"`` -> ``[0.001, 0.0005]``: --learning-rates."""
-    try:
-        return [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated learning rates such as 1e-3,5e-4, got {text!r}"
-        ) from None
 
 
 def _rate_resets(text: str) -> dict[int, float]:
