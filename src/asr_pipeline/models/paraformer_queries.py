@@ -33,6 +33,7 @@ from torch import Tensor
 from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
 
 log = logging.getLogger(__name__)
+_unalignable_rows = 0  # rows viterbi_queries could not align, in this process
 
 
 def average_frames(hidden: Tensor, membership: Tensor) -> Tensor:
@@ -112,15 +113,21 @@ def viterbi_queries(
         token_counts = torch.where(fallback, target_lengths.to(token_counts), token_counts)
         row, num_frames, num_tokens = unalignable[0]
         repeats = min_frames(targets[row, :num_tokens]) - num_tokens
-        log.warning(
+        global _unalignable_rows
+        _unalignable_rows += len(unalignable)
+        # Once per process at warning level (a training run would repeat it every few batches), then debug.
+        log.log(
+            logging.WARNING if _unalignable_rows == len(unalignable) else logging.DEBUG,
             "viterbi_queries: %d of %d rows have too few frames to CTC-align (e.g. row %d: %d frames < %d tokens "
-            "+ %d repeats); their queries use the uniform split",
+            "+ %d repeats); their queries use the uniform split (%d rows so far in this process; later batches "
+            "log at debug level)",
             len(unalignable),
             batch,
             row,
             num_frames,
             num_tokens,
             repeats,
+            _unalignable_rows,
         )
     if not torch.equal(token_counts.cpu(), target_lengths.long().cpu()):
         raise RuntimeError(
