@@ -32,8 +32,9 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from asr_pipeline.data.collate import SkippedExample, collate_batch
+from asr_pipeline.data.dataset import ShardDataset
+from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
-from asr_pipeline.io.shards import iter_examples, read_metadata
 from asr_pipeline.models.loading import load_run_model
 
 log = logging.getLogger(__name__)
@@ -80,16 +81,13 @@ def align_shards(
             "align with a CTC-output run (squeezeformer, zipformer, w2v-bert, or a frame-wise trained one)"
         )
     model, blank = loaded.model, loaded.blank_id
-    total = sum(read_metadata(path).num_rows for path in shard_paths)
+    dataset = ShardDataset(build_length_index(shard_paths))  # the training loader's item reader
     report = AlignmentReport()
     rows: dict[str, list] = {name: [] for name in ALIGNMENT_SCHEMA.names}
     score_sum, frame_sum = 0.0, 0
-    bar = tqdm(total=total, desc="align", unit="utt", disable=not progress)
-    pending: list[dict] = []
-
-    def flush() -> None:
-        nonlocal score_sum, frame_sum
-        batch = collate_batch([_item(example) for example in pending])
+    bar = tqdm(total=len(dataset), desc="align", unit="utt", disable=not progress)
+    for start in range(0, len(dataset), batch_size):
+        batch = collate_batch([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
         log_probs, lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
         paths, aligned, scores = forced_paths(log_probs, lengths, batch.targets, batch.target_lengths, blank)
         for row, utterance in enumerate(batch.ids):
@@ -109,16 +107,7 @@ def align_shards(
             rows["labels"].append(paths[row, :frames].tolist())
             rows["score"].append(float(scores[row]))
             score_sum, frame_sum = score_sum + float(scores[row]), frame_sum + frames
-        bar.update(len(pending))
-        pending.clear()
-
-    for path in shard_paths:
-        for example in iter_examples(path):
-            pending.append(example)
-            if len(pending) == batch_size:
-                flush()
-    if pending:
-        flush()
+        bar.update(len(batch))
     bar.close()
     report.mean_score_per_frame = score_sum / frame_sum if frame_sum else None
     if report.skipped:
@@ -134,16 +123,6 @@ def align_shards(
     pq.write_table(pa.table(rows, schema=ALIGNMENT_SCHEMA), tmp)
     tmp.replace(output)
     return report
-
-
-def _item(example: dict) -> dict:
-    return {
-        "id": example["id"],
-        "features": torch.from_numpy(np.array(example["features"], dtype=np.float32)),  # (T, F), writable
-        "tokens": torch.tensor(example["tokens"], dtype=torch.int64),
-        "text": example["text"],
-        "duration_ms": int(example["duration_ms"]),
-    }
 
 
 def load_alignment(path: str | Path) -> dict[str, np.ndarray]:

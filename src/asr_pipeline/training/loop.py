@@ -180,6 +180,7 @@ class Trainer:
         gate = encoder_gate(self.model, config.model.architecture, "grow") if growing else None
         self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank, gate)
         self.growth = Growth(gate, config.grow, self._fresh_blocks) if gate is not None else None
+        self.parameter_names = {parameter: name for name, parameter in self.model.named_parameters()}
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
@@ -203,7 +204,7 @@ class Trainer:
         ema = self.optimization.ema
         if ema is None:
             return
-        name = next(name for name, p in self.model.named_parameters() if p is parameter)
+        name = self.parameter_names[parameter]
         if name in ema.shadow:
             ema.shadow[name].copy_(parameter.detach())
 
