@@ -4,15 +4,28 @@ and a resume on either side of a growth that ends like the uninterrupted run."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from asr_pipeline.cli import build_parser
 from asr_pipeline.cli.train import train_config_from_args
+from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.models.registry import get_spec
-from asr_pipeline.training.config import GrowConfig, resolve_config, save_json
-from asr_pipeline.training.growth import Growth, depth_schedule
+from asr_pipeline.modules.widening import FUSED_ATTRIBUTE, copy_into_wider, widen_into
+from asr_pipeline.training.checkpoint import build_model_from_config
+from asr_pipeline.training.config import (
+    DataConfig,
+    GrowConfig,
+    ModelConfig,
+    TrainConfig,
+    resolve_config,
+    save_json,
+)
+from asr_pipeline.training.growth import Growth, depth_schedule, width_at, width_schedule
 from asr_pipeline.training.launch import launch_training
+from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.regularization import encoder_gate
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
@@ -47,7 +60,7 @@ def test_the_depth_schedule_reaches_the_full_depth_or_is_refused():
     ("options", "message"),
     [
         ({"epochs": [2]}, "need start_layers"),
-        ({"start_layers": 2, "epochs": []}, "epochs must list the epochs that add blocks"),
+        ({"start_layers": 2, "epochs": []}, "epochs must list the epochs that grow the model"),
         ({"start_layers": 2, "epochs": [3, 2]}, "increasing"),
         ({"start_layers": 2, "epochs": [1]}, "from 2 on"),
     ],
@@ -152,16 +165,18 @@ def test_a_resumed_growing_run_grows_when_the_uninterrupted_run_did(
 
 
 @pytest.mark.usefixtures("keep_torch_threads")
-def test_a_two_rank_growing_run_keeps_the_ranks_in_sync(corpus, tokenizer_path, tmp_path):
+def test_a_two_rank_growing_and_widening_run_keeps_the_ranks_in_sync(corpus, tokenizer_path, tmp_path):
     config_path = tmp_path / "training_config.json"
-    save_json(
-        resolve_config(grow_config(corpus, tokenizer_path, tmp_path / "run", dvclive=False)), config_path
-    )
+    config = grow_config(corpus, tokenizer_path, tmp_path / "run", dvclive=False)
+    config["grow"] |= {"start_width": 0.5, "width_epochs": [3]}  # deepened at 2 and 3, widened at 3
+    save_json(resolve_config(config), config_path)
 
     launch_training(config_path, nproc_per_node=2)
 
     digests = events(tmp_path / "run", "summary")[0]["values"]["parameter_digests"]
     assert digests[0] == digests[1]
+    grows = [e["values"] for e in events(tmp_path / "run", "grow")]
+    assert [g.get("depth") for g in grows] == [2, 3, None, 4] and grows[2]["width"] == 1.0
 
 
 def test_the_grow_flags_set_their_section(corpus, tmp_path):
@@ -194,3 +209,151 @@ def test_every_architecture_grows_its_encoder_stack(architecture):
 
     assert shallow.shape == deep.shape and not torch.allclose(shallow, deep)
     assert growth.gate.inactive == set()
+
+
+# --- widening ---
+def widen_config(corpus, tokenizer_path, run_dir, **run_options) -> dict:
+    config = tiny_config(corpus, tokenizer_path, run_dir, **run_options)
+    config["optim"] |= {"epochs": 3, "ema_decay": 0.9}
+    config["grow"] = {"start_width": 0.5, "width_epochs": [2]}  # tiny squeezeformer: d_model 16 -> 32
+    return config
+
+
+def test_the_width_schedule_steps_evenly_to_the_full_width():
+    assert width_schedule(GrowConfig()) == [(1, 1.0)]
+    assert width_schedule(GrowConfig(start_width=0.5, width_epochs=[2, 4])) == [(1, 0.5), (2, 0.75), (4, 1.0)]
+    config = GrowConfig(start_width=0.25, width_epochs=[3])
+    assert [width_at(config, epoch) for epoch in range(4)] == [0.25, 0.25, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"width_epochs": [2]}, "needs start_width"),
+        ({"start_width": 1.0, "width_epochs": [2]}, r"in \(0, 1\)"),
+        ({"start_width": 0.5}, "width_epochs must list"),
+    ],
+)
+def test_malformed_widening_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        GrowConfig(**options)
+
+
+def test_widening_refuses_full_width_starting_weights(corpus, tokenizer_path, tmp_path):
+    config = widen_config(corpus, tokenizer_path, tmp_path, init_from=str(tmp_path / "w.safetensors"))
+    with pytest.raises(ValueError, match="cannot take the full-width weights"):
+        resolve_config(config)
+    config = widen_config(corpus, tokenizer_path, tmp_path)
+    config["grow"]["width_epochs"] = [4]
+    with pytest.raises(ValueError, match=r"grow\.width_epochs reaches epoch 4"):
+        resolve_config(config)
+
+
+@pytest.mark.usefixtures("single_process")
+def test_a_widened_model_keeps_its_weights_optimizer_state_and_average_in_the_wider_tensors(
+    corpus, tokenizer_path, tmp_path, monkeypatch
+):
+    widenings = []
+    original = Trainer.widen
+
+    def recording_widen(self, epoch, width, copy=True):
+        names = dict(self.model.named_parameters())
+        before = {name: p.detach().clone() for name, p in names.items()}
+        state = self.optimization.optimizer.state
+        moments = {name: {k: v.clone() for k, v in state[p].items()} for name, p in names.items()}
+        average = {name: t.clone() for name, t in self.optimization.ema.shadow.items()}
+        changed = original(self, epoch, width, copy)
+        fresh = dict(self._fresh_model(epoch, width)[0].named_parameters())
+        after = dict(self.model.named_parameters())
+        new_state = self.optimization.optimizer.state
+        new_moments = {name: {k: v.clone() for k, v in new_state[p].items()} for name, p in after.items()}
+        new_average = {name: t.clone() for name, t in self.optimization.ema.shadow.items()}
+        after = {name: p.detach().clone() for name, p in after.items()}
+        widenings.append((epoch, changed, before, moments, average, fresh, after, new_moments, new_average))
+        return changed
+
+    monkeypatch.setattr(Trainer, "widen", recording_widen)
+    run(widen_config(corpus, tokenizer_path, tmp_path))
+
+    assert len(widenings) == 1
+    epoch, changed, before, moments, average, fresh, after, new_moments, new_average = widenings[0]
+    assert epoch == 1 and changed == {"d_model": [16, 32], "num_heads": [1, 2]}
+    widened = [name for name in before if before[name].shape != after[name].shape]
+    assert len(widened) > 100 and after["blocks.0.attention.module.qkv_proj.weight"].shape == (96, 32)
+    for name, old in before.items():
+        parts = getattr(fresh[name], FUSED_ATTRIBUTE, None)
+        # weights: the trained ones in the leading slices, the fresh model's initialisation elsewhere
+        expected = copy_into_wider(name, old, fresh[name].detach().clone(), parts)
+        assert torch.equal(after[name], expected), name
+        # AdamW: moments in the leading slices and zeros elsewhere, the step count kept
+        assert new_moments[name]["step"] == moments[name]["step"] > 0
+        for key in ("exp_avg", "exp_avg_sq"):
+            zeros = torch.zeros_like(after[name])
+            assert torch.equal(
+                new_moments[name][key], copy_into_wider(name, moments[name][key], zeros, parts)
+            )
+        # the weight average: the old average in the leading slices, the new values elsewhere
+        expected = copy_into_wider(name, average[name], fresh[name].detach().clone(), parts)
+        assert torch.equal(new_average[name], expected), name
+    assert [e["values"]["width"] for e in events(tmp_path, "grow")] == [1.0]
+    assert json.loads((tmp_path / "checkpoint_latest.json").read_text())["model_config"]["d_model"] == 32
+
+
+@pytest.mark.usefixtures("single_process")
+@pytest.mark.parametrize(
+    "steps_into_epoch_2", [0, 1]
+)  # epoch 2 widens: killed before its first step, and after
+def test_a_resumed_widening_run_widens_when_the_uninterrupted_run_did(
+    corpus, tokenizer_path, tmp_path, monkeypatch, steps_into_epoch_2
+):
+    straight = tmp_path / "straight"
+    run(widen_config(corpus, tokenizer_path, straight))
+    steps = [0] + [e["values"]["steps"] for e in events(straight, "epoch")]
+
+    killed = tmp_path / "killed"
+    config = widen_config(corpus, tokenizer_path, killed, checkpoint_every_steps=1)
+    monkeypatch.setenv(FAIL_RANK_ENV, "0")
+    monkeypatch.setenv(FAIL_STEP_ENV, str(steps[1] + steps_into_epoch_2))
+    with pytest.raises(RuntimeError, match="fault injected"):
+        run(config)
+    monkeypatch.delenv(FAIL_RANK_ENV)
+    # The checkpoint loads at its own width, like any run's.
+    expected_width = 16 if steps_into_epoch_2 == 0 else 32
+    assert load_run_model(killed).model_config["d_model"] == expected_width
+    config["run"]["resume_from"] = str(killed)
+    run(config)
+
+    digests = [
+        events(run_dir, "summary")[-1]["values"]["parameter_digests"] for run_dir in (straight, killed)
+    ]
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("architecture", ENCODER_ARCHITECTURES)
+def test_every_architecture_widens(architecture):
+    config = TrainConfig(
+        data=DataConfig(train_manifests=[]),
+        model=ModelConfig(architecture=architecture, variant="tiny", dropout=0.0),
+    )
+    narrow, narrow_config = build_model_from_config(config, 11, width=0.5)
+    wide, wide_config = build_model_from_config(config, 11)
+    counts = widen_into(narrow, wide)
+
+    assert narrow_config != wide_config and counts["widened"] > counts["copied"]
+    narrow_state = narrow.state_dict()
+    for name, tensor in wide.state_dict().items():
+        corner = tuple(slice(0, size) for size in narrow_state[name].shape)
+        if not getattr(dict(wide.named_parameters()).get(name), FUSED_ATTRIBUTE, None):
+            assert torch.equal(tensor[corner], narrow_state[name]), name
+    features, lengths = encoder_inputs(architecture)
+    with torch.no_grad():
+        assert torch.isfinite(encoder_output(wide.eval(), architecture, features, lengths)).all()
+
+
+def test_the_width_flags_set_their_section(corpus, tmp_path):
+    args = build_parser().parse_args(
+        ["train", "--train-manifest", corpus["train"][0], "--output-dir", str(tmp_path), "--epochs", "6",
+         "--grow-start-width", "0.5", "--grow-width-epochs", "2,4"]
+    )  # fmt: skip
+    config, _ = train_config_from_args(args)
+    assert config.grow == GrowConfig(start_width=0.5, width_epochs=[2, 4])

@@ -358,6 +358,21 @@ TRAIN_FLAGS: list[TrainFlag] = [
         default_help="an even share reaching the full depth at the last growth",
     ),
     TrainFlag(
+        "--grow-start-width",
+        "grow.start_width",
+        float,
+        "start at this fraction of the model's width (heads and channels) and widen at --grow-width-epochs, "
+        "copying the trained weights into the wider tensors",
+        metavar="FRACTION",
+    ),
+    TrainFlag(
+        "--grow-width-epochs",
+        "grow.width_epochs",
+        _epoch_list,
+        "comma-separated epochs (counting from 1) that widen the model, by equal steps to the full width",
+        metavar="EPOCH,...",
+    ),
+    TrainFlag(
         "--deterministic",
         "run.deterministic",
         bool,

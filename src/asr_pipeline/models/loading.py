@@ -44,17 +44,40 @@ class ModelSettings(Protocol):
     blank_id: int
 
 
-def resolve_model_config(settings: ModelSettings, *, input_dim: int, vocab_size: int) -> dict[str, Any]:
-    """The full model config ``settings`` resolve to, as a dict (as saved in checkpoint_latest.json)."""
-    return _as_saved(_config(settings, input_dim, vocab_size))
+def resolve_model_config(
+    settings: ModelSettings, *, input_dim: int, vocab_size: int, width: float = 1.0
+) -> dict[str, Any]:
+    """The full model config ``settings`` resolve to, as a dict (as saved in checkpoint_latest.json);
+    ``width`` < 1: the architecture's narrower config at that fraction of the width (``ArchitectureSpec.narrow``)."""
+    return _as_saved(_config_at_width(settings, input_dim, vocab_size, width))
 
 
 def build_model_for(
-    settings: ModelSettings, *, input_dim: int, vocab_size: int
+    settings: ModelSettings, *, input_dim: int, vocab_size: int, width: float = 1.0
 ) -> tuple[nn.Module, dict[str, Any]]:
-    """The model ``settings`` describe and its full config as a dict (for checkpoint_latest.json)."""
-    config = _config(settings, input_dim, vocab_size)
+    """The model ``settings`` describe (at ``width``, as in ``resolve_model_config``) and its full config
+    as a dict (for checkpoint_latest.json)."""
+    config = _config_at_width(settings, input_dim, vocab_size, width)
     return get_spec(settings.architecture).builder(config), _as_saved(config)
+
+
+def _config_at_width(settings: ModelSettings, input_dim: int, vocab_size: int, width: float) -> Any:
+    config = _config(settings, input_dim, vocab_size)
+    if width >= 1.0:
+        return config
+    spec = get_spec(settings.architecture)
+    if spec.narrow is None:
+        widenable = ", ".join(name for name, other in SPECS.items() if other.narrow) or "none"
+        raise ValueError(
+            f"grow.start_width: the {spec.name} architecture cannot be built narrower and widened; "
+            f"architectures that can: {widenable}"
+        )
+    try:
+        return spec.narrow(config, width)
+    except ValueError as error:
+        raise ValueError(
+            f"grow.start_width: the {spec.name} model at {width:.3g} of its width: {error}"
+        ) from error
 
 
 def _as_saved(config: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from asr_pipeline.models.paraformer import SIZES, ParaformerConfig, build_paraformer, paraformer_config
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
 
 DEFAULT_VARIANT = "base"  # FunASR's AISHELL-1 conformer recipe sizes
 # The reference trainer's Paraformer recipe: AdamW at peak 1e-3, every size.
@@ -36,4 +36,5 @@ PARAFORMER = ArchitectureSpec(
     input_dim=80,
     output="paraformer",
     encoder_blocks=lambda model: list(model.blocks),
+    narrow=lambda config, fraction: narrow_by_heads(config, fraction, ("subsampling_channels",)),
 )

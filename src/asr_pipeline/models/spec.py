@@ -43,6 +43,10 @@ class ArchitectureSpec:
     # The encoder's blocks in depth order (training.regularization's layer drop). Each is called with the
     # hidden sequence (B, T, D) first and returns one of the same shape. None: the model has no such stack.
     encoder_blocks: Callable[[nn.Module], list[nn.Module]] | None = None
+    # (resolved config, fraction in (0, 1)) -> the same architecture at about that fraction of its width,
+    # with the head width kept and the head count scaled (training.growth's widening copies a narrow
+    # model into the full one: modules.widening). None: the architecture cannot be widened.
+    narrow: Callable[[Any, float], Any] | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -54,4 +58,29 @@ class ArchitectureSpec:
         return tuple(name for name in self.fields if name not in COMMON_FIELDS)
 
 
-__all__ = ["COMMON_FIELDS", "REQUIRED_FIELDS", "ArchitectureSpec", "OutputKind"]
+def narrowed_heads(num_heads: int, fraction: float) -> int:
+    """The head count at ``fraction`` of the width: rounded, at least one."""
+    return max(1, round(num_heads * fraction))
+
+
+def narrow_by_heads(config: Any, fraction: float, scaled: tuple[str, ...] = ()) -> Any:
+    """``config`` (with ``d_model`` and ``num_heads``) with ``narrowed_heads`` heads of the same width,
+    and each of the ``scaled`` int fields that is set (not None) scaled by the same ratio."""
+    heads = narrowed_heads(config.num_heads, fraction)
+    ratio = heads / config.num_heads
+    values = {
+        name: round(getattr(config, name) * ratio) for name in scaled if getattr(config, name) is not None
+    }
+    return dataclasses.replace(
+        config, d_model=config.d_model // config.num_heads * heads, num_heads=heads, **values
+    )
+
+
+__all__ = [
+    "COMMON_FIELDS",
+    "REQUIRED_FIELDS",
+    "ArchitectureSpec",
+    "OutputKind",
+    "narrow_by_heads",
+    "narrowed_heads",
+]

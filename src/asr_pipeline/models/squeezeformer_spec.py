@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from asr_pipeline.models.architectures import DEFAULT_D_MODEL, DEFAULT_NUM_HEADS, DEFAULT_NUM_LAYERS
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
 from asr_pipeline.models.squeezeformer import (
     SIZES,
     SqueezeformerConfig,
@@ -60,4 +60,5 @@ SQUEEZEFORMER = ArchitectureSpec(
     input_dim=80,
     output="ctc",
     encoder_blocks=lambda model: list(model.blocks),
+    narrow=lambda config, fraction: narrow_by_heads(config, fraction, ("subsampling_channels",)),
 )

@@ -39,6 +39,7 @@ from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.residual_add_mask import residual_add_mask_time
 from asr_pipeline.modules.attention import RelativePositionalEncoding, relative_shift
+from asr_pipeline.modules.widening import mark_fused_linear
 
 # HF's ACT2FN names we implement (gelu_new is the tanh approximation, as is gelu_pytorch_tanh).
 ACTIVATIONS = {
@@ -280,6 +281,7 @@ class ConvolutionModule(nn.Module):
         d, kernel = config.d_model, config.conv_depthwise_kernel_size
         self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.pointwise_conv1 = nn.Conv1d(d, 2 * d, kernel_size=1, bias=False)  # HF's weight shape (2D, D, 1)
+        mark_fused_linear(self.pointwise_conv1, (1, 1))  # the GLU's halves (modules.widening)
         self.depthwise_conv = nn.Conv1d(d, d, kernel, groups=d, bias=False)
         self.depthwise_layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.activation = ACTIVATIONS[config.hidden_act]()
@@ -363,8 +365,10 @@ class AdapterLayer(nn.Module):
         self.kernel_size, self.stride = kernel, stride
         self.residual_layer_norm = nn.LayerNorm(width, eps=eps)
         self.residual_conv = nn.Conv1d(width, 2 * width, kernel, stride=stride, padding=stride // 2)
+        mark_fused_linear(self.residual_conv, (1, 1))  # GLU halves
         self.self_attn_layer_norm = nn.LayerNorm(width, eps=eps)
         self.self_attn_conv = nn.Conv1d(width, 2 * width, kernel, stride=stride, padding=stride // 2)
+        mark_fused_linear(self.self_attn_conv, (1, 1))  # GLU halves
         self.self_attn = SelfAttention(config, width, position_embeddings_type=None)
         self.self_attn_dropout = nn.Dropout(config.rate("conformer_conv_dropout"))
         self.ffn_layer_norm = nn.LayerNorm(width, eps=eps)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
 from asr_pipeline.models.w2v_bert import SIZES, W2VBertConfig, W2VBertCTC, build_w2v_bert, w2v_bert_config
 from asr_pipeline.models.w2v_bert_hf import config_from_hf, load_hf_weights
 
@@ -47,4 +47,7 @@ W2V_BERT = ArchitectureSpec(
     pretrained_config=config_from_hf,
     load_pretrained=load_pretrained,
     encoder_blocks=lambda model: list(model.wav2vec2_bert.encoder.layers),
+    narrow=lambda config, fraction: narrow_by_heads(
+        config, fraction, ("intermediate_size", "output_hidden_size")
+    ),
 )

@@ -3,9 +3,10 @@ learning rate, frontend and output kind (``models.registry.ArchitectureSpec``)."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, narrowed_heads
 from asr_pipeline.models.zipformer import SIZES, ZipformerConfig, build_zipformer, zipformer_config
 
 DEFAULT_VARIANT = "m"  # icefall's default (train.py) sizes
@@ -23,6 +24,25 @@ def peak_learning_rate(variant: str | None) -> float:
     return PEAK_LR
 
 
+def narrow(config: ZipformerConfig, fraction: float) -> ZipformerConfig:
+    """Every stack at ``fraction`` of its width: heads rounded (head widths kept), channel counts rounded
+    to even numbers, the unmasked prefix scaled with them."""
+
+    def even(value: int) -> int:
+        return max(2, 2 * round(value * fraction / 2))
+
+    dims = tuple(even(dim) for dim in config.encoder_dim)
+    return dataclasses.replace(
+        config,
+        encoder_dim=dims,
+        encoder_unmasked_dim=tuple(
+            min(even(unmasked), dim) for unmasked, dim in zip(config.encoder_unmasked_dim, dims, strict=True)
+        ),
+        feedforward_dim=tuple(even(dim) for dim in config.feedforward_dim),
+        num_heads_per_stack=tuple(narrowed_heads(heads, fraction) for heads in config.num_heads_per_stack),
+    )
+
+
 ZIPFORMER = ArchitectureSpec(
     name="zipformer",
     config_class=ZipformerConfig,
@@ -34,4 +54,5 @@ ZIPFORMER = ArchitectureSpec(
     input_dim=80,
     output="ctc",
     encoder_blocks=lambda model: [layer for stack in model.stacks for layer in stack.layers],
+    narrow=narrow,
 )

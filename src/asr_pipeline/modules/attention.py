@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr_kernels.relative_shift import relative_shift
+from asr_pipeline.modules.widening import mark_fused_linear
 
 
 class RelativePositionalEncoding(nn.Module):
@@ -55,6 +56,7 @@ class RelPositionMultiHeadAttention(nn.Module):
         self.head_dim = d_model // num_heads
         self.dropout = dropout
         self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        mark_fused_linear(self.qkv_proj, (1, 1, 1))  # q, k, v (modules.widening)
         self.pos_proj = nn.Linear(d_model, d_model, bias=False)  # W_p: positions carry no offset
         self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))  # content bias u
         self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))  # position bias v

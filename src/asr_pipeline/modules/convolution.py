@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from asr_kernels import GLU
 from asr_kernels.mask_time import mask_channel_time
+from asr_pipeline.modules.widening import mark_fused_linear
 
 
 class ConvolutionModule(nn.Module):
@@ -38,6 +39,8 @@ class ConvolutionModule(nn.Module):
         channels = expanded // 2 if use_glu else expanded
         # A pointwise (1x1) conv is a Linear on (B, T, D); the Linear form skips two transposes.
         self.pointwise_in = nn.Linear(d_model, expanded)
+        if use_glu:  # the GLU's two halves (modules.widening)
+            mark_fused_linear(self.pointwise_in, (1, 1))
         # The GLU routes through our fused Triton kernel on CUDA (asr_kernels/glu.py) and falls back to
         # PyTorch elsewhere; both give the same values (tests/kernels/test_glu.py).
         self.gate = GLU(dim=-1) if use_glu else nn.SiLU()

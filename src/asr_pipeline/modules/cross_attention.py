@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.modules.widening import mark_fused_linear
+
 
 class CrossAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
@@ -25,6 +27,7 @@ class CrossAttention(nn.Module):
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model)
         self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        mark_fused_linear(self.kv_proj, (1, 1))  # k, v (modules.widening)
         self.out_proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: Tensor, memory: Tensor, memory_padding_mask: Tensor | None = None) -> Tensor:

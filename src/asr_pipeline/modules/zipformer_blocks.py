@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.relative_shift import relative_shift
+from asr_pipeline.modules.widening import mark_fused_linear
 
 
 def scaled_linear(in_features: int, out_features: int, initial_scale: float, bias: bool = True) -> nn.Linear:
@@ -110,6 +111,7 @@ class RelPositionAttentionWeights(nn.Module):
         super().__init__()
         self.num_heads, self.query_head_dim, self.pos_head_dim = num_heads, query_head_dim, pos_head_dim
         self.in_proj = nn.Linear(dim, (2 * query_head_dim + pos_head_dim) * num_heads)
+        mark_fused_linear(self.in_proj, (query_head_dim, query_head_dim, pos_head_dim))  # q, k, p
         self.linear_pos = scaled_linear(pos_dim, num_heads * pos_head_dim, 0.05, bias=False)
 
     def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
@@ -158,6 +160,7 @@ class NonlinAttention(nn.Module):
     def __init__(self, dim: int, hidden_dim: int) -> None:
         super().__init__()
         self.in_proj = nn.Linear(dim, 3 * hidden_dim)
+        mark_fused_linear(self.in_proj, (1, 1, 1))  # gate, values, output gate
         self.out_proj = scaled_linear(hidden_dim, dim, 0.05)
 
     def forward(self, x: Tensor, weights: Tensor) -> Tensor:
@@ -194,6 +197,7 @@ class ConvolutionModule(nn.Module):
         if kernel_size % 2 != 1:
             raise ValueError(f"the convolution kernel must be odd ('same' padding), got {kernel_size}")
         self.in_proj = nn.Linear(dim, 2 * dim)
+        mark_fused_linear(self.in_proj, (1, 1))  # values, gate
         self.depthwise_conv = nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim)
         self.activation = activation
         self.out_proj = scaled_linear(dim, dim, 0.05)

@@ -50,16 +50,21 @@ BEST_POINTER = "checkpoint_best.json"
 STATE_FILE = "training_state.pt"
 
 
-def build_model_from_config(config: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
+def build_model_from_config(
+    config: TrainConfig, vocab_size: int, width: float = 1.0
+) -> tuple[nn.Module, dict[str, Any]]:
     """The model ``config.model`` describes and its full model config as a dict (for checkpoint_latest.json);
     built through the architecture's spec by ``models.loading.build_model_for`` (CTC or Paraformer-style:
-    ``training.ctc.model_losses`` asks the spec which loss applies)."""
-    return build_model_for(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
+    ``training.ctc.model_losses`` asks the spec which loss applies). ``width`` < 1: a narrower model
+    (``train.grow.start_width``)."""
+    return build_model_for(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size, width=width)
 
 
-def resolved_model_config(config: TrainConfig, vocab_size: int) -> dict[str, Any]:
-    """The full model config ``config.model`` resolves to, without building the model."""
-    return resolve_model_config(config.model, input_dim=config.data.input_dim, vocab_size=vocab_size)
+def resolved_model_config(config: TrainConfig, vocab_size: int, width: float = 1.0) -> dict[str, Any]:
+    """The full model config ``config.model`` resolves to (at ``width``), without building the model."""
+    return resolve_model_config(
+        config.model, input_dim=config.data.input_dim, vocab_size=vocab_size, width=width
+    )
 
 
 def save_checkpoint(

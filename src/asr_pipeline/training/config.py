@@ -328,28 +328,44 @@ class ValidationConfig:
 @dataclass(frozen=True, kw_only=True)
 class GrowConfig:
     """``train.grow``: start with the first ``start_layers`` encoder blocks and add blocks at the start of
-    each epoch in ``epochs`` (counting from 1) until the full depth (training.growth). Off when
-    ``start_layers`` is None."""
+    each epoch in ``epochs`` (counting from 1) until the full depth; and/or start at ``start_width`` of the
+    model's width and widen at the start of each epoch in ``width_epochs``, by equal steps to the full width
+    (training.growth). Depth growth is off when ``start_layers`` is None, widening when ``start_width`` is."""
 
     start_layers: int | None = None
     epochs: list[int] = field(default_factory=list)  # the epochs that add blocks, increasing
     layers_per_growth: int | None = None  # None: an even share, so the last growth reaches the full depth
+    start_width: float | None = None  # the first epochs' width, a fraction of the model's in (0, 1)
+    width_epochs: list[int] = field(default_factory=list)  # the epochs that widen, increasing
 
     def __post_init__(self) -> None:
+        if self.start_width is None:
+            if self.width_epochs:
+                raise ValueError("width_epochs needs start_width (the width fraction to start from)")
+        else:
+            if not 0.0 < self.start_width < 1.0:
+                raise ValueError(
+                    f"start_width is a fraction of the model's width in (0, 1), got {self.start_width}"
+                )
+            _check_growth_epochs("width_epochs", self.width_epochs, f"start_width={self.start_width}")
         if self.start_layers is None:
             if self.epochs or self.layers_per_growth is not None:
                 raise ValueError("epochs and layers_per_growth need start_layers (the depth to start from)")
             return
         _positive(self, "start_layers", "layers_per_growth")
-        if (
-            not self.epochs
-            or any(epoch < 2 for epoch in self.epochs)
-            or sorted(set(self.epochs)) != self.epochs
-        ):
-            raise ValueError(
-                f"epochs must list the epochs that add blocks, increasing and from 2 on (epoch 1 trains the "
-                f"first start_layers={self.start_layers}), got {self.epochs}"
-            )
+        _check_growth_epochs("epochs", self.epochs, f"start_layers={self.start_layers}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.start_layers is not None or self.start_width is not None
+
+
+def _check_growth_epochs(name: str, epochs: list[int], start: str) -> None:
+    if not epochs or any(epoch < 2 for epoch in epochs) or sorted(set(epochs)) != epochs:
+        raise ValueError(
+            f"{name} must list the epochs that grow the model, increasing and from 2 on (epoch 1 trains at "
+            f"{start}), got {epochs}"
+        )
 
 
 WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
@@ -400,10 +416,17 @@ class TrainConfig:
         if self.data.input_dim is None:  # the architecture's frontend width, written into the saved config
             width = default_input_dim(self.model.architecture)
             object.__setattr__(self, "data", dataclasses.replace(self.data, input_dim=width))
-        if self.grow.start_layers is not None and self.grow.epochs[-1] > self.optim.epochs:
+        for name, what in (("epochs", "blocks"), ("width_epochs", "channels")):
+            epochs = getattr(self.grow, name)
+            if epochs and epochs[-1] > self.optim.epochs:
+                raise ValueError(
+                    f"grow.{name} reaches epoch {epochs[-1]} but the run has optim.epochs="
+                    f"{self.optim.epochs}: the model would be saved with {what} it never trained"
+                )
+        if self.grow.start_width is not None and (self.model.load_pretrained_weights or self.run.init_from):
             raise ValueError(
-                f"grow.epochs reaches epoch {self.grow.epochs[-1]} but the run has optim.epochs="
-                f"{self.optim.epochs}: the model would be saved with blocks it never trained"
+                "grow.start_width starts from a narrower model, which cannot take the full-width weights of "
+                "model.load_pretrained_weights or run.init_from; drop one of them"
             )
         if self.schedule:
             check_schedule(self.schedule, _section_keys(TrainConfig))

@@ -31,9 +31,11 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
 ``schedule``, at the start of every epoch, only when ``train.schedule`` sets keys
     each scheduled key (dotted, e.g. ``optim.gradient_clip_norm``) with its value in this epoch.
-``grow``, at the start of the first epoch and of every growth epoch, only with ``train.grow``
-    ``depth`` (encoder blocks in use from now on), ``blocks`` (the full depth), ``joined`` (indices of the
-    blocks initialised afresh now; none at the start).
+``grow``, only with ``train.grow``: for depth growth at the start of the first epoch and of every growth
+epoch, for widening at the start of every widening epoch (before that epoch's depth event, if any)
+    depth: ``depth`` (encoder blocks in use from now on), ``blocks`` (the full depth), ``joined`` (indices of
+    the blocks initialised afresh now; none at the start); widening: ``width`` (the fraction of the full
+    width from now on) and ``changed`` (the model-config fields it changed, {field: [old, new]}).
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),

@@ -55,7 +55,8 @@ from asr_kernels import set_kernels
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.models.registry import get_spec
-from asr_pipeline.run_layout import METRICS_FILE, resolve_run_dir
+from asr_pipeline.modules.widening import widen_into
+from asr_pipeline.run_layout import METRICS_FILE, read_checkpoint_pointer, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training import determinism
 from asr_pipeline.training.checkpoint import (
@@ -82,7 +83,7 @@ from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.epoch_schedule import EpochSettings
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
-from asr_pipeline.training.growth import Growth
+from asr_pipeline.training.growth import Growth, widening_report, width_at
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import DataBundle, build_data
@@ -137,7 +138,8 @@ class Trainer:
         set_kernels(config.run.kernels)  # process-wide: every op the model calls follows it
         # Identical initial weights on every rank (DDP broadcasts rank 0's as well) ...
         torch.manual_seed(config.run.seed)
-        self.model, self.model_config = build_model_from_config(config, vocab_size)
+        self.width = width_at(config.grow, 0)  # a fraction of the model's width (training.growth)
+        self.model, self.model_config = build_model_from_config(config, vocab_size, self.width)
         if config.model.load_pretrained_weights and not config.run.resume_from:  # the checkpoint wins
             model = config.model
             report = load_pretrained_weights(
@@ -146,7 +148,6 @@ class Trainer:
             events.write("pretrained", 0, 0, report)
         if config.run.init_from and not config.run.resume_from:  # the same file on every rank
             events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
-        self.model.to(ctx.device)
         optim = config.optim
         self.sampler = data.train_sampler
         self.settings = EpochSettings(config)  # train.schedule: each epoch's effective config
@@ -156,6 +157,7 @@ class Trainer:
         steps_per_epoch = math.ceil(batches / optim.gradient_accumulation_steps)
         # ... but different dropout and SpecAugment draws per rank (the EMA copies, AdamW draws nothing).
         torch.manual_seed(config.run.seed + 1 + ctx.rank)
+        self.model.to(ctx.device)
         self.optimization = Optimization(self.model, config, ctx.device, steps_per_epoch)
         self.health = RunHealth(ctx, events, config.run.max_non_finite_losses)
         self.checkpoints = RunCheckpoints(config, self.model_config, events)
@@ -176,28 +178,57 @@ class Trainer:
                 f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
+        self.growth: Growth | None = None
+        self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
+        self._attach_model()
+
+    def _attach_model(self) -> None:
+        """Wire up what holds ``self.model``'s modules and parameters: the growth and layer-drop gate, weight
+        noise, the EMA's name lookup, the dropout defaults and the DDP wrapper. Again after a widening."""
+        config, ctx = self.config, self.ctx
         growing = config.grow.start_layers is not None
         gate = encoder_gate(self.model, config.model.architecture, "grow") if growing else None
         self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank, gate)
-        self.growth = Growth(gate, config.grow, self._fresh_blocks) if gate is not None else None
+        if gate is not None:
+            if self.growth is None:
+                self.growth = Growth(gate, config.grow, self._fresh_blocks)
+            else:
+                self.growth.attach(gate)
         self.parameter_names = {parameter: name for name, parameter in self.model.named_parameters()}
-        self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
         self.ddp_model: nn.Module = self.model
-        if ctx.distributed:
+        if ctx.distributed:  # collective: DDP broadcasts rank 0's weights
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
 
-    def _fresh_blocks(self, epoch: int) -> list[nn.Module]:
-        """The encoder blocks of a newly built model for a growth at ``epoch`` (training.growth): the same
-        on every rank, and without touching this rank's RNG."""
+    def _fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]:
+        """A newly built model at ``width`` for a growth at ``epoch`` (training.growth): the same on every
+        rank, and without touching this rank's RNG."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.config.run.seed + 7919 * (epoch + 1))
-            fresh, _ = build_model_from_config(self.config, self.vocab_size)
+            return build_model_from_config(self.config, self.vocab_size, width)
+
+    def _fresh_blocks(self, epoch: int) -> list[nn.Module]:
+        """The encoder blocks of a newly built model (at the current width) for a depth growth at ``epoch``."""
         blocks_of = get_spec(self.config.model.architecture).encoder_blocks
         assert blocks_of is not None
-        return blocks_of(fresh)
+        return blocks_of(self._fresh_model(epoch, self.width)[0])
+
+    def widen(self, epoch: int, width: float, copy: bool = True) -> dict[str, Any]:
+        """Collective. Rebuild the model at ``width`` (training.growth): with ``copy``, the trained weights,
+        optimizer state and EMA carried into the wider tensors; without (a resume, which loads them next),
+        fresh ones. Returns the model-config fields that changed, {field: [old, new]}."""
+        old_model, old_config = self.model, self.model_config
+        model, self.model_config = self._fresh_model(epoch, width)
+        model.to(self.ctx.device)
+        if copy:
+            widen_into(old_model, model)
+        self.model, self.width = model, width
+        self.optimization.rebuild(old_model, model, carry=copy)
+        self.checkpoints.model_config = self.model_config
+        self._attach_model()
+        return widening_report(old_config, self.model_config)
 
     def _restart_average(self, parameter: nn.Parameter) -> None:
         """A block that joined a growing network: its weight average starts from its new values."""
@@ -224,6 +255,9 @@ class Trainer:
     def resume(self, run_dir: str | Path) -> int:
         """Load ``run_dir``'s latest checkpoint; returns the epoch to continue in."""
         state = load_training_state(run_dir)
+        width = state.get("growth", {}).get("width", 1.0)
+        if width != self.width:  # a widening run saved before its last widening: rebuild that width
+            self.widen(self.sampler.epoch, width, copy=False)
         # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these.
         self.model.load_state_dict(load_weights(run_dir))
         self.optimization.load_state_dict(state)
@@ -246,6 +280,10 @@ class Trainer:
         started = time.perf_counter()
         self.sampler.set_epoch(epoch)
         self.epoch = epoch
+        width = width_at(config.grow, epoch)
+        if width > self.width:
+            changed = self.widen(epoch, width)
+            self.events.write("grow", self.step, epoch, {"width": width, "changed": changed})
         self.apply_settings(epoch)
         if self.growth is not None:
             before = self.growth.grown_depth
@@ -447,8 +485,9 @@ class Trainer:
             "counters": self.health.state_dict(),
             "epoch_totals": totals,
         }
-        if self.growth is not None:
-            training_state["growth"] = self.growth.state_dict()
+        if self.growth is not None or self.config.grow.start_width is not None:
+            depth = {} if self.growth is None else self.growth.state_dict()
+            training_state["growth"] = {**depth, "width": self.width}
         self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, ema, best)
 
     def _ema_weights(self) -> dict[str, torch.Tensor] | None:
@@ -514,7 +553,8 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
     # The run dir, whichever form was given (the dir, its checkpoint_latest/ or checkpoint_latest.json).
     resume_dir = resolve_run_dir(config.run.resume_from) if config.run.resume_from else None
     if resume_dir is not None:  # before save_json: resuming in place would overwrite the saved config
-        check_resume_compatible(config, resolved_model_config(config, vocab_size), resume_dir)
+        saved_width = width_at(config.grow, read_checkpoint_pointer(resume_dir)["epoch"])  # training.growth
+        check_resume_compatible(config, resolved_model_config(config, vocab_size, saved_width), resume_dir)
     if ctx.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         save_json(config, output_dir / CONFIG_FILE)

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from asr_pipeline.training.config import OptimConfig, TrainConfig, peak_learning_rate
 from asr_pipeline.training.ema import WeightEMA
+from asr_pipeline.training.growth import widen_ema, widen_optimizer
 from asr_pipeline.training.lr_control import Decision, NewbobControl
 from asr_pipeline.training.schedule import LRSchedule, lr_schedule
 
@@ -60,6 +61,19 @@ class Optimization:
         self.control = NewbobControl(optim.newbob, self.peak_lr) if optim.lr_control == "newbob" else None
         self.ema = WeightEMA(model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
         self.grad_norm = torch.tensor(0.0)  # the last step's, before clipping
+
+    def rebuild(self, old_model: nn.Module, model: nn.Module, carry: bool) -> None:
+        """Optimize ``model``, a widened rebuild of ``old_model`` (training.growth), from now on: a new
+        AdamW with the same settings, and a new EMA; with ``carry``, the old state copied into them
+        (``growth.widen_optimizer``, ``growth.widen_ema``)."""
+        old = self.optimizer
+        self.optimizer = torch.optim.AdamW(decay_groups(model, self.config.weight_decay), lr=self.peak_lr)
+        if carry:
+            widen_optimizer(old, self.optimizer, old_model, model)
+        if self.ema is not None:
+            self.ema = (
+                widen_ema(self.ema, model) if carry else WeightEMA(model, self.ema.decay, self.ema.start_step)
+            )
 
     def configure(self, optim: OptimConfig) -> None:
         """An epoch's clipping and weight decay (``train.schedule``); the rate's options stay the run's."""
