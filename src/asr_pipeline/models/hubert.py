@@ -1,0 +1,518 @@
+"""HuBERT (Hsu et al., 2021, "HuBERT: Self-Supervised Speech Representation Learning by Masked Prediction of
+Hidden Units"): a convolutional waveform encoder and a Transformer, pretrained to predict the k-means unit of
+every masked frame, then fine-tuned with a CTC head.
+
+    waveform (B, N) -> feature_extractor: conv blocks (512 channels, total stride 320) -> (B, T, C) at 50 Hz
+      -> feature_projection: LayerNorm -> Linear -> (B, T, D)
+      -> [pretraining: span masking, masked frames replaced by a learned vector]
+      -> transformer: x + GELU(grouped conv positions) -> LayerNorm (post-LN) -> L x layer -> (B, T, D)
+      -> pretraining: final_proj -> cosine similarity with each unit's embedding / 0.1 -> CE on masked frames
+         fine-tuning: dropout -> Linear -> CTC log-probs
+
+The pipeline stores audio for this model with the ``waveform`` frontend: each 20 ms frame is 320 samples, so
+the (B, T, 320) "features" are the waveform, flattened back here. Parameter names follow torchaudio's layout
+(``models.hubert_import`` loads torchaudio and Hugging Face checkpoints). Post-LN (``layer_norm_first``
+False, HuBERT-base) normalises before the first layer; pre-LN (large) after the last one, as fairseq does.
+
+Masking follows the recipe (fairseq's "static" spans): per utterance of T frames, ``int(mask_prob * T /
+mask_length + u)`` span starts, u ~ U[0, 1), at least ``mask_min_masks``, drawn without replacement from
+the first T - mask_length frames; spans may overlap (about 55 % of frames masked at p = 0.8, length 10).
+Unlike fairseq, rows are not cut to the batch's smallest masked count: the loss is a sum over masked frames.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from asr_pipeline.modules.masks import padding_mask
+
+BASE_CONV_LAYERS = ((512, 10, 5),) + ((512, 3, 2),) * 4 + ((512, 2, 2),) * 2  # 320 samples per frame
+WAVEFORM_FRAME = 320  # samples per frame of the waveform frontend (20 ms at 16 kHz)
+
+
+@dataclass(frozen=True)
+class HubertConfig:
+    """Defaults: HuBERT-base (fairseq ``hubert_base_librispeech``; torchaudio ``hubert_pretrain_base``)."""
+
+    input_dim: int = WAVEFORM_FRAME  # samples per input frame (the waveform frontend's frame)
+    vocab_size: int = 256  # CTC outputs of the fine-tuning head, blank included
+    dropout: float = 0.1  # residual, feature-projection and head dropout
+    d_model: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    ff_dim: int = 3072
+    conv_layers: tuple[tuple[int, int, int], ...] = BASE_CONV_LAYERS  # (channels, kernel, stride) per block
+    extractor_mode: str = "group_norm"  # group_norm: block 0 only (base); layer_norm: every block (large)
+    conv_bias: bool = False
+    pos_conv_kernel: int = 128
+    pos_conv_groups: int = 16
+    layer_norm_first: bool = False  # False: post-LN (base); True: pre-LN (large)
+    attention_dropout: float = 0.1
+    activation_dropout: float = 0.0
+    layer_norm_eps: float = 1e-5
+    feature_grad_mult: float = 0.1  # the conv encoder's gradient is scaled by this (fairseq), 1: not at all
+    normalize_waveform: bool = False  # per-utterance zero mean, unit variance of the samples (large: True)
+    # Masking: pretraining always, fine-tuning in training only (SpecAugment-like, as HF's mask_time_prob).
+    mask_prob: float = 0.8
+    mask_length: int = 10
+    mask_min_masks: int = 2
+    # Pretraining head and loss.
+    num_classes: int = 100  # k-means units
+    final_dim: int = 256
+    logit_temperature: float = 0.1
+    masked_weight: float = 1.0
+    unmasked_weight: float = 0.0
+    feature_penalty_weight: float = 10.0  # times the mean square of the conv features, per predicted frame
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conv_layers", tuple(tuple(block) for block in self.conv_layers))
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        if self.d_model % self.pos_conv_groups:
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by pos_conv_groups={self.pos_conv_groups}"
+            )
+        if self.extractor_mode not in ("group_norm", "layer_norm"):
+            raise ValueError(f"extractor_mode must be group_norm or layer_norm, got {self.extractor_mode!r}")
+        if not 0.0 < self.feature_grad_mult <= 1.0:
+            raise ValueError(f"feature_grad_mult must lie in (0, 1], got {self.feature_grad_mult}")
+        if not 0.0 <= self.mask_prob < 1.0 or self.mask_length < 1:
+            raise ValueError(f"mask_prob={self.mask_prob} must lie in [0, 1) and mask_length >= 1")
+
+    @property
+    def stride(self) -> int:
+        return math.prod(stride for _, _, stride in self.conv_layers)
+
+
+def conv_output_lengths(config: HubertConfig, samples: Tensor) -> Tensor:
+    """(B,) sample counts -> (B,) frame counts after the conv blocks: floor((L - k) / s) + 1 each, >= 0."""
+    lengths = samples
+    for _, kernel, stride in config.conv_layers:
+        lengths = torch.div(lengths - kernel, stride, rounding_mode="floor") + 1
+        lengths = lengths.clamp(min=0)
+    return lengths
+
+
+class _GradMultiply(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, scale: float) -> Tensor:  # type: ignore[override]
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        return grad * ctx.scale, None
+
+
+class _ChannelLayerNorm(nn.LayerNorm):
+    """LayerNorm over the channels of (B, C, T)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, conv: nn.Conv1d, layer_norm: nn.Module | None) -> None:
+        super().__init__()
+        self.conv, self.layer_norm = conv, layer_norm
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, C_in, N) -> (B, C_out, N')
+        x = self.conv(x)
+        return F.gelu(x if self.layer_norm is None else self.layer_norm(x))
+
+
+class FeatureExtractor(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        blocks, channels = [], 1
+        for index, (out, kernel, stride) in enumerate(config.conv_layers):
+            norm: nn.Module | None = None
+            if config.extractor_mode == "layer_norm":
+                norm = _ChannelLayerNorm(out, eps=config.layer_norm_eps)
+            elif index == 0:
+                norm = nn.GroupNorm(out, out, affine=True)
+            blocks.append(ConvBlock(nn.Conv1d(channels, out, kernel, stride, bias=config.conv_bias), norm))
+            channels = out
+        self.conv_layers = nn.ModuleList(blocks)
+
+    def forward(self, waveform: Tensor) -> Tensor:  # (B, N) -> (B, T, C)
+        x = waveform[:, None]
+        for block in self.conv_layers:
+            x = block(x)
+        return x.transpose(1, 2)
+
+
+class FeatureProjection(nn.Module):
+    def __init__(self, channels: int, config: HubertConfig) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(channels, eps=config.layer_norm_eps)
+        self.projection = nn.Linear(channels, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, T, C) -> (B, T, D)
+        return self.dropout(self.projection(self.layer_norm(x)))
+
+
+class ConvPositionalEmbedding(nn.Module):
+    """A grouped conv over time with weight normalisation (wav2vec 2.0's relative positions); GELU."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        d, kernel = config.d_model, config.pos_conv_kernel
+        conv = nn.Conv1d(d, d, kernel, padding=kernel // 2, groups=config.pos_conv_groups)
+        std = math.sqrt(4.0 / (kernel * d))  # fairseq's init, before the weight norm splits it
+        nn.init.normal_(conv.weight, mean=0.0, std=std)
+        nn.init.zeros_(conv.bias)
+        self.conv = nn.utils.parametrizations.weight_norm(conv, name="weight", dim=2)
+        self.trim = 1 if kernel % 2 == 0 else 0  # an even kernel gives one frame too many
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, T, D) -> (B, T, D)
+        y = self.conv(x.transpose(1, 2))
+        if self.trim:
+            y = y[..., : -self.trim]
+        return F.gelu(y).transpose(1, 2)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        d = config.d_model
+        self.num_heads, self.dropout = config.num_heads, config.attention_dropout
+        self.k_proj, self.v_proj, self.q_proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+
+    def forward(self, x: Tensor, bias: Tensor | None) -> Tensor:  # (B, T, D); bias (B, 1, 1, T) additive
+        batch, frames, d = x.shape
+
+        def heads(t: Tensor) -> Tensor:
+            return t.view(batch, frames, self.num_heads, -1).transpose(1, 2)  # (B, H, T, K)
+
+        context = F.scaled_dot_product_attention(
+            heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x)), attn_mask=bias,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # fmt: skip
+        return self.out_proj(context.transpose(1, 2).reshape(batch, frames, d))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.intermediate_dense = nn.Linear(config.d_model, config.ff_dim)
+        self.intermediate_dropout = nn.Dropout(config.activation_dropout)
+        self.output_dense = nn.Linear(config.ff_dim, config.d_model)
+        self.output_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.output_dropout(
+            self.output_dense(self.intermediate_dropout(F.gelu(self.intermediate_dense(x))))
+        )
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.attention = SelfAttention(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.feed_forward = FeedForward(config)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.layer_norm_first = config.layer_norm_first
+
+    def forward(self, x: Tensor, bias: Tensor | None = None) -> Tensor:  # (B, T, D) -> (B, T, D)
+        if self.layer_norm_first:
+            x = x + self.dropout(self.attention(self.layer_norm(x), bias))
+            return x + self.feed_forward(self.final_layer_norm(x))
+        x = self.layer_norm(x + self.dropout(self.attention(x, bias)))
+        return self.final_layer_norm(x + self.feed_forward(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.pos_conv_embed = ConvPositionalEmbedding(config)
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
+        self.layer_norm_first = config.layer_norm_first
+
+    def forward(self, x: Tensor, bias: Tensor | None, num_layers: int | None = None) -> list[Tensor]:
+        """Each layer's output (B, T, D), of the first ``num_layers`` (None: all), as the layer gives it
+        (pre-LN: not normalised; ``output`` is the encoder's output)."""
+        x = x + self.pos_conv_embed(x)
+        if not self.layer_norm_first:
+            x = self.layer_norm(x)
+        x = self.dropout(x)
+        outputs = []
+        for layer in self.layers[:num_layers]:
+            x = layer(x, bias)
+            outputs.append(x)
+        return outputs
+
+    def output(self, last: Tensor) -> Tensor:
+        """The encoder's output from the last layer's: pre-LN normalises it (fairseq's final LayerNorm)."""
+        return self.layer_norm(last) if self.layer_norm_first else last
+
+
+class Encoder(nn.Module):
+    def __init__(self, channels: int, config: HubertConfig) -> None:
+        super().__init__()
+        self.feature_projection = FeatureProjection(channels, config)
+        self.transformer = Transformer(config)
+
+
+class HubertEncoder(nn.Module):
+    """Waveform -> per-layer hidden states, with optional span masking (the part both heads share)."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.feature_extractor = FeatureExtractor(config)
+        self.encoder = Encoder(config.conv_layers[-1][0], config)
+        self.mask_embedding = nn.Parameter(torch.empty(config.d_model).uniform_())
+
+    def features(self, frames: Tensor, frame_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, T, 320) waveform frames and (B,) frame counts -> the conv features (B, T', C), their projection
+        (B, T', D) with padded frames zeroed, and the (B,) output lengths."""
+        config = self.config
+        waveform = frames.reshape(frames.size(0), -1)  # (B, N)
+        samples = frame_lengths * frames.size(-1)
+        if config.normalize_waveform:
+            waveform = normalized_waveform(waveform, samples)
+        conv = self.feature_extractor(waveform)  # (B, T', C)
+        if config.feature_grad_mult < 1.0 and conv.requires_grad:
+            conv = _GradMultiply.apply(conv, config.feature_grad_mult)
+        lengths = conv_output_lengths(config, samples).clamp(max=conv.size(1))
+        projected = self.encoder.feature_projection(conv)  # (B, T', D)
+        projected = projected.masked_fill(padding_mask(lengths, projected.size(1))[..., None], 0.0)
+        return conv, projected, lengths
+
+    def encode(self, x: Tensor, lengths: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The encoder's output (B, T', D) for projected features ``x``, ``mask`` as in ``hidden_states``."""
+        return self.encoder.transformer.output(self.hidden_states(x, lengths, mask)[-1])
+
+    def hidden_states(
+        self, x: Tensor, lengths: Tensor, mask: Tensor | None = None, num_layers: int | None = None
+    ) -> list[Tensor]:
+        """The transformer's per-layer outputs for projected features ``x`` (B, T', D); ``mask`` (B, T')
+        True where the frame is replaced by the mask embedding."""
+        if mask is not None:
+            x = torch.where(mask[..., None], self.mask_embedding.to(x.dtype), x)
+        padded = padding_mask(lengths, x.size(1))  # (B, T') True at padding
+        bias = torch.zeros(padded.shape, dtype=x.dtype, device=x.device)
+        bias = bias.masked_fill(padded, torch.finfo(x.dtype).min)[:, None, None, :]  # (B, 1, 1, T')
+        return self.encoder.transformer(x, bias, num_layers)
+
+    def extract_features(
+        self, frames: Tensor, frame_lengths: Tensor, num_layers: int | None = None
+    ) -> tuple[list[Tensor], Tensor]:
+        """Unmasked per-layer outputs [(B, T', D)] * layers and the (B,) output lengths (ABX, iteration-2 units)."""
+        _, projected, lengths = self.features(frames, frame_lengths)
+        return self.hidden_states(projected, lengths, None, num_layers), lengths
+
+
+def normalized_waveform(waveform: Tensor, samples: Tensor) -> Tensor:
+    """Each row's real samples to zero mean and unit variance (padding stays 0)."""
+    real = ~padding_mask(samples, waveform.size(1))  # (B, N)
+    count = samples.clamp(min=1)[:, None].to(waveform.dtype)
+    mean = (waveform * real).sum(1, keepdim=True) / count
+    var = (((waveform - mean) * real) ** 2).sum(1, keepdim=True) / count
+    return ((waveform - mean) / torch.sqrt(var + 1e-5)) * real
+
+
+def span_mask(
+    lengths: Tensor, frames: int, mask_prob: float, mask_length: int, min_masks: int, generator=None
+) -> Tensor:
+    """(B, frames) bool: the recipe's static spans (module docstring) within each row's ``lengths``."""
+    mask = torch.zeros(len(lengths), frames, dtype=torch.bool)
+    for row, length in enumerate(lengths.tolist()):
+        if length <= 0:
+            continue
+        u = float(torch.rand((), generator=generator))
+        count = max(min_masks, int(mask_prob * length / mask_length + u))
+        room = max(length - mask_length, 1)
+        starts = torch.randperm(room, generator=generator)[: min(count, room)]
+        spans = (starts[:, None] + torch.arange(mask_length)).flatten()
+        mask[row, spans[spans < length]] = True
+    return mask.to(lengths.device)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """fairseq / torchaudio: Linear normal(0, 0.02) with zero bias, conv blocks Kaiming normal."""
+    for sub in module.modules():
+        if isinstance(sub, nn.Linear):
+            nn.init.normal_(sub.weight, 0.0, 0.02)
+            if sub.bias is not None:
+                nn.init.zeros_(sub.bias)
+        elif isinstance(sub, ConvBlock):
+            nn.init.kaiming_normal_(sub.conv.weight)
+
+
+class HubertPretrain(nn.Module):
+    """Masked prediction of units: ``forward`` returns the per-utterance loss terms the training engine
+    sums (``training.ctc.model_losses``)."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.hubert = HubertEncoder(config)
+        self.final_proj = nn.Linear(config.d_model, config.final_dim)
+        self.label_embeddings = nn.Parameter(torch.empty(config.num_classes, config.final_dim).uniform_())
+        _init_weights(self)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """(..., D) -> (..., num_classes): cosine similarity with each unit's embedding / temperature."""
+        projected = F.normalize(self.final_proj(hidden).float(), dim=-1)
+        return (
+            projected @ F.normalize(self.label_embeddings.float(), dim=-1).T / self.config.logit_temperature
+        )
+
+    def forward(
+        self, frames: Tensor, frame_lengths: Tensor, labels: Tensor, mask: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """frames (B, T, 320), frame_lengths (B,), labels (B, T'') unit per output frame (negative: none,
+        e.g. padding); ``mask`` (B, T') to use instead of drawing spans. Returns per-utterance (B,) sums:
+        ``loss`` (weighted), ``masked`` / ``unmasked`` CE, ``feature_penalty``; ``masked_frames`` and
+        ``predicted_frames`` (B,) counts, ``correct_masked`` (B,) argmax hits; ``lengths`` (B,)."""
+        config = self.config
+        conv, projected, lengths = self.hubert.features(frames, frame_lengths)
+        frames_out = projected.size(1)
+        if mask is None:
+            mask = span_mask(
+                lengths.cpu(), frames_out, config.mask_prob, config.mask_length, config.mask_min_masks
+            )
+            mask = mask.to(projected.device)
+        hidden = self.hubert.encode(projected, lengths, mask)  # (B, T', D)
+        usable = min(frames_out, labels.size(1))
+        targets = torch.full((len(lengths), frames_out), -1, dtype=torch.long, device=labels.device)
+        targets[:, :usable] = labels[:, :usable]
+        valid = (targets >= 0) & ~padding_mask(lengths, frames_out)
+        logits = self.logits(hidden)  # (B, T', K)
+        ce = F.cross_entropy(logits.transpose(1, 2), targets.clamp(min=0), reduction="none")  # (B, T')
+        masked, unmasked = valid & mask, valid & ~mask
+        predicted = masked if config.unmasked_weight == 0 else valid
+        penalty = conv.float().pow(2).mean()  # fairseq's features_pen, per predicted frame below
+        terms = {
+            "masked": (ce * masked).sum(1),
+            "unmasked": (ce * unmasked).sum(1),
+            "feature_penalty": penalty * predicted.sum(1),
+        }
+        loss = (
+            config.masked_weight * terms["masked"]
+            + config.unmasked_weight * terms["unmasked"]
+            + config.feature_penalty_weight * terms["feature_penalty"]
+        )
+        correct = ((logits.argmax(-1) == targets) & masked).sum(1)
+        return {
+            "loss": loss, **terms, "masked_frames": masked.sum(1), "predicted_frames": predicted.sum(1),
+            "correct_masked": correct, "lengths": lengths,
+        }  # fmt: skip
+
+
+class HubertCTC(nn.Module):
+    """The pretrained encoder with a CTC head (fine-tuning); in training, frames are span-masked with
+    ``mask_prob`` as SpecAugment does (0 turns it off)."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.hubert = HubertEncoder(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.ctc_head = nn.Linear(config.d_model, config.vocab_size)
+        _init_weights(self)
+
+    def forward(self, frames: Tensor, frame_lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """frames (B, T, 320), frame_lengths (B,) -> CTC log-probs (B, T', V) at 50 Hz and (B,) lengths."""
+        config = self.config
+        _, projected, lengths = self.hubert.features(frames, frame_lengths)
+        mask = None
+        if self.training and config.mask_prob > 0:
+            mask = span_mask(lengths.cpu(), projected.size(1), config.mask_prob, config.mask_length, 0)
+            mask = mask.to(projected.device)
+        hidden = self.hubert.encode(projected, lengths, mask)
+        return self.ctc_head(self.dropout(hidden)).float().log_softmax(-1), lengths
+
+
+@dataclass(frozen=True)
+class NamedSize:
+    d_model: int
+    num_layers: int
+    num_heads: int
+    ff_dim: int
+    extra: dict = field(default_factory=dict)
+
+
+# base: HuBERT-base; demo: a CPU size for the demo corpus; tiny: tests (a 3-block conv stack, 320 stride).
+SIZES = {
+    "base": NamedSize(768, 12, 12, 3072),
+    "demo": NamedSize(
+        192,
+        4,
+        4,
+        768,
+        {
+            "conv_layers": (
+                (128, 10, 5),
+                (128, 3, 2),
+                (128, 3, 2),
+                (128, 3, 2),
+                (128, 2, 2),
+                (128, 2, 2),
+                (128, 2, 2),
+            ),
+            "pos_conv_kernel": 32,
+            "pos_conv_groups": 4,
+            "final_dim": 64,
+        },
+    ),
+    "tiny": NamedSize(
+        32,
+        2,
+        2,
+        64,
+        {
+            "conv_layers": ((16, 10, 5), (16, 4, 4), (16, 4, 4), (16, 2, 2), (16, 2, 2)),
+            "pos_conv_kernel": 16,
+            "pos_conv_groups": 2,
+            "final_dim": 8,
+        },
+    ),
+}
+
+
+def hubert_config(variant: str, **overrides: object) -> HubertConfig:
+    """The named size ``variant`` with ``overrides`` (config fields) over it."""
+    if variant not in SIZES:
+        raise ValueError(f"unknown HuBERT variant {variant!r}; expected one of {', '.join(SIZES)}")
+    size = SIZES[variant]
+    values = {"d_model": size.d_model, "num_layers": size.num_layers, "num_heads": size.num_heads,
+              "ff_dim": size.ff_dim, **size.extra}  # fmt: skip
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    return HubertConfig(**values)  # type: ignore[arg-type]
+
+
+def build_hubert_pretrain(config: HubertConfig) -> HubertPretrain:
+    return HubertPretrain(config)
+
+
+def build_hubert_ctc(config: HubertConfig) -> HubertCTC:
+    return HubertCTC(config)
+
+
+__all__ = [
+    "SIZES",
+    "WAVEFORM_FRAME",
+    "HubertCTC",
+    "HubertConfig",
+    "HubertEncoder",
+    "HubertPretrain",
+    "build_hubert_ctc",
+    "build_hubert_pretrain",
+    "conv_output_lengths",
+    "hubert_config",
+    "span_mask",
+]
