@@ -16,16 +16,23 @@ from asr_pipeline.models.registry import (
 from asr_pipeline.models.squeezeformer import Squeezeformer, SqueezeformerConfig
 
 
-def test_the_four_planned_architectures_are_named():
-    assert ARCHITECTURES == ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
+def test_the_reference_architectures_and_hubert_are_named():
+    assert ARCHITECTURES == (
+        "squeezeformer",
+        "zipformer",
+        "paraformer",
+        "w2v-bert",
+        "hubert",
+        "hubert-pretrain",
+    )
 
 
 def test_a_planned_architecture_says_what_can_be_built_and_what_to_pass(monkeypatch):
-    # All four reference architectures are built now; a fifth, named but not built, gets the message.
+    # Every named architecture is built now; another, named but not built, gets the message.
     monkeypatch.setattr(architectures, "ARCHITECTURES", (*architectures.ARCHITECTURES, "conformer"))
     message = (
         "conformer cannot be built by this version of asr_pipeline, which trains squeezeformer, zipformer, "
-        "paraformer, w2v-bert only; train with --architecture squeezeformer"
+        "paraformer, w2v-bert, hubert, hubert-pretrain only; train with --architecture squeezeformer"
     )
     with pytest.raises(ValueError, match=message):
         build_model("conformer", input_dim=80, vocab_size=10)
@@ -39,9 +46,11 @@ def test_a_planned_architecture_says_what_can_be_built_and_what_to_pass(monkeypa
         ("zipformer", ["s", "m", "l", "tiny", "demo"], 80),
         ("paraformer", ["base", "tiny", "demo"], 80),
         ("w2v-bert", ["600m", "tiny", "demo"], 160),
+        ("hubert", ["base", "demo", "tiny"], 320),
+        ("hubert-pretrain", ["base", "demo", "tiny"], 320),
     ],
 )
-def test_zipformer_paraformer_and_w2v_bert_are_registered_with_their_sizes(architecture, variants, input_dim):
+def test_the_other_architectures_are_registered_with_their_sizes(architecture, variants, input_dim):
     assert list_variants(architecture) == variants
     model = build_model(architecture, "tiny", input_dim=input_dim, vocab_size=10)
     assert model.config.vocab_size == 10

@@ -334,7 +334,14 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "data.alignment",
         str,
         "frame labels of the training data (the align stage's Parquet): train with frame-wise "
-        "cross-entropy on them instead of CTC",
+        "cross-entropy on them instead of CTC; for hubert-pretrain, the units it predicts",
+        metavar="PARQUET",
+    ),
+    TrainFlag(
+        "--val-alignment",
+        "data.val_alignment",
+        str,
+        "frame labels of the validation data (hubert-pretrain: the validation utterances' units)",
         metavar="PARQUET",
     ),
     TrainFlag(

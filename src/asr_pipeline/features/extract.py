@@ -29,7 +29,14 @@ from tqdm import tqdm
 
 from asr_pipeline.augment import AugmentationMix
 from asr_pipeline.features.fbank import FbankOptions
-from asr_pipeline.features.frontends import ARCHITECTURES, DEFAULT_ARCHITECTURE, Frontend, frontend_for
+from asr_pipeline.features.frontends import (
+    ARCHITECTURES,
+    DEFAULT_ARCHITECTURE,
+    FRONTEND_KINDS,
+    Frontend,
+    frontend_for,
+    frontend_named,
+)
 from asr_pipeline.features.precomputed import (
     PAYLOAD_ERROR,
     FeatureError,
@@ -64,6 +71,9 @@ class ExtractionOptions:
     # Picks the frontend (features/frontends.py): fbank-80 for squeezeformer/zipformer/paraformer,
     # 160-dim stacked normalized fbank for w2v-bert.
     architecture: str = DEFAULT_ARCHITECTURE
+    # A frontend by name (features.frontends.FRONTEND_KINDS) instead of the architecture's: "mfcc" for
+    # HuBERT's first-iteration targets. None: the architecture's.
+    frontend_kind: str | None = None
     shard_size: int = 512  # examples per shard: fewer, larger files keep DVC fast
     max_audio_duration_sec: float | None = 30.0
     strict: bool = False
@@ -87,6 +97,10 @@ class ExtractionOptions:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(
                 f"{where}: architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}"
+            )
+        if self.frontend_kind is not None and self.frontend_kind not in FRONTEND_KINDS:
+            raise ValueError(
+                f"{where}: frontend_kind must be one of {', '.join(FRONTEND_KINDS)} or null, got {self.frontend_kind!r}"
             )
         if self.shard_size < 1:
             raise ValueError(f"{where}: shard_size must be >= 1, got {self.shard_size}")
@@ -114,6 +128,8 @@ class ExtractionOptions:
 
     @property
     def frontend(self) -> Frontend:
+        if self.frontend_kind is not None:
+            return frontend_named(self.frontend_kind, self.fbank)
         return frontend_for(self.architecture, self.fbank)
 
     @property
@@ -219,7 +235,7 @@ def _featurize_chunk(rows: list[dict], options: ExtractionOptions) -> list[Audio
     return [featurize_row(row, options) for row in rows]
 
 
-def _init_worker() -> None:
+def init_worker() -> None:
     import torch
 
     # torch defaults to one intra-op thread per core, so `jobs` workers would run jobs * cores threads on
@@ -248,7 +264,7 @@ def _warm_up() -> None:
 
 
 def _featurize_chunk_single_threaded(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:
-    """``_featurize_chunk`` in this process with one torch thread, as a worker runs it (see _init_worker)."""
+    """``_featurize_chunk`` in this process with one torch thread, as a worker runs it (see init_worker)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -323,7 +339,7 @@ def _featurize_parallel(
         yield from zip(chunk, _featurize_chunk_single_threaded(chunk, options), strict=True)
 
     executor = ProcessPoolExecutor(
-        max_workers=options.jobs, mp_context=worker_context(), initializer=_init_worker
+        max_workers=options.jobs, mp_context=worker_context(), initializer=init_worker
     )
     pending: deque[tuple[list[dict], Future]] = deque()
 

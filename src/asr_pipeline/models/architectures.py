@@ -11,9 +11,10 @@ its name to ``AVAILABLE_ARCHITECTURES``, its sizes to ``VARIANTS`` and its front
 
 from __future__ import annotations
 
-# The reference trainer's four architectures; the registry can build those in AVAILABLE_ARCHITECTURES.
-ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")
-AVAILABLE_ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert")  # all four, now
+# The reference trainer's four architectures, then HuBERT (a CTC fine-tuning model and the self-supervised
+# pretraining one); the registry can build those in AVAILABLE_ARCHITECTURES.
+ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert", "hubert", "hubert-pretrain")
+AVAILABLE_ARCHITECTURES = ARCHITECTURES  # all of them, now
 DEFAULT_ARCHITECTURE = ARCHITECTURES[0]  # what model.architecture is when not given
 
 # Squeezeformer's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to): the paper's,
@@ -22,11 +23,14 @@ SQUEEZEFORMER_VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
 ZIPFORMER_VARIANTS = ("s", "m", "l", "tiny", "demo")  # icefall's sizes (no variant: M), then the CPU sizes
 PARAFORMER_VARIANTS = ("base", "tiny", "demo")  # FunASR's AISHELL-1 conformer recipe (no variant), CPU sizes
 W2V_BERT_VARIANTS = ("600m", "tiny", "demo")  # facebook/w2v-bert-2.0's encoder (no variant: 600m), CPU sizes
+HUBERT_VARIANTS = ("base", "demo", "tiny")  # HuBERT-base (no variant: base), CPU sizes
 VARIANTS = {  # named sizes of each AVAILABLE_ARCHITECTURES entry
     "squeezeformer": SQUEEZEFORMER_VARIANTS,
     "zipformer": ZIPFORMER_VARIANTS,
     "paraformer": PARAFORMER_VARIANTS,
     "w2v-bert": W2V_BERT_VARIANTS,
+    "hubert": HUBERT_VARIANTS,
+    "hubert-pretrain": HUBERT_VARIANTS,
 }
 
 # A Squeezeformer built with no variant gets the reference trainer's "custom" sizes (its --d-model,
@@ -41,13 +45,22 @@ DEFAULT_SIZES = {
     "zipformer": "the M sizes",
     "paraformer": "the base sizes",
     "w2v-bert": "the 600m sizes",
+    "hubert": "the base sizes",
+    "hubert-pretrain": "the base sizes",
 }
 
 # The features each architecture eats (features.frontends): the frontend's name, one per known architecture.
-FRONTENDS = {"squeezeformer": "fbank", "zipformer": "fbank", "paraformer": "fbank", "w2v-bert": "w2v-bert"}
+FRONTENDS = {
+    "squeezeformer": "fbank",
+    "zipformer": "fbank",
+    "paraformer": "fbank",
+    "w2v-bert": "w2v-bert",
+    "hubert": "waveform",
+    "hubert-pretrain": "waveform",
+}
 # Feature width F of each frontend with its default settings (features.frontends.Frontend.feature_dim):
 # data.input_dim when not given. A test keeps these equal to the frontends and to each spec's input_dim.
-FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160}
+FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160, "waveform": 320}
 
 # Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given, for the
 # architectures not built yet (none today); a built one's recipe lives in its spec
@@ -109,6 +122,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "FRONTENDS",
     "FRONTEND_WIDTHS",
+    "HUBERT_VARIANTS",
     "PARAFORMER_VARIANTS",
     "RECIPE_PEAK_LR",
     "SQUEEZEFORMER_VARIANTS",

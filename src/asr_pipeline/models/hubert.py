@@ -382,10 +382,16 @@ class HubertPretrain(nn.Module):
         conv, projected, lengths = self.hubert.features(frames, frame_lengths)
         frames_out = projected.size(1)
         if mask is None:
+            # Eval mode (validation): the same masks every time, and no draw from the global RNG.
+            generator = None if self.training else torch.Generator().manual_seed(0)
             mask = span_mask(
-                lengths.cpu(), frames_out, config.mask_prob, config.mask_length, config.mask_min_masks
-            )
-            mask = mask.to(projected.device)
+                lengths.cpu(),
+                frames_out,
+                config.mask_prob,
+                config.mask_length,
+                config.mask_min_masks,
+                generator,
+            ).to(projected.device)
         hidden = self.hubert.encode(projected, lengths, mask)  # (B, T', D)
         usable = min(frames_out, labels.size(1))
         targets = torch.full((len(lengths), frames_out), -1, dtype=torch.long, device=labels.device)

@@ -25,6 +25,7 @@ from typing import Any
 from torch import nn
 
 from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_SIZES, check_available
+from asr_pipeline.models.hubert_spec import HUBERT, HUBERT_PRETRAIN
 from asr_pipeline.models.paraformer_spec import PARAFORMER
 from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
 from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
@@ -33,7 +34,7 @@ from asr_pipeline.models.zipformer_spec import ZIPFORMER
 
 # name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
 SPECS: dict[str, ArchitectureSpec] = {
-    spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT)
+    spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT, HUBERT, HUBERT_PRETRAIN)
 }
 
 

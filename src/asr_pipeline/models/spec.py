@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from torch import nn
 
-OutputKind = Literal["ctc", "paraformer"]
+# "ctc": (B, T', V) log-probs; "paraformer": a decoder returning its loss terms; "hubert": masked prediction of
+# frame units (self-supervised, no text output).
+OutputKind = Literal["ctc", "paraformer", "hubert"]
 # Config fields the training config sets outside model.options (model.d_model, data.input_dim, ...). Every
 # architecture has input_dim, vocab_size and dropout; d_model, num_layers and num_heads only one with a
 # single width, depth and head count (Zipformer's are per stack, so they are options there).
@@ -47,6 +49,9 @@ class ArchitectureSpec:
     # with the head width kept and the head count scaled (training.growth's widening copies a narrow
     # model into the full one: modules.widening). None: the architecture cannot be widened.
     narrow: Callable[[Any, float], Any] | None = None
+    # Whether the pipeline's SpecAugment (data.spec_*) applies to its features; False: the model masks its
+    # own input (HuBERT's span masking), and masking its waveform frames as a spectrogram would corrupt them.
+    feature_masking: bool = True
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -68,6 +68,8 @@ class DataConfig:
     # Frame labels of the training data (training.alignment: the align stage's Parquet). Set: the model trains
     # with frame-wise cross-entropy on them instead of CTC (a CTC-output architecture of the same frame rate).
     alignment: str | None = None
+    # The same for the validation data: a HuBERT pretraining run validates its unit prediction on them.
+    val_alignment: str | None = None
     sort_buffer_size: int = 4096  # examples sorted by length together (see data.sampler)
     sort_by_length_desc: bool = False  # longest first within a buffer, batch order kept (data.sampler)
     num_workers: int = 0  # DataLoader worker processes per rank (persistent across epochs when > 0)

@@ -4,7 +4,9 @@ batch's targets fit the model's vocabulary.
 What a model's loss is depends on its spec's output kind (``models.spec.OutputKind``): a CTC model returns
 (B, T', V) frame log-probs and the loss is CTC here, ``zero_infinity=True`` zeroing an impossible alignment
 (too few output frames for the target) instead of returning inf; a Paraformer-style model takes the targets
-itself and returns its per-utterance losses (``model_losses``). How the loop weighs and counts losses is in
+itself and returns its per-utterance losses (``model_losses``); a HuBERT pretraining model takes the frame
+units (``batch.frame_labels``) and returns its loss summed over the frames it predicts, which are then what
+the loss is counted per (``StepLosses.tokens``). How the loop weighs and counts losses is in
 ``training.loop``.
 """
 
@@ -52,14 +54,19 @@ class StepLosses:
     weighted sum: ``ParaformerConfig.head_weight``)."""
 
     losses: Tensor  # (B,)
-    log_probs: Tensor  # CTC: (B, T', V) frame log-probs; Paraformer: (B, U, V) teacher-forced token log-probs
-    out_lengths: Tensor  # (B,) frames (CTC) or tokens (Paraformer)
+    # CTC: (B, T', V) frame log-probs; Paraformer: (B, U, V) teacher-forced token log-probs; HuBERT: None
+    log_probs: Tensor | None
+    out_lengths: Tensor  # (B,) frames (CTC, HuBERT) or tokens (Paraformer)
     components: dict[str, Tensor] = field(default_factory=dict)
+    # (B,) what each utterance's loss is a sum over, when not its target tokens (HuBERT: predicted frames)
+    tokens: Tensor | None = None
+    # (B,) counts a validation reports (HuBERT: masked_frames, correct_masked)
+    counts: dict[str, Tensor] = field(default_factory=dict)
 
 
 @cache
 def output_kind(architecture: str) -> str:
-    """The spec's output kind of ``architecture``: "ctc" or "paraformer"."""
+    """The spec's output kind of ``architecture``: "ctc", "paraformer" or "hubert"."""
     return get_spec(architecture).output
 
 
@@ -90,9 +97,43 @@ def framewise_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tup
     return losses, log_probs, out_lengths
 
 
+def unit_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    """HuBERT's masked prediction of ``batch.frame_labels`` (units per output frame; the model masks)."""
+    if batch.frame_labels is None:
+        raise ValueError(
+            f"{config.model.architecture} predicts frame units, but the batch has none: set data.alignment "
+            "(--alignment) to the units file (Parquet: id, frames, labels) of the training utterances, and "
+            "data.val_alignment (--val-alignment) to the validation utterances' one"
+        )
+    with _autocast(config, batch.features.device):
+        out = model(batch.features, batch.feature_lengths, batch.frame_labels)
+    components = {name: out[name].float() for name in ("masked", "unmasked", "feature_penalty")}
+    counts = {name: out[name] for name in ("masked_frames", "correct_masked")}
+    return StepLosses(
+        out["loss"].float(), None, out["lengths"], components, tokens=out["predicted_frames"], counts=counts
+    )
+
+
+def empty_batch_loss(model: nn.Module, features: Tensor, lengths: Tensor, architecture: str) -> Tensor:
+    """A zero loss (0-dim) of a forward of ``features`` through every head a training step uses (one
+    token, or all-zero units, as the targets): for a rank whose batch came out empty under DDP."""
+    kind = output_kind(architecture)
+    if kind == "ctc":
+        log_probs, _ = model(features, lengths)  # (1, T', V)
+        return log_probs.float().sum() * 0.0
+    if kind == "hubert":
+        units = torch.zeros(1, features.size(1), dtype=torch.int64, device=features.device)
+        return model(features, lengths, units)["loss"].float().sum() * 0.0
+    target = torch.ones(1, 1, dtype=torch.int64, device=features.device)
+    return model(features, lengths, target, torch.ones_like(lengths))["loss"].float().sum() * 0.0
+
+
 def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
-    """The batch's per-utterance losses for the model ``config.model.architecture`` names: frame-wise
-    cross-entropy when the batch carries alignment labels, else the architecture's own loss."""
+    """The batch's per-utterance losses for the model ``config.model.architecture`` names: HuBERT's on its
+    units; frame-wise cross-entropy when the batch carries alignment labels; else the architecture's own
+    loss."""
+    if output_kind(config.model.architecture) == "hubert":
+        return unit_losses(model, batch, config)
     if batch.frame_labels is not None:
         return StepLosses(*framewise_losses(model, batch, config))
     if output_kind(config.model.architecture) == "ctc":
@@ -115,6 +156,7 @@ def decoding_outputs(
     """What validation decodes: CTC's frame log-probs of the loss pass itself; for a Paraformer, its own
     inference pass (no targets: token count and queries predicted, as at test time), (B, U, V) and (B,)."""
     if output_kind(config.model.architecture) == "ctc":
+        assert step.log_probs is not None
         return step.log_probs, step.out_lengths
     with _autocast(config, batch.features.device):
         return model(batch.features, batch.feature_lengths)
@@ -139,7 +181,9 @@ __all__ = [
     "check_targets",
     "ctc_losses",
     "decoding_outputs",
+    "empty_batch_loss",
     "framewise_losses",
     "model_losses",
     "output_kind",
+    "unit_losses",
 ]

@@ -32,7 +32,12 @@ from typing import Any
 
 DVCLIVE_DIR = "dvclive"
 TRAIN_METRICS = ("loss", "lr", "grad_norm", "audio_seconds_per_sec")  # "train" event values -> train/<name>
-VAL_METRICS = {"val_loss": "loss", "val_cer": "cer", "val_wer": "wer"}  # "validation" -> val/<name>
+VAL_METRICS = {
+    "val_loss": "loss",
+    "val_cer": "cer",
+    "val_wer": "wer",
+    "val_accuracy": "accuracy",
+}  # -> val/<name>
 
 
 class DVCLiveLogger:

@@ -97,7 +97,8 @@ def _shown_values(kind: str, values: dict[str, Any]) -> dict[str, Any]:
             "non_finite_losses": values.get("non_finite_losses", 0),
         }
     if kind == "validation":
-        return {"val_cer": values["val_cer"], "val_wer": values["val_wer"], "val_loss": values["val_loss"]}
+        shown = ("val_cer", "val_wer", "val_loss", "val_accuracy")  # HuBERT: loss and unit accuracy only
+        return {name: values[name] for name in shown if name in values}
     if kind == "epoch":
         return {"train_loss": values["train_loss"]}
     return {}
@@ -112,9 +113,13 @@ def _event_lines(kind: str, step: int, epoch: int, values: dict[str, Any]) -> li
         ]
     if kind == "validation":
         best = ", best so far" if values.get("best") else ""
+        if "val_accuracy" in values:  # masked prediction of units (HuBERT): no text
+            scores = f"unit accuracy {values['val_accuracy']:.2f}%"
+        else:
+            scores = f"CER {values['val_cer']:.2f}%, WER {values['val_wer']:.2f}%"
         lines = [
-            f"{where} validation ({values.get('decoding', 'greedy')}): CER {values['val_cer']:.2f}%, "
-            f"WER {values['val_wer']:.2f}%, loss {values['val_loss']:.4f}{best}"
+            f"{where} validation ({values.get('decoding', 'greedy')}): {scores}, "
+            f"loss {values['val_loss']:.4f}{best}"
         ]
         lines += [
             f"  {s['id']}: {s['hypothesis']!r} (reference {s['reference']!r})"

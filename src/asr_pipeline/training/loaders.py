@@ -43,6 +43,7 @@ from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import SkipReport
+from asr_pipeline.models.registry import get_spec
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.alignment import AlignedDataset, load_alignment
 from asr_pipeline.training.config import DataConfig, TrainConfig
@@ -100,15 +101,21 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
             f"{selection.skipped} unusable records: {dict(train_skips.counts)})"
         )
     _check_feature_dim(train_index, data.input_dim)
-    spec_augment = SpecAugment(
-        data.spec_time_masks,
-        data.spec_time_mask_max_frames,
-        data.spec_freq_masks,
-        data.spec_freq_mask_max_bins,
+    # A model that masks its own input (HuBERT's waveform frames) gets no SpecAugment (ArchitectureSpec).
+    masking = get_spec(config.model.architecture).feature_masking
+    spec_augment = (
+        SpecAugment(
+            data.spec_time_masks,
+            data.spec_time_mask_max_frames,
+            data.spec_freq_masks,
+            data.spec_freq_mask_max_bins,
+        )
+        if masking
+        else None
     )
     # Training control (training.epoch_schedule): SpecAugment and batch plans by epoch, a curriculum.
     settings = EpochSettings(config)
-    by_epoch = SpecAugmentByEpoch(settings) if settings.schedules(*SPEC_AUGMENT_KEYS) else None
+    by_epoch = SpecAugmentByEpoch(settings) if masking and settings.schedules(*SPEC_AUGMENT_KEYS) else None
     train_set: ShardDataset | AudioDataset
     if train_source.kind == "shards":
         train_set = ShardDataset(train_index, transform=spec_augment, transform_for_epoch=by_epoch)
@@ -156,6 +163,8 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
             if val_source.kind == "shards"
             else AudioDataset(val_index, sources.frontend)  # never augmented
         )
+        if data.val_alignment is not None:
+            val_set = AlignedDataset(val_set, load_alignment(data.val_alignment), data.val_alignment)  # type: ignore[assignment]
         # "pad" so no rank has zero batches; the duplicates are removed by utterance id after gathering.
         val_sampler = _batch_sampler(val_set, data, ctx, shuffle=False, seed=0, uneven="pad")
         val_loader = _loader(val_set, val_sampler, data, pin_memory, ctx, config.run.seed)

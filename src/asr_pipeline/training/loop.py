@@ -70,7 +70,7 @@ from asr_pipeline.training.checkpoint import (
     write_json_atomic,
 )
 from asr_pipeline.training.config import TrainConfig, check_vocab_source, save_json
-from asr_pipeline.training.ctc import check_targets, model_losses, output_kind
+from asr_pipeline.training.ctc import check_targets, empty_batch_loss, model_losses, output_kind
 from asr_pipeline.training.distributed import (
     DistributedContext,
     all_reduce_sum,
@@ -91,7 +91,7 @@ from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.regularization import build_regularization, encoder_gate
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
-from asr_pipeline.training.validation import ValidationDecoder, validate
+from asr_pipeline.training.validation import ValidationDecoder, validate, validation_metrics
 
 # Frames of silence a rank forwards for a batch whose every example was skipped (Trainer.backward's empty
 # case): enough for any subsampling front end to leave at least one output frame.
@@ -380,7 +380,9 @@ class Trainer:
         with sync, noise:
             step = model_losses(self.ddp_model, batch, self.config)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
-            loss_sum, tokens = losses.sum(), batch.target_lengths.sum()
+            # per target token, or per predicted frame (HuBERT)
+            loss_sum = losses.sum()
+            tokens = (batch.target_lengths if step.tokens is None else step.tokens).sum()
             self.optimization.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
         finite = torch.isfinite(loss_sum)
         stats = torch.stack(
@@ -419,13 +421,7 @@ class Trainer:
         self.ddp_model.eval()
         try:
             with sync:
-                if output_kind(self.config.model.architecture) == "ctc":
-                    log_probs, _ = self.ddp_model(features, lengths)  # (1, T', V)
-                    (log_probs.float().sum() * 0.0).backward()
-                else:  # a one-token target reaches every head a training step uses
-                    target = torch.ones(1, 1, dtype=torch.int64, device=self.ctx.device)
-                    outputs = self.ddp_model(features, lengths, target, torch.ones_like(lengths))
-                    (outputs["loss"].float().sum() * 0.0).backward()
+                empty_batch_loss(self.ddp_model, features, lengths, self.config.model.architecture).backward()
         finally:
             self.ddp_model.train()
 
@@ -509,9 +505,10 @@ class Trainer:
         if scores is None:  # not rank 0
             return None
         scores["trigger"] = trigger
-        scores["best"] = self.checkpoints.offer(scores["val_cer"])
+        keys = validation_metrics(self.config.model.architecture)
+        scores["best"] = self.checkpoints.offer(scores[keys[0]])  # lower is better: val_cer or val_loss
         if scores["best"] and trigger == "step":
-            metrics = {"val_cer": scores["val_cer"], "val_wer": scores["val_wer"]}
+            metrics = {key: scores[key] for key in keys}
             self.checkpoints.write_best(self.model, self.step, epoch, metrics, self._ema_weights())
         self.events.write("validation", self.step, epoch, scores)
         self.latest_scores = scores
@@ -611,7 +608,8 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
 def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
     """Collective. The epochs from ``start_epoch`` on, each validated and checkpointed; the final metrics."""
     config, ctx = trainer.config, trainer.ctx
-    metrics: dict[str, Any] = {"train_loss": None, "val_cer": None, "val_wer": None}
+    score_keys = validation_metrics(config.model.architecture)  # val_cer, val_wer (HuBERT: val_loss, ...)
+    metrics: dict[str, Any] = {"train_loss": None, **dict.fromkeys(score_keys)}
     for epoch in range(start_epoch, config.optim.epochs):
         epoch_values = trainer.train_epoch(epoch)
         metrics["train_loss"] = epoch_values["train_loss"]
@@ -623,7 +621,7 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
         if trainer.data.val_loader is not None:
             trainer.record_validation(epoch)
         if trainer.latest_scores is not None:
-            metrics.update(val_cer=trainer.latest_scores["val_cer"], val_wer=trainer.latest_scores["val_wer"])
+            metrics.update({key: trainer.latest_scores[key] for key in score_keys})
         trainer.events.write("epoch", trainer.step, epoch, epoch_values)
         if ctx.is_main:
             _print_epoch(epoch, config.optim.epochs, trainer.step, metrics, epoch_values["duration_sec"])
@@ -640,11 +638,11 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
 
 def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], seconds: float) -> None:
     # One plain line per epoch even when the progress bar is off (logs, CI, Kedro).
-    scores = (
-        ""
-        if metrics["val_cer"] is None
-        else (f", val CER {metrics['val_cer']:.2f}%, WER {metrics['val_wer']:.2f}%")
-    )
+    scores = ""
+    if metrics.get("val_accuracy") is not None:  # a self-supervised run (HuBERT): no text to score
+        scores = f", val loss {metrics['val_loss']:.4f}, unit accuracy {metrics['val_accuracy']:.2f}%"
+    elif metrics.get("val_cer") is not None:
+        scores = f", val CER {metrics['val_cer']:.2f}%, WER {metrics['val_wer']:.2f}%"
     print(
         f"[train] epoch {epoch + 1}/{epochs}: step {step}, train loss {metrics['train_loss']:.4f}{scores} "
         f"({seconds:.1f}s)",

@@ -8,6 +8,11 @@ search), so a validation CER can predict the evaluated one.
 Scoring is corpus-level (``decoding.metrics``). The validation sampler pads uneven ranks by repeating
 utterances; results are keyed by utterance id, so every utterance is scored exactly once.
 
+A model without text output (HuBERT pretraining, spec output "hubert") is scored on its task instead:
+``val_loss`` per predicted frame and ``val_accuracy``, the share of masked frames whose unit it predicts
+(its masks in eval mode come from a fixed seed, so every validation, and every checkpoint, sees the same).
+Its best checkpoint is the lowest ``val_loss`` (``validation_metrics``).
+
 Validation leaves training untouched: it draws nothing from the global RNG (the loaders own their
 generators, ``training.loaders``; eval mode has no dropout), so adding mid-epoch validations does not
 change the weights a run ends with (tests/training/test_validation_runs.py checks this).
@@ -92,6 +97,12 @@ class ValidationDecoder:
         return [(self.tokenizer.decode(ids), ()) for ids in best]
 
 
+def validation_metrics(architecture: str) -> tuple[str, str]:
+    """The two scores a run's metrics and best checkpoints carry, the one that picks the best (lower is
+    better) first: ("val_cer", "val_wer"), or ("val_loss", "val_accuracy") for a model without text output."""
+    return ("val_loss", "val_accuracy") if output_kind(architecture) == "hubert" else ("val_cer", "val_wer")
+
+
 def validate(
     model: nn.Module,
     loader: DataLoader,
@@ -108,6 +119,8 @@ def validate(
     ``validation.log_samples`` a ``samples`` list (see ``_samples``).
     """
     started = time.perf_counter()
+    if output_kind(config.model.architecture) == "hubert":
+        return _validate_units(model, loader, config, ctx, started)
     decoder = decoder or ValidationDecoder(
         config.validation, tokenizer, config.model.blank_id, output_kind(config.model.architecture)
     )
@@ -157,6 +170,40 @@ def validate(
     return scores
 
 
+def _validate_units(
+    model: nn.Module, loader: DataLoader, config: TrainConfig, ctx: DistributedContext, started: float
+) -> dict[str, Any] | None:
+    """Collective. ``validate`` for masked unit prediction: per utterance its loss and counts, gathered."""
+    was_training = model.training
+    model.eval()
+    results: dict[str, tuple[float, int, int, int]] = {}  # id -> loss, predicted, masked, correct frames
+    with torch.no_grad():
+        for batch in loader:
+            if len(batch) == 0:
+                continue
+            step = model_losses(model, batch.to(ctx.device), config)
+            assert step.tokens is not None
+            rows = zip(
+                step.losses.tolist(), step.tokens.tolist(),
+                step.counts["masked_frames"].tolist(), step.counts["correct_masked"].tolist(), strict=True,
+            )  # fmt: skip
+            results.update(zip(batch.ids, rows, strict=True))
+    model.train(was_training)
+    gathered = gather(results)
+    if not ctx.is_main:
+        return None
+    unique = {utterance: row for rank_results in gathered for utterance, row in rank_results.items()}
+    loss, predicted, masked, correct = (sum(column) for column in zip(*unique.values(), strict=True))
+    return {
+        "val_loss": loss / max(predicted, 1),
+        "val_accuracy": 100.0 * correct / max(masked, 1),
+        "utterances": len(unique),
+        "masked_frames": masked,
+        "decoding": "none",
+        "duration_sec": time.perf_counter() - started,
+    }
+
+
 def _samples(results: list[_Decoded], n_best: int) -> list[dict[str, Any]]:
     """The first utterances by id: the same ones at every validation, so a reader watches them improve."""
     samples = []
@@ -172,4 +219,4 @@ def _samples(results: list[_Decoded], n_best: int) -> list[dict[str, Any]]:
     return samples
 
 
-__all__ = ["ValidationDecoder", "validate"]
+__all__ = ["ValidationDecoder", "validate", "validation_metrics"]

@@ -1,0 +1,1 @@
+"""The HuBERT recipe's steps that are not model training: k-means units of frame features (``units``)."""

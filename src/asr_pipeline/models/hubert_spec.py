@@ -1,0 +1,86 @@
+"""HuBERT's two registry entries (``models.spec.ArchitectureSpec``): ``hubert-pretrain``, the self-supervised
+masked-prediction model trained on frame units (``data.alignment``), and ``hubert``, the same encoder with a
+CTC head, fine-tuned on text (``run.init_from`` a pretraining run copies the encoder: the names agree).
+Both eat the ``waveform`` frontend's 320-sample frames and mask their own input, so the pipeline's
+SpecAugment is off for them. A Hugging Face HuBERT folder (``model.pretrained_dir``) gives either its
+config and, with ``model.load_pretrained_weights``, its weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from asr_pipeline.models.hubert import (
+    SIZES,
+    HubertConfig,
+    build_hubert_ctc,
+    build_hubert_pretrain,
+    hubert_config,
+)
+from asr_pipeline.models.hubert_import import hf_config_values, load_hf_weights
+from asr_pipeline.models.spec import ArchitectureSpec
+
+DEFAULT_VARIANT = "base"
+PRETRAIN_PEAK_LR = 5e-4  # the recipe's (fairseq / minimal_hubert: AdamW 5e-4, warmup 32k of 400k steps)
+FINETUNE_PEAK_LR = 5e-5  # fairseq's HuBERT-base fine-tuning peak (base_10h / 100h: 5e-5 to 3e-5)
+FINETUNE_MASK_PROB = 0.05  # HF HubertConfig.mask_time_prob: SpecAugment-like masking while fine-tuning
+
+
+def pretrain_config(variant: str | None, values: Mapping[str, object]) -> HubertConfig:
+    """``variant``'s config (no variant: base) with ``values`` (config fields) over it."""
+    return hubert_config(DEFAULT_VARIANT if variant is None else variant, **values)
+
+
+def ctc_config(variant: str | None, values: Mapping[str, object]) -> HubertConfig:
+    """As ``pretrain_config``, with the fine-tuning mask probability unless ``values`` sets one."""
+    return pretrain_config(variant, {"mask_prob": FINETUNE_MASK_PROB, **values})
+
+
+def load_pretrained(model: nn.Module, path: Path, verbose: bool) -> dict[str, Any]:
+    report = load_hf_weights(model, path, verbose=verbose)
+    return {
+        "path": str(path),
+        "loaded": len(report.loaded),
+        "skipped": dict(report.skipped),
+        "left_at_init": list(report.left_at_init),
+    }
+
+
+def _encoder_layers(model: nn.Module) -> list[nn.Module]:
+    return list(model.hubert.encoder.transformer.layers)
+
+
+HUBERT = ArchitectureSpec(
+    name="hubert",
+    config_class=HubertConfig,
+    variants=tuple(SIZES),
+    config_for=ctc_config,
+    builder=build_hubert_ctc,
+    peak_learning_rate=lambda variant: FINETUNE_PEAK_LR,
+    frontend="waveform",
+    input_dim=320,
+    output="ctc",
+    pretrained_config=hf_config_values,
+    load_pretrained=load_pretrained,
+    encoder_blocks=_encoder_layers,
+    feature_masking=False,
+)
+
+HUBERT_PRETRAIN = ArchitectureSpec(
+    name="hubert-pretrain",
+    config_class=HubertConfig,
+    variants=tuple(SIZES),
+    config_for=pretrain_config,
+    builder=build_hubert_pretrain,
+    peak_learning_rate=lambda variant: PRETRAIN_PEAK_LR,
+    frontend="waveform",
+    input_dim=320,
+    output="hubert",
+    pretrained_config=hf_config_values,
+    load_pretrained=load_pretrained,
+    encoder_blocks=_encoder_layers,
+    feature_masking=False,
+)
