@@ -18,7 +18,7 @@ from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.alignment import ALIGNMENT_SCHEMA
 from asr_pipeline.training.config import resolve_config, save_json
-from asr_pipeline.training.launch import launch_training
+from asr_pipeline.training.launch import check_config, launch_training
 from asr_pipeline.training.loaders import build_data
 from asr_pipeline.training.worker import setup_distributed
 from tests.factories import random_sentences
@@ -157,3 +157,11 @@ def test_a_hubert_run_gets_no_spec_augment(waveform_corpus, tokenizer_path, tmp_
     assert config.data.spec_freq_masks > 0  # the defaults ask for it ...
     dataset = build_data(config, setup_distributed(config)).train_loader.dataset
     assert dataset.transform is None  # ... but the model masks its own waveform frames
+
+
+def test_the_launch_check_accepts_units_and_names_a_missing_file(waveform_corpus, tokenizer_path, tmp_path):
+    config = hubert_config_dict(waveform_corpus, tokenizer_path, tmp_path)
+    check_config(resolve_config(config))  # hubert-pretrain trains on data.alignment units
+    config["data"]["val_alignment"] = str(tmp_path / "missing.parquet")
+    with pytest.raises(FileNotFoundError, match=r"data\.val_alignment .*missing\.parquet.*no such file"):
+        check_config(resolve_config(config))

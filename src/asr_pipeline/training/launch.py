@@ -240,14 +240,17 @@ def check_config(config: TrainConfig) -> None:
     if config.data.alignment is not None:
         from asr_pipeline.models.registry import get_spec
 
-        if get_spec(config.model.architecture).output != "ctc":
+        if get_spec(config.model.architecture).output not in ("ctc", "hubert"):
             raise ValueError(
                 f"data.alignment trains frame-wise on frame labels, but {config.model.architecture} has no "
-                "frame outputs: use a CTC-output architecture (squeezeformer, zipformer, w2v-bert)"
+                "frame outputs: use a CTC-output architecture (squeezeformer, zipformer, w2v-bert, hubert) "
+                "or hubert-pretrain (the labels are its units)"
             )
-        if not Path(config.data.alignment).is_file():
+    for key in ("alignment", "val_alignment"):
+        path = getattr(config.data, key)
+        if path is not None and not Path(path).is_file():
             raise FileNotFoundError(
-                f"data.alignment {config.data.alignment!r}: no such file (run the align stage)"
+                f"data.{key} {path!r}: no such file (run the stage that writes it: align, or HuBERT's units)"
             )
     run = config.run
     if run.resume_from is not None:
