@@ -16,7 +16,9 @@ so the training engine reads it as ``data.alignment``.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -199,6 +201,27 @@ def unit_purity(units: Mapping[str, np.ndarray], phones: Mapping[str, np.ndarray
     }
 
 
+def write_audio_manifest(rows: Iterable[Mapping[str, Any]], path: str | Path) -> int:
+    """A JSONL manifest of audio records that ``io.manifests`` reads (``id``, ``audio_path`` relative to the
+    manifest's folder, so the folder can move with its audio, ``text``). ``rows``: the transcripts stage's
+    manifest rows (project-relative ``audio_path``); a segment of a longer file (a Kaldi ``segments``
+    line) is refused, naming it: the raw-audio training path reads whole files. Returns the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("w") as out:
+        for row in rows:
+            if row.get("offset_sec") is not None or row.get("audio_path") is None:
+                raise ValueError(
+                    f"{row.get('location', row['id'])}: HuBERT's manifests take whole audio files; this record "
+                    "is a segment of one or has no audio file (features-only corpora cannot be pretrained on)"
+                )
+            audio = os.path.relpath(row["audio_path"], path.parent)
+            out.write(json.dumps({"id": row["id"], "audio_path": audio, "text": row["text"]}) + "\n")
+            count += 1
+    return count
+
+
 __all__ = [
     "NO_UNIT",
     "KMeansOptions",
@@ -208,4 +231,5 @@ __all__ = [
     "sample_ids",
     "to_model_frames",
     "unit_purity",
+    "write_audio_manifest",
 ]

@@ -453,7 +453,7 @@ def resolve_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     Raises ValueError naming every unknown key (with the keys that section accepts), every missing
     required key, and the first value of the wrong type.
     """
-    merged = _deep_merge(_expand_dotted(base), _expand_dotted(overrides or {}))
+    merged = deep_merge(_expand_dotted(base), _expand_dotted(overrides or {}))
     unknown = _unknown_keys(TrainConfig, merged, "")
     if unknown:
         raise ValueError(f"unknown training config keys: {', '.join(unknown)}")
@@ -554,15 +554,16 @@ def _expand_dotted(values: Mapping[str, Any]) -> dict[str, Any]:
         head, _, rest = str(key).partition(".")
         if rest:
             value = _expand_dotted({rest: value})
-        expanded = _deep_merge(expanded, {head: value})
+        expanded = deep_merge(expanded, {head: value})
     return expanded
 
 
-def _deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` over it, nested mappings merged key by key (the config's one merge rule)."""
     merged = dict(base)
     for key, value in overrides.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -667,6 +668,7 @@ __all__ = [
     "TrainConfig",
     "ValidationConfig",
     "check_vocab_source",
+    "deep_merge",
     "default_peak_learning_rate",
     "load_json",
     "peak_learning_rate",

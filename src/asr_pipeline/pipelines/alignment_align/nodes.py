@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.pipelines.iterations import iteration_params as recipe_iteration
 from asr_pipeline.training.alignment import align_shards
 
 ALIGNMENT_FILE = "alignment.parquet"
@@ -29,18 +30,7 @@ REPORT_FILE = "report.json"
 
 def iteration_params(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The iteration this run is for (``alignment.current``) and its entry of ``alignment.iterations``."""
-    iterations = params.get("iterations") or {}
-    current = params.get("current")
-    if current is None:
-        raise ValueError(
-            "alignment.current is not set: run one iteration with `kedro run --pipelines=alignment_align "
-            f"--params=alignment.current=<iteration>` (iterations: {', '.join(iterations) or 'none'})"
-        )
-    if current not in iterations:
-        raise ValueError(
-            f"alignment.current={current!r} is not one of alignment.iterations: {', '.join(iterations)}"
-        )
-    return current, iterations[current]
+    return recipe_iteration(params, "alignment", "alignment_align")
 
 
 def align_iteration(train_shards: list[str], alignment_dir: Path, params: dict[str, Any]) -> None:

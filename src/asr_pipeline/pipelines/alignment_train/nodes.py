@@ -10,6 +10,7 @@ import polars as pl
 
 from asr_pipeline.pipelines.alignment_align.nodes import ALIGNMENT_FILE, iteration_params
 from asr_pipeline.pipelines.train.nodes import train_model
+from asr_pipeline.training.config import deep_merge
 
 
 def train_iteration(
@@ -25,20 +26,9 @@ def train_iteration(
     name, iteration = iteration_params(params)
     run_dir = alignment_dir / name / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    merged = _deep_merge(train_params, iteration.get("train") or {})
+    merged = deep_merge(train_params, iteration.get("train") or {})
     merged["data"] = {
         **merged.get("data", {}),
         "alignment": str(alignment_dir / name / "alignment" / ALIGNMENT_FILE),
     }
     train_model(train_shards, val_shards, length_index, tokenizer_model, run_dir, merged)
-
-
-def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overrides.items():
-        merged[key] = (
-            _deep_merge(merged[key], value)
-            if isinstance(value, dict) and isinstance(merged.get(key), dict)
-            else value
-        )
-    return merged
