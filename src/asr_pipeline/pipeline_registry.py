@@ -3,8 +3,8 @@
 ``__default__`` leaves out ``demo_corpus``: the demo is one optional source, written to its own folder
 (``paths.demo``), and a plain ``kedro run`` must never synthesize it when ``paths.corpus`` names a user's
 data. Build it explicitly with ``kedro run --pipelines=demo_corpus`` (``dvc repro`` does it for you).
-The alignment recipe's pipelines (``alignment_align``, ``alignment_train``) are left out too: they run one
-iteration at a time from dvc.yaml's ``align`` and ``train_ce`` stages.
+The alignment recipe's pipelines (``alignment_align``, ``alignment_train``) and HuBERT's (``hubert_units``,
+``hubert_pretrain``) are left out too: they run one iteration at a time from dvc.yaml's foreach stages.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
-OPTIONAL_PIPELINES = ("demo_corpus", "alignment_align", "alignment_train")
+OPTIONAL_PIPELINES = ("demo_corpus", "alignment_align", "alignment_train", "hubert_units", "hubert_pretrain")
 
 
 def register_pipelines() -> dict[str, Pipeline]:

@@ -30,7 +30,7 @@ def train_model(
     to ``training_config.json``, the checkpoints and ``events.jsonl``. A failing rank fails torchrun,
     which raises here, so neither Kedro nor DVC records the stage as done.
     """
-    _empty_directory(run_dir)
+    empty_directory(run_dir)
     (run_dir / TOKENIZER_FILE).write_bytes(tokenizer_model)
     length_index.write_parquet(run_dir / INDEX_FILE)
     # Every section of params.yaml train (schedule, curriculum, regularization, grow, ...) but the launch
@@ -61,7 +61,7 @@ def train_model(
     return metrics, run_dir
 
 
-def _empty_directory(path: Path) -> None:
+def empty_directory(path: Path) -> None:
     """A stage output starts empty (as DVC would leave it), so stale checkpoints never mix in."""
     for child in path.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()

@@ -1,0 +1,104 @@
+"""Nodes of the HuBERT recipe's ``hubert_units@<iteration>`` stage (dvc.yaml; ``hubert/units.py``).
+
+``params.yaml`` ``hubert.iterations`` names the iterations; DVC runs each with
+``--params=hubert.current=<iteration>`` (``pipelines.iterations``). An iteration's ``targets`` says what it
+clusters: ``mfcc`` (iteration 1: MFCC-39 of the audio). Layout under ``paths.hubert`` (the catalog's
+``hubert_dir``)::
+
+    <iteration>/units/manifests/{train,dev}.jsonl   the audio the pretraining reads (raw manifests)
+    <iteration>/units/features/{train,dev}/          the clustered frame features (shards)
+    <iteration>/units/centroids.npy                  the k-means centroids (K, F)
+    <iteration>/units/{train,dev}.parquet            every utterance's unit per 20 ms frame (data.alignment)
+    <iteration>/units/report.json                    k-means inertia, sample sizes, extraction skips
+    <iteration>/run/                                 the pretraining run (hubert_pretrain@<iteration>)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
+from asr_pipeline.hubert.units import KMeansOptions, fit_kmeans, label_shards, write_audio_manifest
+from asr_pipeline.io.report import SkipReport
+from asr_pipeline.io.shards import shard_name, write_shard
+from asr_pipeline.pipelines.iterations import iteration_params
+
+SPLITS = ("train", "dev")
+TARGETS = {"mfcc": 2}  # targets -> decimation to the model's 50 Hz (MFCC frames are 10 ms)
+
+
+def hubert_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The iteration this run is for (``hubert.current``) and its entry of ``hubert.iterations``, which must
+    have ``units`` and ``train`` (each tracked by its stage in dvc.yaml; ``{}`` for the defaults)."""
+    name, iteration = iteration_params(params, "hubert", "hubert_units")
+    missing = [key for key in ("units", "train") if not isinstance(iteration.get(key), dict)]
+    if missing:
+        raise ValueError(
+            f"hubert.iterations.{name} needs {' and '.join(missing)} (a mapping each, {{}} for the defaults): "
+            "dvc.yaml tracks them by name"
+        )
+    return name, iteration
+
+
+def make_units(
+    train_manifest: pl.DataFrame, dev_manifest: pl.DataFrame, hubert_dir: Path, params: dict
+) -> None:
+    """Write the iteration's manifests, its target features, k-means centroids and units (module docstring)."""
+    name, iteration = hubert_iteration(params)
+    units = iteration["units"]
+    targets = units.get("targets", "mfcc")
+    if targets not in TARGETS:
+        raise ValueError(
+            f"hubert.iterations.{name}.units.targets={targets!r}: only mfcc targets (iteration 1) are built so far; "
+            "a pretrained layer's targets (iteration 2) are not"
+        )
+    output = hubert_dir / name / "units"
+    shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
+    jobs = int(params.get("jobs", 1))
+    manifests = {"train": train_manifest, "dev": dev_manifest}
+    report: dict[str, Any] = {"iteration": name, "targets": targets, "extraction": {}, "units": {}}
+    shards: dict[str, list[Path]] = {}
+    for split, manifest in manifests.items():
+        write_audio_manifest(manifest.iter_rows(named=True), output / "manifests" / f"{split}.jsonl")
+        shards[split], report["extraction"][split] = _target_features(
+            manifest, output / "features" / split, targets, jobs
+        )
+    kmeans = KMeansOptions(
+        **{key: units[key] for key in ("clusters", "sample_fraction", "seed") if key in units}
+    )
+    centroids, report["kmeans"] = fit_kmeans(shards["train"], kmeans)
+    np.save(output / "centroids.npy", centroids)
+    for split in SPLITS:
+        table = label_shards(shards[split], centroids, decimation=TARGETS[targets], jobs=jobs)
+        pq.write_table(table, output / f"{split}.parquet")
+        report["units"][split] = {"utterances": table.num_rows, "mean_distance": _mean(table.column("score"))}
+    (output / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+
+
+def _target_features(
+    manifest: pl.DataFrame, directory: Path, targets: str, jobs: int
+) -> tuple[list[Path], dict]:
+    """Shards of the ``targets`` features of the manifest's audio, and the extraction's skip report."""
+    options = ExtractionOptions(frontend_kind=targets, jobs=jobs)
+    skips = SkipReport(strict=False)
+    records = extract_records(
+        manifest.iter_rows(named=True), None, options, skips, total=manifest.height, desc=targets
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, table in enumerate(batch_into_shards(records, options.shard_size)):
+        paths.append(directory / shard_name(index))
+        write_shard(table, paths[-1])
+    return paths, skips.to_dict()
+
+
+def _mean(column) -> float:
+    values = column.to_numpy()
+    return float(values.mean()) if len(values) else 0.0
