@@ -47,7 +47,9 @@ over ranks
 that epoch's last step was just validated), when there are validation manifests
     ``val_loss`` (per target token), ``val_cer`` and ``val_wer`` (percent), ``utterances``, ``words``,
     ``chars``, ``decoding`` ("greedy" or "beam"), ``duration_sec``, ``trigger`` ("step" or "epoch"),
-    ``best`` (the lowest val CER so far: ``checkpoint_best`` holds these weights), and with
+    ``best`` (the lowest val CER so far: ``checkpoint_best`` holds these weights; for a model without text
+    output, HuBERT pretraining, the lowest ``val_loss``, which is then per predicted frame, beside
+    ``val_accuracy`` on masked frames in percent and ``masked_frames`` instead of the text scores), and with
     ``validation.log_samples`` = N ``samples``: N ``{"id", "reference", "hypothesis"}`` (plus ``n_best``:
     ``[{"text", "score"}]`` when ``validation.n_best > 1``), the first N utterances by id.
 ``lr_control``, after every epoch's closing validation, only under ``optim.lr_control: newbob``
