@@ -137,33 +137,6 @@ def test_blocks_not_yet_grown_leave_the_output_alone(corpus, tokenizer_path, tmp
     assert counts[0] > counts[1] == counts[2] == counts[3]
 
 
-@pytest.mark.usefixtures("single_process")
-@pytest.mark.parametrize(
-    "steps_into_epoch_2", [0, 1]
-)  # epoch 2 grows: killed before its first step, and after
-def test_a_resumed_growing_run_grows_when_the_uninterrupted_run_did(
-    corpus, tokenizer_path, tmp_path, monkeypatch, steps_into_epoch_2
-):
-    straight = tmp_path / "straight"
-    run(grow_config(corpus, tokenizer_path, straight))
-    steps = [0] + [e["values"]["steps"] for e in events(straight, "epoch")]
-
-    killed = tmp_path / "killed"
-    config = grow_config(corpus, tokenizer_path, killed, checkpoint_every_steps=1)
-    monkeypatch.setenv(FAIL_RANK_ENV, "0")
-    monkeypatch.setenv(FAIL_STEP_ENV, str(steps[1] + steps_into_epoch_2))
-    with pytest.raises(RuntimeError, match="fault injected"):
-        run(config)
-    monkeypatch.delenv(FAIL_RANK_ENV)
-    config["run"]["resume_from"] = str(killed)
-    run(config)
-
-    digests = [
-        events(run_dir, "summary")[-1]["values"]["parameter_digests"] for run_dir in (straight, killed)
-    ]
-    assert digests[0] == digests[1]
-
-
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_a_two_rank_growing_and_widening_run_keeps_the_ranks_in_sync(corpus, tokenizer_path, tmp_path):
     config_path = tmp_path / "training_config.json"
@@ -302,24 +275,28 @@ def test_a_widened_model_keeps_its_weights_optimizer_state_and_average_in_the_wi
 @pytest.mark.usefixtures("single_process")
 @pytest.mark.parametrize(
     "steps_into_epoch_2", [0, 1]
-)  # epoch 2 widens: killed before its first step, and after
-def test_a_resumed_widening_run_widens_when_the_uninterrupted_run_did(
-    corpus, tokenizer_path, tmp_path, monkeypatch, steps_into_epoch_2
+)  # epoch 2 grows: killed before its first step, and after
+@pytest.mark.parametrize(
+    ("make_config", "widths"),
+    [(grow_config, (32, 32)), (widen_config, (16, 32))],  # d_model of the checkpoint the kill leaves
+    ids=["deepening", "widening"],
+)
+def test_a_resumed_growing_run_grows_when_the_uninterrupted_run_did(
+    corpus, tokenizer_path, tmp_path, monkeypatch, steps_into_epoch_2, make_config, widths
 ):
     straight = tmp_path / "straight"
-    run(widen_config(corpus, tokenizer_path, straight))
+    run(make_config(corpus, tokenizer_path, straight))
     steps = [0] + [e["values"]["steps"] for e in events(straight, "epoch")]
 
     killed = tmp_path / "killed"
-    config = widen_config(corpus, tokenizer_path, killed, checkpoint_every_steps=1)
+    config = make_config(corpus, tokenizer_path, killed, checkpoint_every_steps=1)
     monkeypatch.setenv(FAIL_RANK_ENV, "0")
     monkeypatch.setenv(FAIL_STEP_ENV, str(steps[1] + steps_into_epoch_2))
     with pytest.raises(RuntimeError, match="fault injected"):
         run(config)
     monkeypatch.delenv(FAIL_RANK_ENV)
     # The checkpoint loads at its own width, like any run's.
-    expected_width = 16 if steps_into_epoch_2 == 0 else 32
-    assert load_run_model(killed).model_config["d_model"] == expected_width
+    assert load_run_model(killed).model_config["d_model"] == widths[steps_into_epoch_2]
     config["run"]["resume_from"] = str(killed)
     run(config)
 

@@ -21,7 +21,6 @@ with ``torchaudio_config_values`` of the arguments the torchaudio model was buil
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ import torch
 from safetensors import safe_open
 from torch import Tensor, nn
 
-from asr_pipeline.models.w2v_bert_hf import WeightImportReport, checkpoint_files
+from asr_pipeline.models.w2v_bert_hf import WeightImportReport, checkpoint_files, read_hf_config
 
 _OLD_WEIGHT_NORM = {
     "weight_g": "parametrizations.weight.original0",
@@ -139,16 +138,7 @@ def torchaudio_config_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
 def hf_config_values(path: str | Path) -> dict[str, Any]:
     """A Hugging Face HuBERT folder (or its config.json) -> our ``HubertConfig`` fields."""
-    config_path = Path(path)
-    if config_path.is_dir():
-        config_path = config_path / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(
-            f"{config_path}: no such file; give a Hugging Face HuBERT folder or its config.json"
-        )
-    hf = json.loads(config_path.read_text())
-    if hf.get("model_type", "hubert") != "hubert":
-        raise ValueError(f"{config_path}: model_type is {hf['model_type']!r}, expected 'hubert'")
+    config_path, hf = read_hf_config(path, "hubert")
     if hf.get("feat_extract_activation", "gelu") != "gelu" or hf.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"{config_path}: only GELU activations are implemented")
     if not hf.get("feat_proj_layer_norm", True) or hf.get("conv_pos_batch_norm", False):

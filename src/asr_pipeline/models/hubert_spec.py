@@ -7,6 +7,7 @@ config and, with ``model.load_pretrained_weights``, its weights."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,8 @@ def ctc_config(variant: str | None, values: Mapping[str, object]) -> HubertConfi
 
 
 def load_pretrained(model: nn.Module, path: Path, verbose: bool) -> dict[str, Any]:
-    report = load_hf_weights(model, path, verbose=verbose)
-    return {
-        "path": str(path),
-        "loaded": len(report.loaded),
-        "skipped": dict(report.skipped),
-        "left_at_init": list(report.left_at_init),
-    }
+    """A Hugging Face HuBERT folder's weights; the ``pretrained`` event's report."""
+    return load_hf_weights(model, path, verbose=verbose).to_event(path)
 
 
 def _encoder_layers(model: nn.Module) -> list[nn.Module]:
@@ -69,18 +65,12 @@ HUBERT = ArchitectureSpec(
     feature_masking=False,
 )
 
-HUBERT_PRETRAIN = ArchitectureSpec(
+# The same encoder, its own head and loss: only these differ from HUBERT.
+HUBERT_PRETRAIN = dataclasses.replace(
+    HUBERT,
     name="hubert-pretrain",
-    config_class=HubertConfig,
-    variants=tuple(SIZES),
     config_for=pretrain_config,
     builder=build_hubert_pretrain,
     peak_learning_rate=lambda variant: PRETRAIN_PEAK_LR,
-    frontend="waveform",
-    input_dim=320,
     output="hubert",
-    pretrained_config=hf_config_values,
-    load_pretrained=load_pretrained,
-    encoder_blocks=_encoder_layers,
-    feature_masking=False,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -102,12 +103,9 @@ IRRELEVANT = set(
 )
 
 
-def config_from_hf(path: str | Path) -> dict[str, object]:
-    """A HF directory holding config.json, or the config.json itself -> ``W2VBertConfig`` fields.
-
-    A bare ``Wav2Vec2BertModel``'s config has no vocabulary: ``vocab_size`` is then left out, for the
-    caller to give. Option values this implementation lacks are refused, each named with the values it has.
-    """
+def read_hf_config(path: str | Path, model_type: str) -> tuple[Path, dict[str, Any]]:
+    """A HF directory's config.json (or that file itself): its path and values; FileNotFoundError without
+    one, ValueError when its ``model_type`` is another model's."""
     config_path = Path(path)
     if config_path.is_dir():
         config_path = config_path / "config.json"
@@ -116,8 +114,18 @@ def config_from_hf(path: str | Path) -> dict[str, object]:
             f"{config_path}: no such file; give a Hugging Face model directory or its config.json"
         )
     hf = json.loads(config_path.read_text())
-    if hf.get("model_type", "wav2vec2-bert") != "wav2vec2-bert":
-        raise ValueError(f"{config_path}: model_type is {hf['model_type']!r}, expected 'wav2vec2-bert'")
+    if hf.get("model_type", model_type) != model_type:
+        raise ValueError(f"{config_path}: model_type is {hf['model_type']!r}, expected {model_type!r}")
+    return config_path, hf
+
+
+def config_from_hf(path: str | Path) -> dict[str, object]:
+    """A HF directory holding config.json, or the config.json itself -> ``W2VBertConfig`` fields.
+
+    A bare ``Wav2Vec2BertModel``'s config has no vocabulary: ``vocab_size`` is then left out, for the
+    caller to give. Option values this implementation lacks are refused, each named with the values it has.
+    """
+    config_path, hf = read_hf_config(path, "wav2vec2-bert")
 
     problems = []
     for key in ("hidden_act", "adapter_act"):
@@ -155,6 +163,15 @@ class WeightImportReport:
     loaded: tuple[str, ...]
     skipped: tuple[tuple[str, str], ...]  # (checkpoint name, reason)
     left_at_init: tuple[str, ...]  # parameters of ours no checkpoint tensor filled
+
+    def to_event(self, path: str | Path) -> dict[str, Any]:
+        """The report as the ``pretrained`` training event writes it (counts and reasons)."""
+        return {
+            "path": str(path),
+            "loaded": len(self.loaded),
+            "skipped": dict(self.skipped),
+            "left_at_init": list(self.left_at_init),
+        }
 
     def summary(self) -> str:
         lines = [f"loaded {len(self.loaded)} tensors"]

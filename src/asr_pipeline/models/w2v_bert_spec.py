@@ -25,13 +25,7 @@ def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConf
 
 def load_pretrained(model: W2VBertCTC, path: Path, verbose: bool) -> dict[str, Any]:
     """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons)."""
-    report = load_hf_weights(model, path, verbose=verbose)
-    return {
-        "path": str(path),
-        "loaded": len(report.loaded),
-        "skipped": dict(report.skipped),
-        "left_at_init": list(report.left_at_init),
-    }
+    return load_hf_weights(model, path, verbose=verbose).to_event(path)
 
 
 W2V_BERT = ArchitectureSpec(
