@@ -1,11 +1,13 @@
 """The registered pipelines: one per DVC stage, and a default run that never synthesizes the demo corpus nor
-runs the alignment recipe (its stages run one iteration at a time, with alignment.current)."""
+runs the alignment or HuBERT recipes (their stages run one iteration at a time, with <section>.current)."""
 
 from __future__ import annotations
 
 import pytest
 from kedro.framework.project import configure_project
 from kedro.pipeline import Pipeline
+
+from asr_pipeline.pipeline_registry import OPTIONAL_PIPELINES
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +21,7 @@ def pipelines() -> dict[str, Pipeline]:
 def test_there_is_one_pipeline_per_dvc_stage_and_a_default(pipelines):
     assert set(pipelines) == {
         "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train",
-        "tune_decoding", "evaluate", "alignment_align", "alignment_train",
+        "tune_decoding", "evaluate", "alignment_align", "alignment_train", "hubert_units", "hubert_pretrain",
     }  # fmt: skip
 
 
@@ -28,7 +30,7 @@ def test_a_plain_kedro_run_leaves_the_demo_out_and_runs_every_other_stage(pipeli
 
     assert "synthesize_demo_corpus" not in default_nodes
     assert "demo_corpus_files" not in pipelines["__default__"].all_outputs()
-    assert not {"align_iteration", "train_iteration"} & default_nodes
+    assert not {"align_iteration", "train_iteration", "make_units", "pretrain"} & default_nodes
     for name, pipeline in pipelines.items():
-        if name not in ("__default__", "demo_corpus", "alignment_align", "alignment_train"):
+        if name not in ("__default__", "demo_corpus", *OPTIONAL_PIPELINES):
             assert {node.name for node in pipeline.nodes} <= default_nodes, name
