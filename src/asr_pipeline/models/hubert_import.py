@@ -21,16 +21,21 @@ with ``torchaudio_config_values`` of the arguments the torchaudio model was buil
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from torch import Tensor, nn
 
-from asr_pipeline.models.w2v_bert_hf import WeightImportReport, checkpoint_files, read_hf_config
+from asr_pipeline.models.w2v_bert_hf import (
+    WeightImportReport,
+    checkpoint_tensors,
+    copy_matching,
+    read_hf_config,
+)
 
 _OLD_WEIGHT_NORM = {
     "weight_g": "parametrizations.weight.original0",
@@ -78,21 +83,20 @@ def load_state(
 ) -> WeightImportReport:
     """Copy ``tensors`` (their names through ``rename``) into ``model`` where name and shape agree;
     report the rest (printed when ``verbose``)."""
-    ours = model.state_dict()
-    loaded, skipped = [], []
-    with torch.no_grad():
-        for name, tensor in tensors.items():
-            target = _new_weight_norm(rename(name))
-            if target not in ours:
-                skipped.append((name, "no such tensor in this model"))
-            elif tensor.shape != ours[target].shape:
-                skipped.append((name, f"shape {list(tensor.shape)} -> {list(ours[target].shape)}"))
-            else:
-                ours[target].copy_(tensor)
-                loaded.append(target)
-    filled = set(loaded)
-    left = tuple(name for name, _ in model.named_parameters() if name not in filled)
-    report = WeightImportReport(tuple(loaded), tuple(skipped), left)
+    report = _copy(model, ((name, functools.partial(tensors.__getitem__, name)) for name in tensors), rename)
+    return _reported(report, source, verbose)
+
+
+def _copy(model: nn.Module, tensors, rename) -> WeightImportReport:
+    return copy_matching(
+        model,
+        tensors,
+        lambda name: _new_weight_norm(rename(name)),
+        lambda name: "no such tensor in this model",
+    )
+
+
+def _reported(report: WeightImportReport, source: str, verbose: bool) -> WeightImportReport:
     if verbose:
         print(f"[hubert] weights from {source}:\n{report.summary()}", flush=True)
     return report
@@ -178,11 +182,7 @@ def load_hf_weights(model: nn.Module, path: str | Path, verbose: bool = True) ->
     directory = Path(path)
     if directory.is_file():
         directory = directory.parent
-    tensors: dict[str, Tensor] = {}
-    for file in checkpoint_files(directory):
-        with safe_open(str(file), framework="pt") as opened:
-            tensors.update({name: opened.get_tensor(name) for name in opened.keys()})  # noqa: SIM118
-    return load_state(model, tensors, hf_name, str(directory), verbose)
+    return _reported(_copy(model, checkpoint_tensors(directory), hf_name), str(directory), verbose)
 
 
 __all__ = [

@@ -12,13 +12,16 @@ Checkpoints of ``Wav2Vec2BertModel`` (names without a prefix) and of ``Wav2Vec2B
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
+from torch import Tensor, nn
 
 from asr_pipeline.models.w2v_bert import ACTIVATIONS, POSITION_EMBEDDINGS_TYPES, W2VBertCTC
 
@@ -201,34 +204,58 @@ def our_name(hf_name: str) -> str:
     return ENCODER_PREFIX + hf_name
 
 
+def checkpoint_tensors(directory: Path) -> Iterator[tuple[str, Callable[[], Tensor]]]:
+    """(name, loader) of every tensor in a HF folder's safetensors files; a tensor is read only when its
+    loader is called, one file open at a time."""
+    for file in checkpoint_files(directory):
+        with safe_open(str(file), framework="pt") as tensors:
+            for name in tensors.keys():  # noqa: SIM118 (safe_open is not a dict)
+                yield name, functools.partial(tensors.get_tensor, name)
+
+
+def copy_matching(
+    model: nn.Module,
+    tensors: Iterable[tuple[str, Callable[[], Tensor]]],
+    rename: Callable[[str], str],
+    unknown_reason: Callable[[str], str] = lambda name: "unknown name",
+) -> WeightImportReport:
+    """Copy each of ``tensors`` (checkpoint name, loader) into ``model``'s tensor ``rename(name)`` where that
+    exists with the same shape; the rest are skipped with a reason (``unknown_reason(our name)`` for a name
+    the model lacks, read never). Parameters no tensor filled are reported as left at initialisation."""
+    ours = model.state_dict()
+    loaded, skipped = [], []
+    with torch.no_grad():
+        for checkpoint_name, load in tensors:
+            name = rename(checkpoint_name)
+            if name not in ours:
+                skipped.append((checkpoint_name, unknown_reason(name)))
+                continue
+            tensor = load()
+            if tensor.shape != ours[name].shape:
+                skipped.append((checkpoint_name, f"shape {list(tensor.shape)} -> {list(ours[name].shape)}"))
+                continue
+            ours[name].copy_(tensor)
+            loaded.append(name)
+    filled = set(loaded)
+    left = tuple(name for name, _ in model.named_parameters() if name not in filled)
+    return WeightImportReport(tuple(loaded), tuple(skipped), left)
+
+
+def _unknown_reason(name: str) -> str:
+    if name == ENCODER_PREFIX + "masked_spec_embed":
+        return (
+            "unknown name (this config has no masked_spec_embed: mask_time_prob and mask_feature_prob are 0)"
+        )
+    return "unknown name"
+
+
 def load_hf_weights(model: W2VBertCTC, path: str | Path, verbose: bool = True) -> WeightImportReport:
     """Copy a HF checkpoint's tensors into ``model`` where name and shape agree; report the rest (and
     print it when ``verbose``)."""
     directory = Path(path)
     if directory.is_file():  # config.json or model.safetensors given: its directory
         directory = directory.parent
-    ours = model.state_dict()
-    loaded, skipped = [], []
-    with torch.no_grad():
-        for file in checkpoint_files(directory):
-            with safe_open(str(file), framework="pt") as tensors:
-                for hf_name in tensors.keys():  # noqa: SIM118 (safe_open is not a dict)
-                    name = our_name(hf_name)
-                    if name not in ours:
-                        reason = "unknown name"
-                        if name == ENCODER_PREFIX + "masked_spec_embed":
-                            reason += " (this config has no masked_spec_embed: mask_time_prob and mask_feature_prob are 0)"
-                        skipped.append((hf_name, reason))
-                        continue
-                    tensor = tensors.get_tensor(hf_name)
-                    if tensor.shape != ours[name].shape:
-                        skipped.append((hf_name, f"shape {list(tensor.shape)} -> {list(ours[name].shape)}"))
-                        continue
-                    ours[name].copy_(tensor)
-                    loaded.append(name)
-    filled = set(loaded)
-    left = tuple(name for name, _ in model.named_parameters() if name not in filled)
-    report = WeightImportReport(tuple(loaded), tuple(skipped), left)
+    report = copy_matching(model, checkpoint_tensors(directory), our_name, _unknown_reason)
     if verbose:
         print(f"[w2v-bert] weights from {directory}:\n{report.summary()}", flush=True)
     return report
