@@ -24,7 +24,7 @@ from asr_pipeline.training.config import (
     save_json,
 )
 from asr_pipeline.training.growth import Growth, depth_schedule, width_at, width_schedule
-from asr_pipeline.training.launch import launch_training
+from asr_pipeline.training.launch import check_config, launch_training
 from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.regularization import encoder_gate
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
@@ -220,6 +220,13 @@ def test_widening_refuses_full_width_starting_weights(corpus, tokenizer_path, tm
     config["grow"]["width_epochs"] = [4]
     with pytest.raises(ValueError, match=r"grow\.width_epochs reaches epoch 4"):
         resolve_config(config)
+    config = widen_config(corpus, tokenizer_path, tmp_path)
+    config["model"] = {
+        "architecture": "hubert",
+        "variant": "tiny",
+    }  # no narrower config: refused before torchrun
+    with pytest.raises(ValueError, match="the hubert architecture cannot be built narrower"):
+        check_config(resolve_config(config))
 
 
 @pytest.mark.usefixtures("single_process")

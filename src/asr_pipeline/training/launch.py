@@ -237,6 +237,15 @@ def check_config(config: TrainConfig) -> None:
     from asr_pipeline.training.config import check_vocab_source
 
     check_vocab_source(config)
+    if config.grow.start_width is not None:  # the architecture must have a narrower config at that width
+        from asr_pipeline.models.loading import resolve_model_config
+
+        resolve_model_config(
+            config.model,
+            input_dim=config.data.input_dim,
+            vocab_size=config.model.vocab_size or 2,  # any size: narrowing never touches the vocabulary
+            width=config.grow.start_width,
+        )
     if config.data.alignment is not None:
         from asr_pipeline.models.registry import get_spec
 
