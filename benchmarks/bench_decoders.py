@@ -6,7 +6,11 @@ compared with) on the same lexicon, LM and beam; our Python prefix beam search (
 model runs once; every decoder reads the same log-probs. LM weights and word scores are the tuned ones of
 ``data/08_tuning/decoding.json`` when it exists (``dvc repro tune_decoding``), else the defaults below.
 
+With CUDA visible, pairs of rows compare at equal beam (``--cuda-beams``) and no LM: our lexicon-free flashlight
+search on the CPU and torchaudio's ``cuda_ctc_decoder`` (``--decoder cuda``) on the GPU.
+
     python benchmarks/bench_decoders.py            # the demo's run, test split (after `make demo`)
+    python benchmarks/bench_decoders.py --data /elsewhere/data   # the same layout under another root
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 import torch
 from torchaudio.models.decoder import ctc_decoder
 
-from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder
+from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder, build_decoder
 from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.flashlight import BLANK_TOKEN, SILENCE_TOKEN, token_names
 from asr_pipeline.decoding.metrics import error_rates
@@ -72,20 +76,31 @@ def timed(decode, batches) -> tuple[list[str], float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", default=str(DATA / "07_train" / "run"))
-    parser.add_argument("--shards", default=str(DATA / "04_features" / "test"))
+    parser.add_argument("--data", default=str(DATA), help="the project's data folder (its layout)")
+    parser.add_argument("--run-dir", help="default: DATA/07_train/run")
+    parser.add_argument("--shards", help="default: DATA/04_features/test")
     parser.add_argument("--beam-width", type=int, default=16)
+    parser.add_argument(
+        "--cuda-beams",
+        type=int,
+        nargs="+",
+        default=[1, 4, 16],
+        help="with CUDA: beams of the no-LM GPU/CPU pairs",
+    )
     args = parser.parse_args()
+    data = Path(args.data)
+    args.run_dir = args.run_dir or str(data / "07_train" / "run")
+    args.shards = args.shards or str(data / "04_features" / "test")
     run_dir = Path(args.run_dir)
     if not (run_dir / "checkpoint_latest.json").is_file():
         print(f"no trained run at {run_dir}: run `make demo` first (or pass --run-dir)", file=sys.stderr)
         return 0
-    tuned_path = DATA / "08_tuning" / "decoding.json"
+    tuned_path = data / "08_tuning" / "decoding.json"
     tuned = json.loads(tuned_path.read_text()) if tuned_path.is_file() else {}
     lexicon, word_lm, token_lm = (
-        DATA / "03_tokenizer" / "lexicon.txt",
-        DATA / "06_lm" / "lm.binary",
-        DATA / "06_lm" / "tokens_lm.binary",
+        data / "03_tokenizer" / "lexicon.txt",
+        data / "06_lm" / "lm.binary",
+        data / "06_lm" / "tokens_lm.binary",
     )
     resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
 
@@ -134,19 +149,36 @@ def main() -> int:
             ),
         ),
     ]
-    measured = []
-    for name, decode in rows:
-        texts, seconds = timed(decode, batches)
-        rates = error_rates(references, texts)
-        measured.append((name, rates.wer, rates.cer, seconds))
-    peer = next(seconds for name, _, _, seconds in measured if name.startswith("torchaudio"))
+    for beam_width in args.cuda_beams if torch.cuda.is_available() else []:
+        beam = {"beam_width": beam_width, "lm_weight": 0.0}
+        try:  # refused where torchaudio's kernels would abort the process (CudaDecoder says why)
+            cuda = build_decoder(DecodingOptions(decoder="cuda", **beam), tokenizer)
+        except ValueError as refused:
+            print(f"beam {beam_width}: no GPU row: {refused}")
+            continue
+        rows += [
+            (
+                f"lexicon_free, no LM, beam {beam_width} (ours, flashlight, CPU)",
+                texts_of(build_decoder(DecodingOptions(decoder="lexicon_free", **beam), tokenizer)),
+            ),
+            (f"cuda_ctc_decoder, no LM, beam {beam_width} (torchaudio, GPU)", texts_of(cuda)),
+        ]
+    # The peer first, then each row printed as soon as it is measured (a decoder that aborts the process, as
+    # torchaudio's cuda_ctc_decoder can on Hopper GPUs, leaves the rows before it on the screen).
+    rows.sort(key=lambda row: not row[0].startswith("torchaudio"))
     print(
         f"{len(references)} utterances of {args.shards}, beam {args.beam_width}, best of {REPEATS}; run {run_dir}"
     )
-    print(f"{'decoder':58s} {'WER %':>7s} {'CER %':>7s} {'s/100 utt':>10s} {'x torchaudio':>13s}")
-    for name, wer, cer, seconds in measured:
+    print(f"{'decoder':58s} {'WER %':>7s} {'CER %':>7s} {'s/100 utt':>10s} {'x torchaudio':>13s}", flush=True)
+    peer = None
+    for name, decode in rows:
+        texts, seconds = timed(decode, batches)
+        rates = error_rates(references, texts)
+        peer = peer or seconds
         per_100 = 100 * seconds / len(references)
-        print(f"{name:58s} {wer:7.2f} {cer:7.2f} {per_100:10.3f} {seconds / peer:13.2f}")
+        print(
+            f"{name:58s} {rates.wer:7.2f} {rates.cer:7.2f} {per_100:10.3f} {seconds / peer:13.2f}", flush=True
+        )
     return 0
 
 

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from asr_pipeline.decoding.beam_search import CTCPrefixBeamSearch
-from asr_pipeline.decoding.decoders import DecodingResources, GreedyDecoder, build_decoder
+from asr_pipeline.decoding.decoders import (
+    HOPPER,
+    HOPPER_SAFE_BEAM,
+    DecodingResources,
+    GreedyDecoder,
+    build_decoder,
+)
 from asr_pipeline.decoding.flashlight import FlashlightDecoder
 from asr_pipeline.decoding.lexicon import build_lexicon
 from asr_pipeline.decoding.options import DecodingOptions
@@ -154,10 +160,19 @@ def test_the_cuda_decoder_agrees_with_the_cpu_lexicon_free_search(char_tokenizer
         pytest.skip("needs CUDA")
     log_probs = peaky_log_probs(batch=4, frames=50, vocab_size=char_tokenizer.vocab_size, seed=11)
     lengths = torch.tensor([50, 41, 30, 12])
-    cuda = build_decoder(DecodingOptions(decoder="cuda", beam_width=10), char_tokenizer)
-    cpu = build_decoder(DecodingOptions(decoder="lexicon_free", beam_width=10), char_tokenizer)
+    beam = HOPPER_SAFE_BEAM if torch.cuda.get_device_capability() >= HOPPER else 10
+    cuda = build_decoder(DecodingOptions(decoder="cuda", beam_width=beam), char_tokenizer)
+    cpu = build_decoder(DecodingOptions(decoder="lexicon_free", beam_width=beam), char_tokenizer)
     on_gpu = [n[0].text for n in cuda.decode_batch(log_probs, lengths)]
     assert on_gpu == [n[0].text for n in cpu.decode_batch(log_probs, lengths)]
+
+
+def test_the_cuda_decoder_refuses_the_beams_that_abort_it_on_hopper(char_tokenizer, monkeypatch):
+    # torchaudio's kernels read out of bounds from beam 8 on an H100 and abort the process: refused up front.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(ValueError, match=r"beam_width 8 on this GPU \(compute capability 9\.0\).*#3754"):
+        build_decoder(DecodingOptions(decoder="cuda", beam_width=8), char_tokenizer)
 
 
 def test_a_blank_penalty_lets_a_weak_piece_through_the_blank(char_tokenizer):

@@ -96,13 +96,16 @@ def test_an_f32_run_resumed_in_f16_starts_a_fresh_scaler(make_trainer):
     assert resumed.optimization.scaler.is_enabled() and resumed.optimization.scaler.get_scale() == 2.0**16
 
 
+# The CUDA runs leave DVCLive off: the GPU machines may lack dvc(live), and the curves are tested on the CPU.
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
 def test_a_tiny_run_trains_on_cuda_in_reduced_precision(
     corpus, tokenizer_path, tmp_path: Path, single_process, precision
 ):
-    config = tiny_config(corpus, tokenizer_path, tmp_path / "run", backend="cuda", precision=precision)
+    config = tiny_config(
+        corpus, tokenizer_path, tmp_path / "run", backend="cuda", precision=precision, dvclive=False
+    )
     config["optim"]["epochs"] = 1
 
     metrics = run_in_process(config)
@@ -117,7 +120,7 @@ def test_a_cuda_run_resumes_from_its_checkpoint_in_each_precision(
     corpus, tokenizer_path, tmp_path: Path, single_process, precision
 ):
     run_dir = tmp_path / "run"
-    config = tiny_config(corpus, tokenizer_path, run_dir, backend="cuda", precision=precision)
+    config = tiny_config(corpus, tokenizer_path, run_dir, backend="cuda", precision=precision, dvclive=False)
     config["optim"]["epochs"] = 1
     first = run_in_process(config)
 
@@ -139,7 +142,7 @@ def test_torchrun_with_device_indices_trains_one_rank_on_the_listed_gpu(corpus, 
 
     run_dir = tmp_path / "run"
     config = tiny_config(
-        corpus, tokenizer_path, run_dir, backend="cuda", precision="bf16", device_indices=[0]
+        corpus, tokenizer_path, run_dir, backend="cuda", precision="bf16", device_indices=[0], dvclive=False
     )
     config_path = tmp_path / "training_config.json"
     save_json(resolve_config(config), config_path)

@@ -46,11 +46,21 @@ class GreedyDecoder:
         return results
 
 
+# torchaudio's cuda_ctc_decoder on compute capability >= HOPPER: the widest beam that decoded (see CudaDecoder)
+HOPPER = (9, 0)
+HOPPER_SAFE_BEAM = 4
+
+
 class CudaDecoder:
     """torchaudio's ``cuda_ctc_decoder``: CTC prefix beam search on the GPU, without an LM.
 
     Frames whose blank probability exceeds ``blank_skip_threshold`` are skipped (its speed trick); it
     wants the blank at index 0, which is our default ``blank_id``.
+
+    On Hopper and newer GPUs (compute capability 9.0 and up) torchaudio 2.11's kernels read out of bounds
+    (pytorch/audio#3754) and abort the whole process with ``cudaErrorIllegalAddress`` from beam 8 on; on an
+    H100 beams 1 and 4 decoded and 8, 10 and 16 aborted (benchmarks/probe_cuda_ctc_decoder.py). Wider beams
+    are refused there with that reason instead of killing the caller.
     """
 
     def __init__(self, options: DecodingOptions, tokenizer: CTCTokenizer) -> None:
@@ -58,6 +68,13 @@ class CudaDecoder:
             raise RuntimeError("the cuda decoder needs a CUDA device; use lexicon or lexicon_free on the CPU")
         if tokenizer.blank_id != 0:
             raise ValueError(f"the cuda decoder needs blank_id 0, the tokenizer has {tokenizer.blank_id}")
+        capability = torch.cuda.get_device_capability()
+        if capability >= HOPPER and options.beam_width > HOPPER_SAFE_BEAM:
+            raise ValueError(
+                f"the cuda decoder aborts the process at beam_width {options.beam_width} on this GPU (compute "
+                f"capability {capability[0]}.{capability[1]}): torchaudio's cuda_ctc_decoder reads out of bounds "
+                f"there (pytorch/audio#3754); use beam_width <= {HOPPER_SAFE_BEAM}, or the lexicon_free decoder"
+            )
         from torchaudio.models.decoder import cuda_ctc_decoder
 
         self.options, self.tokenizer = options, tokenizer
