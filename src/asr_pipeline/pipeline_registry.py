@@ -4,7 +4,7 @@
 (``paths.demo``), and a plain ``kedro run`` must never synthesize it when ``paths.corpus`` names a user's
 data. Build it explicitly with ``kedro run --pipelines=demo_corpus`` (``dvc repro`` does it for you).
 The alignment recipe's pipelines (``alignment_align``, ``alignment_train``) and HuBERT's (``hubert_units``,
-``hubert_pretrain``) are left out too: they run one iteration at a time from dvc.yaml's foreach stages.
+``hubert_pretrain``, ``hubert_validate``) are left out too: they run one iteration at a time from dvc.yaml's foreach stages.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ from __future__ import annotations
 from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
-OPTIONAL_PIPELINES = ("demo_corpus", "alignment_align", "alignment_train", "hubert_units", "hubert_pretrain")
+OPTIONAL_PIPELINES = (
+    "demo_corpus",
+    "alignment_align",
+    "alignment_train",
+    "hubert_units",
+    "hubert_pretrain",
+    "hubert_validate",
+)
 
 
 def register_pipelines() -> dict[str, Pipeline]:

@@ -19,6 +19,12 @@ INDEX_FILE = "length_index.parquet"  # the length index the run batched with
 CHECKPOINT_DIR = "checkpoint_latest"  # the latest checkpoint's folder (training.checkpoint)
 CHECKPOINT_POINTER = "checkpoint_latest.json"  # written last: the checkpoint's commit point
 WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwrapped model
+KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
+
+
+def kept_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's kept checkpoint weights (``run.keep_checkpoints``), oldest step first."""
+    return sorted((Path(run_dir) / KEPT_DIR).glob("step-*.safetensors"))
 
 
 def resolve_run_dir(path: str | Path) -> Path:
@@ -84,10 +90,12 @@ __all__ = [
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",
     "INDEX_FILE",
+    "KEPT_DIR",
     "METRICS_FILE",
     "TOKENIZER_FILE",
     "WEIGHTS_FILE",
     "committed_dir",
+    "kept_checkpoints",
     "read_checkpoint_pointer",
     "require_checkpoint",
     "resolve_run_dir",

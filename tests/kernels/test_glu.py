@@ -225,7 +225,9 @@ def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_can
             glu(torch.zeros(2, 4))
     assert kernels_choice() == "triton", "use_kernels restores the previous choice (conftest: triton)"
     with use_kernels("auto"):  # the kernel on CUDA; the reference on the CPU, even under the interpreter
-        expected = "MulBackward0" if DEVICE == "cpu" else "GeneratedBackwardFor_asr_kernels_glu_defaultBackward"
+        expected = (
+            "MulBackward0" if DEVICE == "cpu" else "GeneratedBackwardFor_asr_kernels_glu_defaultBackward"
+        )
         assert type(glu(h).grad_fn).__name__ == expected
     with pytest.raises(ValueError, match="kernels must be one of auto, reference, triton, got 'cuda'"):
         set_kernels("cuda")

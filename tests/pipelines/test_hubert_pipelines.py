@@ -3,7 +3,9 @@ centroids and 50 Hz units of train and dev; hubert_pretrain pretrains hubert-pre
 
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -17,8 +19,12 @@ from asr_pipeline.models.hubert import conv_output_lengths, hubert_config
 from asr_pipeline.pipelines.hubert_pretrain import create_pipeline as pretrain_pipeline
 from asr_pipeline.pipelines.hubert_units import create_pipeline as units_pipeline
 from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
+from asr_pipeline.pipelines.hubert_validate import create_pipeline as validate_pipeline
+from asr_pipeline.pipelines.hubert_validate.nodes import validate_checkpoints
+from asr_pipeline.run_layout import kept_checkpoints
 from tests.factories import char_tokenizer_model, random_sentences
 from tests.pipelines.conftest import run_stage
+from tests.training.conftest import events
 
 RATE = 16000
 
@@ -44,9 +50,9 @@ def hubert_params(**iteration) -> dict:
         "current": "it1",
         "train": {
             "model": {"architecture": "hubert-pretrain", "variant": "tiny", "dropout": 0.0},
-            "optim": {"epochs": 1, "learning_rate": 1e-3},
+            "optim": {"epochs": 2, "learning_rate": 1e-3},
             "data": {"adaptive_batch_budget": 400, "adaptive_batch_max_samples": 4},
-            "run": {"backend": "cpu", "dvclive": False, "log_every": 1},
+            "run": {"backend": "cpu", "dvclive": False, "log_every": 1, "keep_checkpoints": True},
         },
         "launch": {"nproc_per_node": 1},
         "iterations": {
@@ -93,7 +99,8 @@ def test_the_units_stage_writes_manifests_features_centroids_and_50_hz_units(uni
         assert [json.loads(line)["id"] for line in lines] == manifest["id"].to_list()
 
 
-def test_the_pretraining_stage_trains_on_the_units(units_run):
+@pytest.fixture(scope="module")
+def pretrained(units_run):
     hubert_dir, _ = units_run
     run_stage(
         pretrain_pipeline(),
@@ -101,7 +108,11 @@ def test_the_pretraining_stage_trains_on_the_units(units_run):
         {"hubert_dir": DirectoryDataset(str(hubert_dir))},
         {"hubert": hubert_params()},
     )
-    run = hubert_dir / "it1" / "run"
+    return hubert_dir
+
+
+def test_the_pretraining_stage_trains_on_the_units_and_keeps_every_checkpoint(pretrained):
+    run = pretrained / "it1" / "run"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["val_loss"] > 0 and 0 <= metrics["val_accuracy"] <= 100
     saved = json.loads((run / "training_config.json").read_text())
@@ -109,6 +120,37 @@ def test_the_pretraining_stage_trains_on_the_units(units_run):
         saved["model"]["architecture"] == "hubert-pretrain" and saved["model"]["options"]["num_classes"] == 4
     )
     assert saved["data"]["alignment"].endswith("it1/units/train.parquet")
+    kept = [e["values"]["kept_path"] for e in events(run, "checkpoint")]
+    assert len(kept) == 2 and [Path(path).name for path in kept] == [p.name for p in kept_checkpoints(run)]
+
+
+def test_the_validation_stage_scores_every_kept_checkpoint_and_points_at_the_best(pretrained):
+    run_stage(
+        validate_pipeline(),
+        {},
+        {"hubert_dir": DirectoryDataset(str(pretrained))},
+        {"hubert": hubert_params()},
+    )
+    iteration = pretrained / "it1"
+    rows = list(csv.DictReader((iteration / "validation" / "checkpoints.tsv").open(), delimiter="\t"))
+    steps = [int(e["step"]) for e in events(iteration / "run", "checkpoint")]
+    assert [int(row["step"]) for row in rows] == steps and [row["epoch"] for row in rows] == ["0", "1"]
+    # The last kept checkpoint is the run's final model, scored on the same dev set with the same masks.
+    final = json.loads((iteration / "run" / "metrics.json").read_text())
+    assert float(rows[-1]["val_loss"]) == pytest.approx(final["val_loss"], rel=1e-4)
+    assert float(rows[-1]["val_accuracy"]) == pytest.approx(final["val_accuracy"], abs=1e-3)
+    best = json.loads((iteration / "validation" / "best.json").read_text())
+    lowest = min(rows, key=lambda row: float(row["val_loss"]))
+    assert best["step"] == int(lowest["step"]) and best["checkpoint"] == lowest["checkpoint"]
+    assert (iteration / best["checkpoint"]).is_file(), "the pointer names a file, relative to the iteration"
+    metrics = json.loads((iteration / "validation_metrics.json").read_text())
+    assert metrics["checkpoints"] == 2 and metrics["best"]["val_loss"] == best["val_loss"]
+
+
+def test_validating_a_run_that_kept_no_checkpoints_says_how_to_keep_them(tmp_path):
+    (tmp_path / "it1" / "run").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"holds no checkpoints.*keep_checkpoints: true"):
+        validate_checkpoints(tmp_path, hubert_params())
 
 
 def test_an_iteration_without_its_two_entries_is_refused():

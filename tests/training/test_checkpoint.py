@@ -5,15 +5,19 @@ import json
 import pytest
 import torch
 
+from asr_pipeline.run_layout import kept_checkpoints
 from asr_pipeline.training.checkpoint import (
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
+    KEPT_DIR,
     build_model_from_config,
     load_model_from_run,
     load_training_state,
     read_checkpoint_pointer,
+    read_kept_weights,
     save_checkpoint,
+    save_kept_weights,
 )
 from asr_pipeline.training.config import resolve_config, save_json
 
@@ -122,3 +126,30 @@ def test_a_kill_between_the_directory_swap_and_the_pointer_resumes_from_the_comm
 
     saved_model(run_dir, step=3)  # the next save repairs the layout
     assert load_training_state(root)["step"] == 3 and not (root / f"{CHECKPOINT_DIR}.old").exists()
+
+
+def test_kept_weights_are_listed_by_step_and_carry_their_model_config(run_dir):
+    root, config = run_dir
+    kept = {}
+    for step in (120, 7, 45):  # written out of order: listed by step
+        torch.manual_seed(step)
+        model, model_config = build_model_from_config(config, vocab_size=11)
+        save_kept_weights(root, model=model, step=step, epoch=step // 10, model_config=model_config)
+        kept[step] = model
+
+    paths = kept_checkpoints(root)
+
+    assert [p.name for p in paths] == [f"step-{s:08d}.safetensors" for s in (7, 45, 120)]
+    assert not list((root / KEPT_DIR).glob(".*")), "no temporary file is left behind"
+    state, info = read_kept_weights(paths[1])
+    assert info["step"] == 45 and info["epoch"] == 4 and info["model_config"]["vocab_size"] == 11
+    assert state.keys() == kept[45].state_dict().keys()
+    assert all(torch.equal(state[k], v) for k, v in kept[45].state_dict().items())
+
+
+def test_a_file_that_is_not_a_kept_checkpoint_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, tmp_path / "plain.safetensors")
+    with pytest.raises(ValueError, match=r"plain\.safetensors is not a kept checkpoint"):
+        read_kept_weights(tmp_path / "plain.safetensors")

@@ -614,6 +614,12 @@ TRAIN_FLAGS: list[TrainFlag] = [
         int,
         "optimizer steps between extra mid-epoch checkpoints; unset: one per epoch only",
     ),
+    TrainFlag(
+        "--keep-checkpoints",
+        "run.keep_checkpoints",
+        bool,
+        "also keep every checkpoint's weights as checkpoints/step-<step>.safetensors in the run dir",
+    ),
     TrainFlag("--backend", "run.backend", str, "device type", ["cpu", "cuda"]),
     TrainFlag(
         "--device-index",

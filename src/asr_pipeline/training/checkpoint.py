@@ -12,6 +12,8 @@ Layout (ARCHITECTURE.md, "Data contracts")::
       checkpoint_latest.json           {"step", "epoch", "model_config", "metrics"}, written last
       checkpoint_best/                 model.safetensors (+ ema.safetensors) of the lowest val CER so far
       checkpoint_best.json             {"step", "epoch", "model_config", "metrics"}, written last
+      checkpoints/step-<step>.safetensors  with run.keep_checkpoints: every checkpoint's weights, kept (the
+                                       metadata holds step, epoch and the model config at that width)
 
 ``checkpoint_latest.json`` is the commit point: it is written after the directory is complete, through
 tmp + ``os.replace``, so a reader that finds it also finds the weights it describes. The directory itself
@@ -23,11 +25,13 @@ and plain containers, so it loads with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
@@ -37,6 +41,7 @@ from asr_pipeline.run_layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
+    KEPT_DIR,
     WEIGHTS_FILE,
     committed_dir,
     read_checkpoint_pointer,
@@ -110,6 +115,31 @@ def save_checkpoint(
     shutil.rmtree(old, ignore_errors=True)
 
 
+def save_kept_weights(
+    run_dir: str | Path, *, model: nn.Module, step: int, epoch: int, model_config: dict[str, Any]
+) -> Path:
+    """The weights of the checkpoint at ``step`` as ``checkpoints/step-<step>.safetensors``, kept for good
+    (HuBERT's recipe validates every one); written to a temporary name and renamed, so a listed file is whole."""
+    folder = Path(run_dir) / KEPT_DIR
+    folder.mkdir(exist_ok=True)
+    path, tmp = folder / f"step-{step:08d}.safetensors", folder / f".step-{step:08d}.tmp"
+    metadata = {"step": str(step), "epoch": str(epoch), "model_config": json.dumps(model_config)}
+    save_file(_contiguous(model.state_dict()), tmp, metadata=metadata)
+    tmp.replace(path)
+    return path
+
+
+def read_kept_weights(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """A kept checkpoint's state dict and its {"step", "epoch", "model_config"}."""
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    if "model_config" not in metadata:
+        raise ValueError(f"{path} is not a kept checkpoint (its metadata has no model_config)")
+    info = {"step": int(metadata["step"]), "epoch": int(metadata["epoch"]),
+            "model_config": json.loads(metadata["model_config"])}  # fmt: skip
+    return load_file(str(path)), info
+
+
 def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
     return {key: tensor.detach().cpu().contiguous() for key, tensor in state.items()}
@@ -159,6 +189,7 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",
+    "KEPT_DIR",
     "STATE_FILE",
     "WEIGHTS_FILE",
     "build_model_from_config",
@@ -167,9 +198,11 @@ __all__ = [
     "load_training_state",
     "load_weights",
     "read_checkpoint_pointer",
+    "read_kept_weights",
     "resolved_model_config",
     "restore_rng",
     "rng_state",
     "save_checkpoint",
+    "save_kept_weights",
     "write_json_atomic",
 ]

@@ -258,6 +258,9 @@ class RunConfig:
     kernels: Literal["auto", "reference", "triton"] = "auto"
     threads_per_rank: int | None = None  # CPU: torch threads per rank; None: max(1, cores // world size)
     checkpoint_every_steps: int | None = None  # extra mid-epoch checkpoints; one is always written per epoch
+    # Also keep every checkpoint's weights as checkpoints/step-<step>.safetensors (training.checkpoint), so
+    # each can be validated later (HuBERT's recipe picks the best by validation loss this way).
+    keep_checkpoints: bool = False
     resume_from: str | None = None  # a run dir whose checkpoint_latest to continue from (training.resume)
     # Start from these weights (a run dir's checkpoint_latest, or a .safetensors file); tensors whose name
     # or shape differ are skipped and reported. Ignored when resume_from is set: the checkpoint wins.

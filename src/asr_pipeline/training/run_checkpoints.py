@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, save_checkpoint
+from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, save_checkpoint, save_kept_weights
 from asr_pipeline.training.config import TrainConfig
 from asr_pipeline.training.events import EventLog
 
@@ -67,6 +67,11 @@ class RunCheckpoints:
                         epoch=epoch, model_config=self.model_config, metrics=metrics,
                         train_config=self.config)  # fmt: skip
         values = {"path": str(self.output_dir / CHECKPOINT_DIR), **metrics}
+        if self.config.run.keep_checkpoints:
+            kept = save_kept_weights(
+                self.output_dir, model=model, step=step, epoch=epoch, model_config=self.model_config
+            )
+            values["kept_path"] = str(kept)
         if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
             values["best_path"] = str(self.output_dir / BEST_DIR)
         self.events.write("checkpoint", step, epoch, values)

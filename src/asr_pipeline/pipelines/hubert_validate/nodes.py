@@ -1,0 +1,96 @@
+"""The HuBERT recipe's ``hubert_validate@<iteration>`` stage: the validation loss of every checkpoint the
+iteration's pretraining kept (``run.keep_checkpoints``), written as a table, and the best one recorded as a
+pointer file (DVC outputs hold no symlinks).
+
+Layout under ``<hubert_dir>/<iteration>/``::
+
+    validation/checkpoints.tsv   step, epoch, val_loss, val_accuracy, masked_frames, checkpoint (one row each)
+    validation/best.json         the lowest val_loss: {"checkpoint", "step", "epoch", "val_loss", ...}
+    validation_metrics.json      the best row and the number of checkpoints (a DVC metrics file)
+
+Every checkpoint is scored on the run's own validation set (its dev manifests and units) with the masks the
+model draws in evaluation mode (seeded, the same for every checkpoint), so the rows compare the weights alone.
+``checkpoint`` paths are relative to the iteration's folder (``run/checkpoints/step-<step>.safetensors``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asr_pipeline.io.atomic import write_json_atomic
+from asr_pipeline.models.registry import build_from_config
+from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
+from asr_pipeline.run_layout import CONFIG_FILE, KEPT_DIR, kept_checkpoints
+from asr_pipeline.training.checkpoint import read_kept_weights
+from asr_pipeline.training.config import load_json
+from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.loaders import build_data
+from asr_pipeline.training.validation import validate
+
+log = logging.getLogger(__name__)
+
+TABLE_COLUMNS = ("step", "epoch", "val_loss", "val_accuracy", "masked_frames", "checkpoint")
+
+
+def score_checkpoints(run_dir: Path, relative_to: Path) -> list[dict[str, Any]]:
+    """One row per kept checkpoint of ``run_dir``, oldest first: its validation loss and masked accuracy."""
+    kept = kept_checkpoints(run_dir)
+    if not kept:
+        raise FileNotFoundError(
+            f"{run_dir / KEPT_DIR} holds no checkpoints: the pretraining run must keep them "
+            "(hubert.train.run.keep_checkpoints: true in params.yaml, or --keep-checkpoints)"
+        )
+    config = load_json(run_dir / CONFIG_FILE)
+    device = torch.device(f"cuda:{config.run.device_index}" if config.run.backend == "cuda" else "cpu")
+    ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=device)
+    loader = build_data(config, ctx).val_loader
+    if loader is None:
+        raise ValueError(f"{run_dir / CONFIG_FILE} has no validation manifests (data.val_manifests)")
+    rows = []
+    for number, path in enumerate(kept, 1):
+        state, info = read_kept_weights(path)
+        model = build_from_config(config.model.architecture, info["model_config"])
+        model.load_state_dict(state, strict=True)
+        scores = validate(model.to(device), loader, config, ctx, tokenizer=None)
+        assert scores is not None  # a single process is rank 0
+        rows.append({
+            "step": info["step"], "epoch": info["epoch"], "val_loss": scores["val_loss"],
+            "val_accuracy": scores["val_accuracy"], "masked_frames": scores["masked_frames"],
+            "checkpoint": str(path.relative_to(relative_to)),
+        })  # fmt: skip
+        log.info(
+            "checkpoint %d/%d (step %d): val_loss %.4f, masked accuracy %.2f %%",
+            number, len(kept), info["step"], scores["val_loss"], scores["val_accuracy"],
+        )  # fmt: skip
+    return rows
+
+
+def best_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The lowest validation loss (the earliest step among equals)."""
+    return min(rows, key=lambda row: (row["val_loss"], row["step"]))
+
+
+def validate_checkpoints(hubert_dir: Path, params: dict[str, Any]) -> None:
+    """Score every kept checkpoint of the iteration's run; write the table, the best pointer and the metrics."""
+    name, _ = hubert_iteration(params)
+    iteration_dir = Path(hubert_dir) / name
+    rows = score_checkpoints(iteration_dir / "run", iteration_dir)
+    out = iteration_dir / "validation"
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["\t".join(TABLE_COLUMNS)]
+    lines += ["\t".join(_cell(row[column]) for column in TABLE_COLUMNS) for row in rows]
+    (out / "checkpoints.tsv").write_text("\n".join(lines) + "\n")
+    best = best_row(rows)
+    write_json_atomic(out / "best.json", best)
+    metrics = {"best": {k: v for k, v in best.items() if k != "checkpoint"}, "checkpoints": len(rows)}
+    write_json_atomic(iteration_dir / "validation_metrics.json", metrics)
+    log.info("best of %d checkpoints: %s", len(rows), json.dumps(best))
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.6f}" if isinstance(value, float) else str(value)
