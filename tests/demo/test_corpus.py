@@ -48,7 +48,7 @@ def test_manifest_rows_name_their_audio_relative_to_the_manifest(tiny_files):
         rows = [json.loads(line) for line in tiny_files[f"{split}.jsonl"].decode("utf-8").splitlines()]
         assert [row["id"] for row in rows] == [f"{split}-{i:06d}" for i in range(1, 4)]
         for row in rows:
-            assert set(row) == {"id", "audio_path", "text"}
+            assert set(row) == {"id", "audio_path", "text", "speaker", "rate_wpm", "pitch"}
             assert row["audio_path"] == f"{split}/{row['id']}.wav"
             assert row["audio_path"] in tiny_files
             assert row["text"] and row["text"] == row["text"].strip()

@@ -14,11 +14,12 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.demo.synthesis import Voice, synthesize
+from asr_pipeline.io.datasets import DirectoryDataset, Manifest
 from asr_pipeline.models.hubert import conv_output_lengths, hubert_config
 from asr_pipeline.pipelines.hubert_pretrain import create_pipeline as pretrain_pipeline
 from asr_pipeline.pipelines.hubert_units import create_pipeline as units_pipeline
-from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
+from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration, phone_alignments
 from asr_pipeline.pipelines.hubert_validate import create_pipeline as validate_pipeline
 from asr_pipeline.pipelines.hubert_validate.nodes import validate_checkpoints
 from asr_pipeline.run_layout import kept_checkpoints
@@ -44,6 +45,26 @@ def audio_manifest(root, split: str, count: int, seed: int) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def voiced_manifest(root, count: int, seed: int) -> tuple[pl.DataFrame, Path]:
+    """``count`` espeak-ng utterances as the demo corpus lays out dev: a JSONL naming each voice, and the
+    transcripts-stage manifest of it."""
+    rng = np.random.default_rng(seed)
+    (root / "dev").mkdir()
+    rows, raw = [], []
+    for i, text in enumerate(random_sentences(count, seed)):
+        voice = Voice(
+            "en-us", ["m3", "f2", None][i % 3], int(rng.integers(140, 220)), int(rng.integers(20, 80))
+        )
+        path = root / "dev" / f"dev-{i:03d}.wav"
+        path.write_bytes(synthesize(text, voice))
+        raw.append({"id": f"dev-{i:03d}", "audio_path": f"dev/{path.name}", "text": text,
+                    "speaker": voice.espeak_name, "rate_wpm": voice.rate_wpm, "pitch": voice.pitch})  # fmt: skip
+        rows.append({"id": f"dev-{i:03d}", "location": f"{root}/dev.jsonl:{i + 1}", "audio_path": str(path),
+                     "text": text, "offset_sec": None, "duration_sec": None})  # fmt: skip
+    (root / "dev.jsonl").write_text("".join(json.dumps(row) + "\n" for row in raw))
+    return pl.DataFrame(rows), root / "dev.jsonl"
+
+
 def hubert_params(**iteration) -> dict:
     return {
         "jobs": 1,
@@ -65,9 +86,11 @@ def hubert_params(**iteration) -> dict:
 @pytest.fixture(scope="module")
 def units_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("hubert")
+    dev, dev_jsonl = voiced_manifest(root, 3, 2)
     inputs = {
         "train.manifest": audio_manifest(root, "train", 6, 1),
-        "dev.manifest": audio_manifest(root, "dev", 3, 2),
+        "dev.manifest": dev,
+        "dev.raw_manifest": Manifest(dev_jsonl),
     }
     hubert_dir = root / "hubert"
     run_stage(
@@ -86,17 +109,43 @@ def test_the_units_stage_writes_manifests_features_centroids_and_50_hz_units(uni
     report = json.loads((units / "report.json").read_text())
     assert report["kmeans"]["sampled_utterances"] == 3 and report["extraction"]["train"]["kept"] == 6
     config = hubert_config("tiny")
-    for split, manifest in inputs.items():
-        name = split.split(".")[0]
+    for split in ("train.manifest", "dev.manifest"):
+        manifest, name = inputs[split], split.split(".")[0]
         table = pq.read_table(units / f"{name}.parquet").to_pylist()
         assert [row["id"] for row in table] == manifest["id"].to_list()
         for row, path in zip(table, manifest["audio_path"], strict=True):
-            samples = -(-sf.info(path).frames // 320) * 320  # the waveform frontend's padded length
+            info = sf.info(path)  # espeak's dev audio is 22.05 kHz: resampled to 16 kHz first
+            samples = -(-round(info.frames * RATE / info.samplerate) // 320) * 320  # the frontend pads to 320
             model_frames = int(conv_output_lengths(config, torch.tensor([samples]))[0])
             assert abs(row["frames"] - model_frames) <= 1  # MFCC at 100 Hz, every second frame kept
             assert set(row["labels"]) <= set(range(4))
         lines = (units / "manifests" / f"{name}.jsonl").read_text().splitlines()
         assert [json.loads(line)["id"] for line in lines] == manifest["id"].to_list()
+
+
+def test_the_units_stage_aligns_the_voiced_dev_split_and_scores_its_units_against_the_phones(units_run):
+    hubert_dir, inputs = units_run
+    units = hubert_dir / "it1" / "units"
+    phones = json.loads((units / "report.json").read_text())["phones"]
+    assert phones["utterances"] == phones["kept"] == 3 and phones["skipped"] == 0
+    assert 0 <= phones["pnmi"] <= 1 and 0 < phones["phone_purity"] <= 1 and phones["frames"] > 50
+    lines = (units / "phones" / "dev.item").read_text().splitlines()
+    assert lines[0] == "#file onset offset #phone prev-phone next-phone speaker"
+    assert len(lines) - 1 == phones["phones"] and {line.split()[0] for line in lines[1:]} == set(
+        inputs["dev.manifest"]["id"]
+    )
+    inventory = json.loads((units / "phones" / "inventory.json").read_text())
+    assert {line.split()[3] for line in lines[1:]} == set(inventory) and len(inventory) == phones["inventory"]
+    assert {line.split()[6] for line in lines[1:]} == {"en-us+m3", "en-us+f2", "en-us"}
+
+
+def test_a_dev_manifest_without_voices_gets_the_reason_not_phones(units_run, tmp_path):
+    hubert_dir, _ = units_run
+    plain = tmp_path / "dev.tsv"
+    plain.write_text("audio_path\ttext\n")
+    report = {"iteration": "it1"}
+    phone_alignments(report, Manifest(plain), hubert_dir, hubert_params())
+    assert "names no espeak-ng voices" in report["phones"]["reason"] and report["phones"]["kept"] == 0
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,10 @@
 Layout (paths relative to the corpus root; one form of each input the pipeline accepts):
 
     train/<id>.wav, train/<id>.txt     an audio folder with transcript sidecars
-    dev.jsonl, dev/<id>.wav            JSONL manifests {"id", "audio_path", "text"}, audio_path
-    test.jsonl, test/<id>.wav          relative to the manifest's folder
+    dev.jsonl, dev/<id>.wav            JSONL manifests {"id", "audio_path", "text", "speaker", "rate_wpm",
+    test.jsonl, test/<id>.wav          "pitch"}, audio_path relative to the manifest's folder; speaker is the
+                                       espeak-ng voice (``en-us+m3``): with rate and pitch it replays the
+                                       synthesis (demo.phones: phone alignments, HuBERT's ABX items)
 
 Reproducibility: every utterance draws its sentence, speaker, rate and pitch from an RNG seeded by
 (seed, split, index, attempt), and espeak-ng is deterministic, so the files are byte-identical for
@@ -181,7 +183,11 @@ def layout_files(corpus: DemoCorpus) -> dict[str, bytes]:
         files[f"train/{utt.id}.txt"] = (utt.text + "\n").encode("utf-8")
     for split in ("dev", "test"):
         utts = corpus.utterances[split]
-        rows = [{"id": u.id, "audio_path": f"{split}/{u.id}.wav", "text": u.text} for u in utts]
+        rows = [
+            {"id": u.id, "audio_path": f"{split}/{u.id}.wav", "text": u.text, "speaker": u.voice.espeak_name,
+             "rate_wpm": u.voice.rate_wpm, "pitch": u.voice.pitch}
+            for u in utts
+        ]  # fmt: skip
         files[f"{split}.jsonl"] = "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8")
         for utt in utts:
             files[f"{split}/{utt.id}.wav"] = utt.wav

@@ -9,7 +9,10 @@ clusters: ``mfcc`` (iteration 1: MFCC-39 of the audio). Layout under ``paths.hub
     <iteration>/units/features/{train,dev}/          the clustered frame features (shards)
     <iteration>/units/centroids.npy                  the k-means centroids (K, F)
     <iteration>/units/{train,dev}.parquet            every utterance's unit per 20 ms frame (data.alignment)
-    <iteration>/units/report.json                    k-means inertia, sample sizes, extraction skips
+    <iteration>/units/report.json                    k-means inertia, sample sizes, extraction skips, and
+                                                     the dev units' phone purity and PNMI (below)
+    <iteration>/units/phones/dev.item                the dev split's ABX item file (hubert.phone_items)
+    <iteration>/units/phones/inventory.json          phone -> index of the purity/PNMI labels
     <iteration>/run/                                 the pretraining run (hubert_pretrain@<iteration>)
 """
 
@@ -25,7 +28,22 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
-from asr_pipeline.hubert.units import KMeansOptions, fit_kmeans, label_shards, write_audio_manifest
+from asr_pipeline.hubert.phone_items import (
+    align_split,
+    frame_phones,
+    item_lines,
+    phone_inventory,
+    summary,
+    voiced_utterances,
+)
+from asr_pipeline.hubert.units import (
+    KMeansOptions,
+    fit_kmeans,
+    label_shards,
+    unit_purity,
+    write_audio_manifest,
+)
+from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
 from asr_pipeline.pipelines.iterations import iteration_params
@@ -49,7 +67,7 @@ def hubert_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def make_units(
     train_manifest: pl.DataFrame, dev_manifest: pl.DataFrame, hubert_dir: Path, params: dict
-) -> None:
+) -> dict[str, Any]:
     """Write the iteration's manifests, its target features, k-means centroids and units (module docstring)."""
     name, iteration = hubert_iteration(params)
     units = iteration["units"]
@@ -79,6 +97,38 @@ def make_units(
         table = label_shards(shards[split], centroids, decimation=TARGETS[targets], jobs=jobs)
         pq.write_table(table, output / f"{split}.parquet")
         report["units"][split] = {"utterances": table.num_rows, "mean_distance": _mean(table.column("score"))}
+    (output / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    return report
+
+
+def phone_alignments(
+    report: dict[str, Any], dev_raw_manifest: Manifest, hubert_dir: Path, params: dict
+) -> None:
+    """The dev split's phone alignments, when its raw manifest names each utterance's espeak-ng voice (the
+    demo corpus): the ABX item file, and phone purity / PNMI of the iteration's dev units in report.json.
+    Any other corpus gets the reason in the report instead (nothing is guessed)."""
+    name, _ = hubert_iteration(params)
+    output = hubert_dir / name / "units"
+    skips = SkipReport(strict=False)
+    manifest = Path(dev_raw_manifest.path)
+    utterances = voiced_utterances(manifest, skips) if manifest.suffix == ".jsonl" else []
+    alignments = align_split(utterances, skips, jobs=int(params.get("jobs", 1))) if utterances else {}
+    if not alignments:
+        reason = f"{manifest}: no utterance could be aligned (it names no espeak-ng voices, or none matched)"
+        report["phones"] = {**skips.to_dict(), "reason": reason}
+    else:
+        speakers = {u.id: u.speaker for u in utterances}
+        inventory = phone_inventory(alignments.values())
+        (output / "phones").mkdir(parents=True, exist_ok=True)
+        (output / "phones" / "dev.item").write_text("\n".join(item_lines(alignments, speakers)) + "\n")
+        (output / "phones" / "inventory.json").write_text(json.dumps(inventory, indent=1))
+        dev_units = pq.read_table(output / "dev.parquet", columns=["id", "labels"]).to_pylist()
+        units = {row["id"]: np.asarray(row["labels"]) for row in dev_units}
+        report["phones"] = {
+            **summary(alignments, inventory),
+            **unit_purity(units, frame_phones(alignments, inventory)),
+            **skips.to_dict(),
+        }
     (output / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
 
 
