@@ -23,9 +23,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Python >= 3.12: fastabx (HuBERT's ABX scores) needs it. These machines carry it through pyenv, whose
+# python3.12 shim refuses to run while another version is pyenv's global, so its folder is searched too.
+find_python() {
+  local candidate
+  for candidate in "${PYTHON:-}" python3.12 python3 "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/3.1[2-9]*/bin/python3 \
+      /usr/bin/python3.12 /usr/local/bin/python3.12; do
+    [ -n "$candidate" ] && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))' 2>/dev/null \
+      && { echo "$candidate"; return 0; }
+  done
+  return 1
+}
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))'; then
+  echo "[setup] $VENV is Python $("$VENV/bin/python" -c 'import platform; print(platform.python_version())'): recreating it"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "[setup] creating $VENV"
-  python3 -m venv "$VENV"
+  PYTHON=$(find_python) || { echo "[setup] no Python >= 3.12 found (set PYTHON=/path/to/python3.12)" >&2; exit 1; }
+  echo "[setup] creating $VENV with $PYTHON ($("$PYTHON" --version))"
+  "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install -q -U pip wheel
 fi
 mkdir -p "$STAMP_DIR"

@@ -22,7 +22,7 @@ def test_there_is_one_pipeline_per_dvc_stage_and_a_default(pipelines):
     assert set(pipelines) == {
         "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train",
         "tune_decoding", "evaluate", "alignment_align", "alignment_train", "hubert_units", "hubert_pretrain",
-        "hubert_validate",
+        "hubert_validate", "hubert_abx",
     }  # fmt: skip
 
 
@@ -32,7 +32,14 @@ def test_a_plain_kedro_run_leaves_the_demo_out_and_runs_every_other_stage(pipeli
     assert "synthesize_demo_corpus" not in default_nodes
     assert "demo_corpus_files" not in pipelines["__default__"].all_outputs()
     assert (
-        not {"align_iteration", "train_iteration", "make_units", "pretrain", "validate_checkpoints"}
+        not {
+            "align_iteration",
+            "train_iteration",
+            "make_units",
+            "pretrain",
+            "validate_checkpoints",
+            "score_layers",
+        }
         & default_nodes
     )
     for name, pipeline in pipelines.items():

@@ -14,6 +14,7 @@ left out; a neighbour that is a pause or the utterance's edge is ``SIL``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,8 +103,17 @@ def align_split(
     return aligned
 
 
-def item_lines(alignments: Mapping[str, PhoneAlignment], speakers: Mapping[str, str]) -> list[str]:
-    """The ABX item file's lines (header first): every phone that is not a pause, with its neighbours."""
+def covers_a_frame(onset: float, offset: float, frequency: int) -> bool:
+    """Whether [onset, offset) s holds a frame centre at ``frequency`` Hz (fastabx's rule for which frames a
+    phone takes: a phone with none cannot be scored, and fastabx refuses the whole item file)."""
+    return math.floor(offset * frequency - 0.5) + 1 > math.ceil(onset * frequency - 0.5)
+
+
+def item_lines(
+    alignments: Mapping[str, PhoneAlignment], speakers: Mapping[str, str], frequency: int = 50
+) -> list[str]:
+    """The ABX item file's lines (header first): every phone that is not a pause and holds a frame at
+    ``frequency`` Hz (the model's 50 Hz; shorter phones are left out), with its neighbours."""
     lines = [ITEM_HEADER]
     for utterance in sorted(alignments):
         alignment = alignments[utterance]
@@ -113,7 +123,10 @@ def item_lines(alignments: Mapping[str, PhoneAlignment], speakers: Mapping[str, 
                 continue
             previous = _name(segments[i - 1]) if i > 0 else SILENCE
             following = _name(segments[i + 1]) if i + 1 < len(segments) else SILENCE
-            onset, offset = segment.start / alignment.sample_rate, segment.end / alignment.sample_rate
+            onset = round(segment.start / alignment.sample_rate, 4)  # as written: fastabx reads these
+            offset = round(segment.end / alignment.sample_rate, 4)
+            if not covers_a_frame(onset, offset, frequency):
+                continue
             lines.append(
                 f"{utterance} {onset:.4f} {offset:.4f} {segment.phone} {previous} {following} {speakers[utterance]}"
             )
@@ -167,6 +180,7 @@ __all__ = [
     "SILENCE",
     "VoicedUtterance",
     "align_split",
+    "covers_a_frame",
     "frame_phones",
     "item_lines",
     "phone_inventory",

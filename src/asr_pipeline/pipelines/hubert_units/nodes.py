@@ -120,12 +120,14 @@ def phone_alignments(
         speakers = {u.id: u.speaker for u in utterances}
         inventory = phone_inventory(alignments.values())
         (output / "phones").mkdir(parents=True, exist_ok=True)
-        (output / "phones" / "dev.item").write_text("\n".join(item_lines(alignments, speakers)) + "\n")
+        items = item_lines(alignments, speakers)  # the phones that hold a 50 Hz frame
+        (output / "phones" / "dev.item").write_text("\n".join(items) + "\n")
         (output / "phones" / "inventory.json").write_text(json.dumps(inventory, indent=1))
         dev_units = pq.read_table(output / "dev.parquet", columns=["id", "labels"]).to_pylist()
         units = {row["id"]: np.asarray(row["labels"]) for row in dev_units}
         report["phones"] = {
             **summary(alignments, inventory),
+            "items": len(items) - 1,
             **unit_purity(units, frame_phones(alignments, inventory)),
             **skips.to_dict(),
         }
