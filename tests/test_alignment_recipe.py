@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from tests.test_dvc_pipeline import TINY_PARAMS, copy_project, edit_params, run, stages_run
@@ -27,6 +28,7 @@ def test_the_project_has_no_iterations_by_default():
     assert yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())["alignment"]["iterations"] == {}
 
 
+@pytest.mark.slow  # ~1.5 min of real dvc repro over two iterations: in `make test-all`
 def test_the_recipe_runs_both_iterations_and_reruns_only_what_a_change_touches(tmp_path):
     project = copy_project(tmp_path / "project", {**TINY_PARAMS, "alignment": ALIGNMENT})
 

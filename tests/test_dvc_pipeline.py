@@ -206,6 +206,7 @@ def test_teammate_pull_gives_clean_status_and_no_op_repro(origin):
     assert (teammate / "data" / "04_features" / "train" / "shard-00000.parquet").is_file()
 
 
+@pytest.mark.slow  # ~2.5 min of real dvc repro: in `make test-all`, kept out of `make test`'s 20 minutes
 def test_parameter_changes_rerun_only_the_stages_that_depend_on_them(origin):
     project = clone(origin, "params")
     edit_params(project, {"features": {"shard_size": 7}})
@@ -290,6 +291,7 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
 # The features stage reruns whenever the architecture changes (its frontend follows train.model.architecture,
 # features.architecture: null); params.yaml's zipformer and squeezeformer both eat fbank shards, so the same
 # shards come out and DVC reruns no index.
+@pytest.mark.slow  # ~1.5 min per architecture of real dvc repro: in `make test-all`
 @pytest.mark.parametrize(
     ("architecture", "width", "index_reruns"), [("squeezeformer", 80, False), ("w2v-bert", 160, True)]
 )
