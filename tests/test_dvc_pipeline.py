@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,48 @@ def test_teammate_pull_gives_clean_status_and_no_op_repro(origin):
     assert "up to date" in run(["dvc", "status"], teammate).stdout
     assert stages_run(run(["dvc", "repro"], teammate).stdout) == set()
     assert (teammate / "data" / "04_features" / "train" / "shard-00000.parquet").is_file()
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    """A real S3-compatible server (moto's server mode) on 127.0.0.1 with an empty bucket; its URL."""
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "team"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    boto3.client("s3", endpoint_url=url).create_bucket(Bucket="team-cache")
+    yield url
+    server.stop()
+
+
+def test_a_teammate_pulls_the_cached_stages_from_an_s3_remote(origin, s3_server):
+    def add_remote(project: Path) -> None:  # what the README's S3 set-up says, kept in .dvc/config.local
+        run(["dvc", "remote", "add", "--local", "s3team", "s3://team-cache/asr"], project)
+        run(["dvc", "remote", "modify", "--local", "s3team", "endpointurl", s3_server], project)
+
+    add_remote(origin)
+    run(["dvc", "push", "-r", "s3team"], origin)
+    teammate = origin.parent / "s3-teammate"
+    run(["git", "clone", "-q", str(origin), str(teammate)], origin.parent)
+    add_remote(teammate)
+    run(["dvc", "pull", "-r", "s3team"], teammate)
+
+    assert "up to date" in run(["dvc", "status"], teammate).stdout
+    assert stages_run(run(["dvc", "repro"], teammate).stdout) == set()
+    shard = Path("data") / "04_features" / "train" / "shard-00000.parquet"
+    assert (teammate / shard).read_bytes() == (origin / shard).read_bytes()
+    run(["dvc", "remote", "remove", "--local", "s3team"], origin)
 
 
 @pytest.mark.slow  # ~2.5 min of real dvc repro: in `make test-all`, kept out of `make test`'s 20 minutes
