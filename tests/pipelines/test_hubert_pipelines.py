@@ -21,7 +21,7 @@ from asr_pipeline.pipelines.hubert_abx import create_pipeline as abx_pipeline
 from asr_pipeline.pipelines.hubert_abx.nodes import score_layers
 from asr_pipeline.pipelines.hubert_pretrain import create_pipeline as pretrain_pipeline
 from asr_pipeline.pipelines.hubert_units import create_pipeline as units_pipeline
-from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration, phone_alignments
+from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration, make_units, phone_alignments
 from asr_pipeline.pipelines.hubert_validate import create_pipeline as validate_pipeline
 from asr_pipeline.pipelines.hubert_validate.nodes import validate_checkpoints
 from asr_pipeline.run_layout import kept_checkpoints
@@ -85,7 +85,10 @@ def hubert_params(**iteration) -> dict:
         },
         "launch": {"nproc_per_node": 1},
         "iterations": {
-            "it1": {"units": {"targets": "mfcc", "clusters": 4, "sample_fraction": 0.5}, "train": {}}
+            "it1": {
+                "units": {"targets": "mfcc", "source": "transcripts", "clusters": 4, "sample_fraction": 0.5},
+                "train": {},
+            }
         }
         | iteration,
     }
@@ -209,14 +212,19 @@ def test_the_validation_stage_scores_every_kept_checkpoint_and_points_at_the_bes
     assert metrics["checkpoints"] == 2 and metrics["best"]["val_loss"] == best["val_loss"]
 
 
-def test_the_abx_stage_scores_mfcc_and_every_layer_of_the_best_checkpoint(validated):
+@pytest.fixture(scope="module")
+def scored(validated):
     pytest.importorskip(
         "fastabx", reason="fastabx needs Python >= 3.12 (.ci/setup.sh makes the venv with it)"
     )
     run_stage(
         abx_pipeline(), {}, {"hubert_dir": DirectoryDataset(str(validated))}, {"hubert": hubert_params()}
     )
-    iteration = validated / "it1"
+    return validated
+
+
+def test_the_abx_stage_scores_mfcc_and_every_layer_of_the_best_checkpoint(scored):
+    iteration = scored / "it1"
     rows = list(csv.DictReader((iteration / "abx" / "scores.tsv").open(), delimiter="\t"))
     layers = hubert_config("tiny").num_layers
     assert [row["features"] for row in rows] == ["mfcc", *(f"layer_{n}" for n in range(1, layers + 1))]
@@ -231,6 +239,39 @@ def test_the_abx_stage_scores_mfcc_and_every_layer_of_the_best_checkpoint(valida
     assert best["checkpoint"] == chosen["checkpoint"]
     metrics = json.loads((iteration / "abx_metrics.json").read_text())
     assert set(metrics) == {"mfcc", "best_layer"} and metrics["best_layer"]["layer"] == best["layer"]
+
+
+def test_iteration_2_clusters_the_best_abx_layer_of_iteration_1_at_the_models_frame_rate(scored, units_run):
+    _, inputs = units_run
+    source = scored / "it1" / "abx"
+    it2 = {
+        "units": {"targets": "layer", "source": str(source), "clusters": 3, "sample_fraction": 1.0},
+        "train": {},
+    }
+    params = hubert_params(it2=it2) | {"current": "it2"}
+    run_stage(units_pipeline(), inputs, {"hubert_dir": DirectoryDataset(str(scored))}, {"hubert": params})
+
+    units = scored / "it2" / "units"
+    best = json.loads((source / "best_layer.json").read_text())
+    report = json.loads((units / "report.json").read_text())
+    assert report["targets"] == "layer" and report["extraction"]["train"]["layer"] == best["layer"]
+    assert np.load(units / "centroids.npy").shape == (3, hubert_config("tiny").d_model)
+    first = {
+        row["id"]: row["frames"]
+        for row in pq.read_table(scored / "it1" / "units" / "dev.parquet").to_pylist()
+    }
+    second = pq.read_table(units / "dev.parquet").to_pylist()
+    assert [row["id"] for row in second] == inputs["dev.manifest"]["id"].to_list()
+    for row in second:  # one unit per model frame (50 Hz), as many as iteration 1's units (±1: MFCC rounding)
+        assert abs(row["frames"] - first[row["id"]]) <= 1 and set(row["labels"]) <= {0, 1, 2}
+    assert "pnmi" in report["phones"], "the new units are scored against the phones too"
+
+
+def test_an_iteration_without_a_source_is_refused(units_run, tmp_path):
+    _, inputs = units_run
+    params = hubert_params(it1={"units": {"targets": "mfcc"}, "train": {}})
+    with pytest.raises(ValueError, match=r"hubert\.iterations\.it1\.units\.source is missing"):
+        make_units(inputs["train.manifest"], inputs["dev.manifest"], tmp_path, params)
 
 
 def test_abx_without_an_item_file_says_why(tmp_path):

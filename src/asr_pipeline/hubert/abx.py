@@ -48,17 +48,22 @@ def abx_errors(
 
 
 @torch.no_grad()
-def layer_features(encoder: nn.Module, batches: Iterable, device: torch.device) -> list[dict[str, Tensor]]:
+def layer_features(
+    encoder: nn.Module, batches: Iterable, device: torch.device, only_layer: int | None = None
+) -> list[dict[str, Tensor]]:
     """Per transformer layer, every utterance's unmasked output frames (T', D), from ``encoder``'s
-    ``extract_features`` (a ``HubertEncoder``) over ``batches`` of waveform frames (training.loaders)."""
+    ``extract_features`` (a ``HubertEncoder``) over ``batches`` of waveform frames (training.loaders).
+    ``only_layer`` (1-based): that layer alone (a one-element list), the deeper ones never computed."""
     encoder.eval()
     layers: list[dict[str, Tensor]] = []
     for batch in batches:
         if len(batch) == 0:
             continue
         outputs, lengths = encoder.extract_features(
-            batch.features.to(device), batch.feature_lengths.to(device)
+            batch.features.to(device), batch.feature_lengths.to(device), num_layers=only_layer
         )  # [(B, T', D)] * layers, (B,)
+        if only_layer is not None:
+            outputs = outputs[-1:]
         if not layers:
             layers = [{} for _ in outputs]
         for layer, output in zip(layers, outputs, strict=True):

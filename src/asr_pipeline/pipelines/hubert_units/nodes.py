@@ -2,8 +2,10 @@
 
 ``params.yaml`` ``hubert.iterations`` names the iterations; DVC runs each with
 ``--params=hubert.current=<iteration>`` (``pipelines.iterations``). An iteration's ``targets`` says what it
-clusters: ``mfcc`` (iteration 1: MFCC-39 of the audio). Layout under ``paths.hubert`` (the catalog's
-``hubert_dir``)::
+clusters: ``mfcc`` (iteration 1: MFCC-39 of the audio, 100 Hz, every second unit kept) or ``layer`` (iteration 2:
+the frames of the best ABX layer of an earlier iteration's best checkpoint, 50 Hz; ``source`` names that
+iteration's ``abx`` folder). ``source`` is required either way: dvc.yaml tracks it as the units' input (mfcc: the
+transcripts folder). Layout under ``paths.hubert`` (the catalog's ``hubert_dir``)::
 
     <iteration>/units/manifests/{train,dev}.jsonl   the audio the pretraining reads (raw manifests)
     <iteration>/units/features/{train,dev}/          the clustered frame features (shards)
@@ -28,6 +30,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
+from asr_pipeline.hubert.abx import layer_features
 from asr_pipeline.hubert.phone_items import (
     align_split,
     frame_phones,
@@ -36,6 +39,7 @@ from asr_pipeline.hubert.phone_items import (
     summary,
     voiced_utterances,
 )
+from asr_pipeline.hubert.runs import dev_loader
 from asr_pipeline.hubert.units import (
     KMeansOptions,
     fit_kmeans,
@@ -46,10 +50,12 @@ from asr_pipeline.hubert.units import (
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
+from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.pipelines.iterations import iteration_params
+from asr_pipeline.training.checkpoint import read_kept_weights
 
 SPLITS = ("train", "dev")
-TARGETS = {"mfcc": 2}  # targets -> decimation to the model's 50 Hz (MFCC frames are 10 ms)
+TARGETS = {"mfcc": 2, "layer": 1}  # targets -> decimation to the model's 50 Hz (MFCC frames are 10 ms)
 
 
 def hubert_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -74,8 +80,14 @@ def make_units(
     targets = units.get("targets", "mfcc")
     if targets not in TARGETS:
         raise ValueError(
-            f"hubert.iterations.{name}.units.targets={targets!r}: only mfcc targets (iteration 1) are built so far; "
-            "a pretrained layer's targets (iteration 2) are not"
+            f"hubert.iterations.{name}.units.targets={targets!r}: one of {', '.join(TARGETS)} (mfcc: MFCC-39, "
+            "iteration 1; layer: the best ABX layer of the iteration whose abx folder units.source names)"
+        )
+    if not isinstance(units.get("source"), str):
+        raise ValueError(
+            f"hubert.iterations.{name}.units.source is missing: the folder its targets come from, which dvc.yaml "
+            "tracks (mfcc: the transcripts folder, e.g. data/02_transcripts; layer: an earlier iteration's abx "
+            "folder, e.g. data/11_hubert/it1/abx)"
         )
     output = hubert_dir / name / "units"
     shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
@@ -84,10 +96,16 @@ def make_units(
     report: dict[str, Any] = {"iteration": name, "targets": targets, "extraction": {}, "units": {}}
     shards: dict[str, list[Path]] = {}
     for split, manifest in manifests.items():
-        write_audio_manifest(manifest.iter_rows(named=True), output / "manifests" / f"{split}.jsonl")
-        shards[split], report["extraction"][split] = _target_features(
-            manifest, output / "features" / split, targets, jobs
-        )
+        manifest_path = output / "manifests" / f"{split}.jsonl"
+        write_audio_manifest(manifest.iter_rows(named=True), manifest_path)
+        if targets == "layer":
+            shards[split], report["extraction"][split] = _layer_features(
+                Path(units["source"]), manifest_path, output / "features" / split
+            )
+        else:
+            shards[split], report["extraction"][split] = _target_features(
+                manifest, output / "features" / split, targets, jobs
+            )
     kmeans = KMeansOptions(
         **{key: units[key] for key in ("clusters", "sample_fraction", "seed") if key in units}
     )
@@ -149,6 +167,39 @@ def _target_features(
         paths.append(directory / shard_name(index))
         write_shard(table, paths[-1])
     return paths, skips.to_dict()
+
+
+def _layer_features(abx_dir: Path, manifest: Path, directory: Path) -> tuple[list[Path], dict[str, Any]]:
+    """Shards of the best ABX layer's frames (50 Hz, the model's own rate) of the earlier iteration's best
+    checkpoint (``abx_dir/best_layer.json``) for the manifest's utterances."""
+    best = json.loads((abx_dir / "best_layer.json").read_text())
+    earlier = abx_dir.parent
+    state, info = read_kept_weights(earlier / best["checkpoint"])
+    config, ctx, loader = dev_loader(earlier / "run", manifests=[str(manifest)])
+    model = build_from_config(config.model.architecture, info["model_config"])
+    model.load_state_dict(state, strict=True)
+    [frames] = layer_features(model.to(ctx.device).hubert, loader, ctx.device, only_layer=best["layer"])
+    records = (
+        {"id": utterance, "features": features.numpy(), "tokens": [], "text": "",
+         "duration_ms": 20 * features.shape[0]}
+        for utterance in _manifest_ids(manifest)
+        if (features := frames.get(utterance)) is not None
+    )  # fmt: skip
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, table in enumerate(batch_into_shards(records, ExtractionOptions().shard_size)):
+        paths.append(directory / shard_name(index))
+        write_shard(table, paths[-1])
+    report = {
+        "utterances": len(frames),
+        "layer": best["layer"],
+        "checkpoint": str(earlier / best["checkpoint"]),
+    }
+    return paths, report
+
+
+def _manifest_ids(manifest: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in manifest.read_text().splitlines() if line.strip()]
 
 
 def _mean(column) -> float:

@@ -20,34 +20,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.utils.data import DataLoader
-
+from asr_pipeline.hubert.runs import dev_loader
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
-from asr_pipeline.run_layout import CONFIG_FILE, KEPT_DIR, kept_checkpoints
+from asr_pipeline.run_layout import KEPT_DIR, kept_checkpoints
 from asr_pipeline.training.checkpoint import read_kept_weights
-from asr_pipeline.training.config import TrainConfig, load_json
-from asr_pipeline.training.distributed import DistributedContext
-from asr_pipeline.training.loaders import build_data
 from asr_pipeline.training.validation import validate
 
 log = logging.getLogger(__name__)
 
 TABLE_COLUMNS = ("step", "epoch", "val_loss", "val_accuracy", "masked_frames", "checkpoint")
-
-
-def dev_loader(run_dir: Path) -> tuple[TrainConfig, DistributedContext, DataLoader]:
-    """The run's config, a single-process context on its device, and its validation loader (the dev
-    utterances and units it validated on, batched as in training)."""
-    config = load_json(run_dir / CONFIG_FILE)
-    device = torch.device(f"cuda:{config.run.device_index}" if config.run.backend == "cuda" else "cpu")
-    ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=device)
-    loader = build_data(config, ctx).val_loader
-    if loader is None:
-        raise ValueError(f"{run_dir / CONFIG_FILE} has no validation manifests (data.val_manifests)")
-    return config, ctx, loader
 
 
 def score_checkpoints(run_dir: Path, relative_to: Path) -> list[dict[str, Any]]:
