@@ -17,6 +17,7 @@ import torch
 from asr_pipeline.demo.synthesis import Voice, synthesize
 from asr_pipeline.io.datasets import DirectoryDataset, Manifest
 from asr_pipeline.models.hubert import conv_output_lengths, hubert_config
+from asr_pipeline.models.registry import build_model
 from asr_pipeline.pipelines.hubert_abx import create_pipeline as abx_pipeline
 from asr_pipeline.pipelines.hubert_abx.nodes import score_layers
 from asr_pipeline.pipelines.hubert_pretrain import create_pipeline as pretrain_pipeline
@@ -25,6 +26,7 @@ from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration, make_uni
 from asr_pipeline.pipelines.hubert_validate import create_pipeline as validate_pipeline
 from asr_pipeline.pipelines.hubert_validate.nodes import validate_checkpoints
 from asr_pipeline.run_layout import kept_checkpoints
+from asr_pipeline.training.resume import init_from_weights
 from tests.factories import char_tokenizer_model, random_sentences
 from tests.pipelines.conftest import run_stage
 from tests.training.conftest import events
@@ -208,6 +210,14 @@ def test_the_validation_stage_scores_every_kept_checkpoint_and_points_at_the_bes
     lowest = min(rows, key=lambda row: float(row["val_loss"]))
     assert best["step"] == int(lowest["step"]) and best["checkpoint"] == lowest["checkpoint"]
     assert (iteration / best["checkpoint"]).is_file(), "the pointer names a file, relative to the iteration"
+    weights = iteration / best["weights"]
+    assert weights.read_bytes() == (iteration / best["checkpoint"]).read_bytes()
+    # Fine-tuning starts there: a hubert CTC model takes the whole encoder and leaves out the unit head.
+    report = init_from_weights(
+        build_model("hubert", "tiny", input_dim=320, vocab_size=7), weights, verbose=False
+    )
+    assert set(report["skipped"]) == {"final_proj.weight", "final_proj.bias", "label_embeddings"}
+    assert report["loaded"] > 0 and report["not_in_source"] == ["ctc_head.bias", "ctc_head.weight"]
     metrics = json.loads((iteration / "validation_metrics.json").read_text())
     assert metrics["checkpoints"] == 2 and metrics["best"]["val_loss"] == best["val_loss"]
 

@@ -5,7 +5,9 @@ pointer file (DVC outputs hold no symlinks).
 Layout under ``<hubert_dir>/<iteration>/``::
 
     validation/checkpoints.tsv   step, epoch, val_loss, val_accuracy, masked_frames, checkpoint (one row each)
-    validation/best.json         the lowest val_loss: {"checkpoint", "step", "epoch", "val_loss", ...}
+    validation/best.json         the lowest val_loss: {"checkpoint", "step", "epoch", "val_loss", "weights", ...}
+    validation/best.safetensors  its weights, copied: fine-tuning starts from them (run.init_from, a
+                                 ``hubert`` CTC model takes the encoder and leaves out the unit head)
     validation_metrics.json      the best row and the number of checkpoints (a DVC metrics file)
 
 Every checkpoint is scored on the run's own validation set (its dev manifests and units) with the masks the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from asr_pipeline.training.validation import validate
 
 log = logging.getLogger(__name__)
 
+BEST_WEIGHTS = "best.safetensors"
 TABLE_COLUMNS = ("step", "epoch", "val_loss", "val_accuracy", "masked_frames", "checkpoint")
 
 
@@ -78,8 +82,11 @@ def validate_checkpoints(hubert_dir: Path, params: dict[str, Any]) -> None:
     lines += ["\t".join(_cell(row[column]) for column in TABLE_COLUMNS) for row in rows]
     (out / "checkpoints.tsv").write_text("\n".join(lines) + "\n")
     best = best_row(rows)
+    # The best weights as a file of their own: what a fine-tuning run's run.init_from names (--init-from).
+    shutil.copyfile(iteration_dir / best["checkpoint"], out / BEST_WEIGHTS)
+    best["weights"] = f"validation/{BEST_WEIGHTS}"
     write_json_atomic(out / "best.json", best)
-    metrics = {"best": {k: v for k, v in best.items() if k != "checkpoint"}, "checkpoints": len(rows)}
+    metrics = {"best": {k: v for k, v in best.items() if k not in ("checkpoint", "weights")}, "checkpoints": len(rows)}
     write_json_atomic(iteration_dir / "validation_metrics.json", metrics)
     log.info("best of %d checkpoints: %s", len(rows), json.dumps(best))
 
