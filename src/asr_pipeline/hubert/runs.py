@@ -1,15 +1,20 @@
-"""Reading a HuBERT pretraining run again after it ended: its dev loader (validation of every checkpoint, ABX,
-the next iteration's layer features)."""
+"""Reading a HuBERT pretraining run again after it ended (validation of every checkpoint, ABX, the next
+iteration's layer features): its dev loader, a kept checkpoint as a model, and the stages' TSV tables."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader
 
+from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.run_layout import CONFIG_FILE
+from asr_pipeline.training.checkpoint import read_kept_weights
 from asr_pipeline.training.config import TrainConfig, load_json
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.loaders import build_data
@@ -33,4 +38,25 @@ def dev_loader(
     return config, ctx, loader
 
 
-__all__ = ["dev_loader"]
+def load_kept_model(path: Path, architecture: str) -> tuple[nn.Module, dict[str, Any]]:
+    """A kept checkpoint (``run.keep_checkpoints``) rebuilt at its own width, and its {"step", "epoch",
+    "model_config"}."""
+    state, info = read_kept_weights(path)
+    model = build_from_config(architecture, info["model_config"])
+    model.load_state_dict(state, strict=True)
+    return model, info
+
+
+def write_table(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]], digits: int) -> None:
+    """``rows`` as a TSV with a header; floats with ``digits`` decimals, None as an empty cell."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+    lines = ["\t".join(columns)] + ["\t".join(cell(row[column]) for column in columns) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+__all__ = ["dev_loader", "load_kept_model", "write_table"]

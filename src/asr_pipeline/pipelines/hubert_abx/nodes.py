@@ -4,7 +4,8 @@ units were clustered from, on the dev split's phone item file (``units/phones/de
 
 Layout under ``<hubert_dir>/<iteration>/``::
 
-    abx/scores.tsv        features (mfcc, layer_1 ... layer_L), frequency, within, across (error %, chance 50)
+    abx/scores.tsv        features (the units' targets: mfcc or layer; layer_1 ... layer_L), frequency, within,
+                          across (error %, chance 50)
     abx/best_layer.json   the layer with the lowest mean of the two: {"layer", "within", "across", "checkpoint"}
                           (a mode without any cell, on a small dev split, is empty in the table and left out)
     abx_metrics.json      MFCC's and the best layer's rates (a DVC metrics file)
@@ -23,19 +24,16 @@ from typing import Any
 import torch
 
 from asr_pipeline.hubert.abx import abx_errors, layer_features
-from asr_pipeline.hubert.runs import dev_loader
+from asr_pipeline.hubert.runs import dev_loader, load_kept_model, write_table
 from asr_pipeline.hubert.units import shard_frames
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.io.shards import list_shards
-from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.pipelines.hubert_units.nodes import TARGETS, hubert_iteration
-from asr_pipeline.training.checkpoint import read_kept_weights
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("features", "frequency", "within", "across")
 MODEL_FREQUENCY = 50  # HuBERT's frames: a 320-sample stride at 16 kHz
-TARGET_FREQUENCY = {"mfcc": 100}  # the units' target features, as extracted (10 ms frames)
 
 
 def score_layers(hubert_dir: Path, params: dict[str, Any]) -> None:
@@ -47,32 +45,29 @@ def score_layers(hubert_dir: Path, params: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table = out / "scores.tsv"
     if not item.is_file():
-        table.write_text("\t".join(COLUMNS) + "\n")
+        write_table(table, COLUMNS, [], digits=3)
         reason = f"{item} does not exist: the dev manifest names no espeak-ng voices to align phones with"
         write_json_atomic(root / "abx_metrics.json", {"reason": reason})
         log.warning("hubert_abx: %s", reason)
         return
     seed = int((params.get("abx") or {}).get("seed", 0))
     targets = iteration["units"].get("targets", "mfcc")
-    assert targets in TARGETS
-    mfcc = {u: torch.tensor(f) for u, f in shard_frames(list_shards(root / "units" / "features" / "dev"))}
-    rows = [{"features": targets, "frequency": TARGET_FREQUENCY[targets],
-             **abx_errors(item, mfcc, TARGET_FREQUENCY[targets], seed)}]  # fmt: skip
+    # The units' target features at their own rate: the model's 50 Hz times the decimation to it (MFCC: 100 Hz).
+    frequency = MODEL_FREQUENCY * TARGETS[targets]
+    features = {u: torch.tensor(f) for u, f in shard_frames(list_shards(root / "units" / "features" / "dev"))}
+    rows = [{"features": targets, "frequency": frequency, **abx_errors(item, features, frequency, seed)}]
     log.info("ABX %s: %s", targets, rows[-1])
 
     best = json.loads((root / "validation" / "best.json").read_text())
-    state, info = read_kept_weights(root / best["checkpoint"])
     config, ctx, loader = dev_loader(root / "run")
-    model = build_from_config(config.model.architecture, info["model_config"])
-    model.load_state_dict(state, strict=True)
+    model, _ = load_kept_model(root / best["checkpoint"], config.model.architecture)
     layers = layer_features(model.to(ctx.device).hubert, loader, ctx.device)
     for number, features in enumerate(layers, 1):
         rows.append({"features": f"layer_{number}", "frequency": MODEL_FREQUENCY,
                      **abx_errors(item, features, MODEL_FREQUENCY, seed)})  # fmt: skip
         log.info("ABX layer %d of %d: %s", number, len(layers), rows[-1])
 
-    lines = ["\t".join(COLUMNS)] + ["\t".join(_cell(row[c]) for c in COLUMNS) for row in rows]
-    table.write_text("\n".join(lines) + "\n")
+    write_table(table, COLUMNS, rows, digits=3)
     scored = [row for row in rows[1:] if row["within"] is not None or row["across"] is not None]
     if not scored:
         raise ValueError(
@@ -90,9 +85,3 @@ def score_layers(hubert_dir: Path, params: dict[str, Any]) -> None:
 def _mean_error(row: dict[str, Any]) -> float:
     values = [row[mode] for mode in ("within", "across") if row[mode] is not None]
     return sum(values) / len(values)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:.3f}" if isinstance(value, float) else str(value)

@@ -39,7 +39,7 @@ from asr_pipeline.hubert.phone_items import (
     summary,
     voiced_utterances,
 )
-from asr_pipeline.hubert.runs import dev_loader
+from asr_pipeline.hubert.runs import dev_loader, load_kept_model
 from asr_pipeline.hubert.units import (
     KMeansOptions,
     fit_kmeans,
@@ -50,9 +50,7 @@ from asr_pipeline.hubert.units import (
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
-from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.pipelines.iterations import iteration_params
-from asr_pipeline.training.checkpoint import read_kept_weights
 
 SPLITS = ("train", "dev")
 TARGETS = {"mfcc": 2, "layer": 1}  # targets -> decimation to the model's 50 Hz (MFCC frames are 10 ms)
@@ -74,7 +72,8 @@ def hubert_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def make_units(
     train_manifest: pl.DataFrame, dev_manifest: pl.DataFrame, hubert_dir: Path, params: dict
 ) -> dict[str, Any]:
-    """Write the iteration's manifests, its target features, k-means centroids and units (module docstring)."""
+    """Write the iteration's manifests, its target features, k-means centroids and units (module docstring);
+    return the report (phone_alignments completes and writes it)."""
     name, iteration = hubert_iteration(params)
     units = iteration["units"]
     targets = units.get("targets", "mfcc")
@@ -115,8 +114,7 @@ def make_units(
         table = label_shards(shards[split], centroids, decimation=TARGETS[targets], jobs=jobs)
         pq.write_table(table, output / f"{split}.parquet")
         report["units"][split] = {"utterances": table.num_rows, "mean_distance": _mean(table.column("score"))}
-    (output / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
-    return report
+    return report  # written to report.json by phone_alignments, which adds the phones' scores
 
 
 def phone_alignments(
@@ -174,10 +172,8 @@ def _layer_features(abx_dir: Path, manifest: Path, directory: Path) -> tuple[lis
     checkpoint (``abx_dir/best_layer.json``) for the manifest's utterances."""
     best = json.loads((abx_dir / "best_layer.json").read_text())
     earlier = abx_dir.parent
-    state, info = read_kept_weights(earlier / best["checkpoint"])
     config, ctx, loader = dev_loader(earlier / "run", manifests=[str(manifest)])
-    model = build_from_config(config.model.architecture, info["model_config"])
-    model.load_state_dict(state, strict=True)
+    model, _ = load_kept_model(earlier / best["checkpoint"], config.model.architecture)
     [frames] = layer_features(model.to(ctx.device).hubert, loader, ctx.device, only_layer=best["layer"])
     records = (
         {"id": utterance, "features": features.numpy(), "tokens": [], "text": "",

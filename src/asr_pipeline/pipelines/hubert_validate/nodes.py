@@ -23,12 +23,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from asr_pipeline.hubert.runs import dev_loader
+from asr_pipeline.hubert.runs import dev_loader, load_kept_model, write_table
 from asr_pipeline.io.atomic import write_json_atomic
-from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
 from asr_pipeline.run_layout import KEPT_DIR, kept_checkpoints
-from asr_pipeline.training.checkpoint import read_kept_weights
 from asr_pipeline.training.validation import validate
 
 log = logging.getLogger(__name__)
@@ -46,13 +44,10 @@ def score_checkpoints(run_dir: Path, relative_to: Path) -> list[dict[str, Any]]:
             "(hubert.train.run.keep_checkpoints: true in params.yaml, or --keep-checkpoints)"
         )
     config, ctx, loader = dev_loader(run_dir)
-    device = ctx.device
     rows = []
     for number, path in enumerate(kept, 1):
-        state, info = read_kept_weights(path)
-        model = build_from_config(config.model.architecture, info["model_config"])
-        model.load_state_dict(state, strict=True)
-        scores = validate(model.to(device), loader, config, ctx, tokenizer=None)
+        model, info = load_kept_model(path, config.model.architecture)
+        scores = validate(model.to(ctx.device), loader, config, ctx, tokenizer=None)
         assert scores is not None  # a single process is rank 0
         rows.append({
             "step": info["step"], "epoch": info["epoch"], "val_loss": scores["val_loss"],
@@ -78,18 +73,15 @@ def validate_checkpoints(hubert_dir: Path, params: dict[str, Any]) -> None:
     rows = score_checkpoints(iteration_dir / "run", iteration_dir)
     out = iteration_dir / "validation"
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["\t".join(TABLE_COLUMNS)]
-    lines += ["\t".join(_cell(row[column]) for column in TABLE_COLUMNS) for row in rows]
-    (out / "checkpoints.tsv").write_text("\n".join(lines) + "\n")
+    write_table(out / "checkpoints.tsv", TABLE_COLUMNS, rows, digits=6)
     best = best_row(rows)
     # The best weights as a file of their own: what a fine-tuning run's run.init_from names (--init-from).
     shutil.copyfile(iteration_dir / best["checkpoint"], out / BEST_WEIGHTS)
     best["weights"] = f"validation/{BEST_WEIGHTS}"
     write_json_atomic(out / "best.json", best)
-    metrics = {"best": {k: v for k, v in best.items() if k not in ("checkpoint", "weights")}, "checkpoints": len(rows)}
+    metrics = {
+        "best": {k: v for k, v in best.items() if k not in ("checkpoint", "weights")},
+        "checkpoints": len(rows),
+    }
     write_json_atomic(iteration_dir / "validation_metrics.json", metrics)
     log.info("best of %d checkpoints: %s", len(rows), json.dumps(best))
-
-
-def _cell(value: Any) -> str:
-    return f"{value:.6f}" if isinstance(value, float) else str(value)
