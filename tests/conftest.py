@@ -51,3 +51,24 @@ def spm_model() -> bytes:
     from asr_pipeline.text.sentencepiece_training import SentencePieceOptions, train_sentencepiece
 
     return train_sentencepiece(TINY_SENTENCES, SentencePieceOptions(vocab_size=40))
+
+
+def local_dask_cluster(workers: int = 2):
+    """A real Dask cluster: a scheduler in this process and ``workers`` worker processes (one thread each)
+    on 127.0.0.1, dashboard on a free port."""
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    )
+
+
+@pytest.fixture(scope="session")
+def dask_address():
+    """The session's Dask cluster (two workers), as ``features.executor: {kind: dask, address: ...}`` names one."""
+    with local_dask_cluster(2) as cluster:
+        yield cluster.scheduler_address

@@ -3,17 +3,21 @@ audio, untokenizable transcripts, runs that keep nothing, and extraction without
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 import soundfile
+from distributed import Client, KilledWorker
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from asr_pipeline.features.extract import CHUNK_ROWS, ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.io.report import InputError, NothingKeptError, SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from tests.conftest import TINY_SENTENCES, make_wav
+from tests.conftest import TINY_SENTENCES, local_dask_cluster, make_wav
 
 NUM_GOOD = 2 * CHUNK_ROWS + 3  # three chunks, the last one short
 BAD_INDEX = CHUNK_ROWS + 2  # in the middle of the second chunk: order across chunks matters
@@ -37,9 +41,11 @@ def write_corpus(folder: Path) -> list[dict]:
     return rows
 
 
-def extract_to_folder(rows: list[dict], tokenizer: CTCTokenizer, output: Path, jobs: int) -> dict:
+def extract_to_folder(
+    rows: list[dict], tokenizer: CTCTokenizer, output: Path, jobs: int, executor: dict | None = None
+) -> dict:
     """Shards written as the features stage writes them; returns the skip report."""
-    options = ExtractionOptions.from_dict({"shard_size": SHARD_SIZE, "jobs": jobs})
+    options = ExtractionOptions.from_dict({"shard_size": SHARD_SIZE, "jobs": jobs, "executor": executor})
     report = SkipReport()
     output.mkdir()
     records = extract_records(rows, tokenizer, options, report, total=len(rows))
@@ -117,6 +123,87 @@ def test_workers_alone_write_the_same_bytes_as_one_job(
     assert report == one_report
     for path in sorted(one_folder.iterdir()):
         assert (tmp_path / "workers" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+# --- a Dask cluster (features.executor: dask) ------------------------------------------------------------
+def assert_same_shards(expected: Path, actual: Path) -> None:
+    names = sorted(path.name for path in expected.iterdir())
+    assert names == sorted(path.name for path in actual.iterdir())
+    for name in names:
+        assert (expected / name).read_bytes() == (actual / name).read_bytes(), name
+
+
+def test_a_dask_cluster_writes_byte_identical_shards_and_the_same_report(
+    tmp_path, corpus_rows, tokenizer, one_and_two_jobs, dask_address
+):
+    one_folder, one_report = one_and_two_jobs[1]
+    # Relative audio paths, as a project's manifests give them: they must reach the workers absolute.
+    relative_rows = [{**row, "audio_path": os.path.relpath(row["audio_path"])} for row in corpus_rows]
+
+    report = extract_to_folder(
+        relative_rows,
+        tokenizer,
+        tmp_path / "dask",
+        jobs=2,
+        executor={"kind": "dask", "address": dask_address},
+    )
+
+    assert report == one_report
+    assert_same_shards(one_folder, tmp_path / "dask")
+
+
+class KillFirstFeaturizingWorker(WorkerPlugin):
+    """Kills the worker process that starts the first featurizing task of the run (``marker`` records that
+    it happened), as a node lost mid-task would."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if finish != "executing" or "_featurize_chunk" not in str(key):
+            return
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
+        os._exit(1)
+
+
+def test_a_worker_that_dies_mid_task_has_its_task_rerun_and_the_shards_stay_identical(
+    tmp_path, corpus_rows, tokenizer, one_and_two_jobs
+):
+    one_folder, one_report = one_and_two_jobs[1]
+    marker = tmp_path / "killed"
+    with local_dask_cluster(2) as cluster, Client(cluster) as client:
+        client.register_plugin(KillFirstFeaturizingWorker(str(marker)))
+
+        report = extract_to_folder(
+            corpus_rows, tokenizer, tmp_path / "dask", jobs=2,
+            executor={"kind": "dask", "address": cluster.scheduler_address},
+        )  # fmt: skip
+
+    assert marker.exists(), "a worker was killed mid-task"
+    assert report == one_report
+    assert_same_shards(one_folder, tmp_path / "dask")
+
+
+def test_a_task_whose_workers_keep_dying_fails_the_run_naming_its_rows_and_writes_no_shard(
+    tmp_path, corpus_rows, tokenizer
+):
+    marker = tmp_path / "killed"
+    no_retries = dask.config.set({"distributed.scheduler.allowed-failures": 0})
+    with no_retries, local_dask_cluster(1) as cluster, Client(cluster) as client:
+        client.register_plugin(KillFirstFeaturizingWorker(str(marker)))
+
+        with pytest.raises(KilledWorker) as error:
+            extract_to_folder(
+                corpus_rows, tokenizer, tmp_path / "dask", jobs=1,
+                executor={"kind": "dask", "address": cluster.scheduler_address},
+            )  # fmt: skip
+
+    first, last = corpus_rows[0]["location"], corpus_rows[CHUNK_ROWS - 1]["location"]
+    assert error.value.__notes__ == [f"while featurizing {CHUNK_ROWS} rows from {first} to {last}"]
+    assert list((tmp_path / "dask").iterdir()) == []
 
 
 # --- bad audio, unknown pieces, nothing kept, no tokenizer -------------------------------------------------

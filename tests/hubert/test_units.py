@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.hubert.units import (
     NO_UNIT,
     KMeansOptions,
@@ -71,6 +72,15 @@ def test_two_workers_label_exactly_as_one(tmp_path):
     one = label_shards(shards, centroids, jobs=1)
     two = label_shards(shards, centroids, jobs=2)
     assert one.equals(two)
+
+
+def test_a_local_dask_cluster_labels_exactly_as_one_process(tmp_path):
+    # No address: the executor starts a LocalCluster of `jobs` workers for the call and closes it after.
+    shards, _ = blob_shards(tmp_path)
+    centroids, _ = fit_kmeans(shards, KMeansOptions(clusters=3, sample_fraction=0.5, n_init=2))
+    one = label_shards(shards, centroids, jobs=1)
+    dask = label_shards(shards, centroids, jobs=2, executor=ExecutorOptions(kind="dask"))
+    assert one.equals(dask)
 
 
 def test_the_sample_is_a_seeded_share_of_the_utterances():

@@ -79,7 +79,9 @@ def raw_splits(tmp_path) -> dict:
     }
 
 
-def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int = 1) -> tuple:
+def run_both_stages(
+    tmp_path, raw_splits, spm_model, project_params, jobs: int = 1, executor: dict | None = None
+) -> tuple:
     params = {"transcripts": project_params["transcripts"], "tokenizer": project_params["tokenizer"]}
     transcripts = run_stage(transcripts_pipeline(), raw_splits, params=params)
     manifests = {f"{s}.manifest": transcripts.load(f"{s}.manifest") for s in ("train", "dev", "test")}
@@ -90,7 +92,7 @@ def run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs: int =
         shards,
         params={
             **params,
-            "features": {**project_params["features"], "jobs": jobs},
+            "features": {**project_params["features"], "jobs": jobs, "executor": executor},
             "train": project_params["train"],
             "augmentation": None,
         },
@@ -127,11 +129,15 @@ def test_every_form_is_kept_by_transcripts_with_its_kind_and_without_payloads(
         assert report["skipped"] == 0 and report["kept"] == report["seen"]
 
 
-@pytest.mark.parametrize("jobs", [1, 2])  # 2: payload rows travel to worker processes
+# 2 and dask: payload rows (embedded audio, inline features) and file paths travel to worker processes
+@pytest.mark.parametrize("jobs", [1, 2, "dask"])
 def test_the_features_stage_passes_precomputed_features_through_and_extracts_audio(
-    tmp_path, raw_splits, spm_model, project_params, jobs
+    tmp_path, raw_splits, spm_model, project_params, jobs, request
 ):
-    _, features = run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs)
+    executor = None
+    if jobs == "dask":
+        jobs, executor = 2, {"kind": "dask", "address": request.getfixturevalue("dask_address")}
+    _, features = run_both_stages(tmp_path, raw_splits, spm_model, project_params, jobs, executor)
     tokenizer = CTCTokenizer(spm_model)
     train = shard_rows(features, "train")
     assert list(train) == ["a1", "i2", "f1", "t1", "n1"]  # manifest order, nothing lost

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.executors import EXECUTOR_KINDS, ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions
 from asr_pipeline.features.frontends import ARCHITECTURES
 from asr_pipeline.io.report import NothingKeptError, SkipReport
@@ -97,6 +98,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "about the number of free CPU cores",
     )
     parser.add_argument(
+        "--executor",
+        choices=EXECUTOR_KINDS,
+        default=ExecutorOptions.kind,
+        help="where the --jobs work runs: processes (a pool on this machine) or dask (a Dask cluster: "
+        "--dask-address, else a local cluster of --jobs worker processes); shards are identical either way",
+    )
+    parser.add_argument(
+        "--dask-address",
+        metavar="ADDR",
+        help="the Dask scheduler to run on (tcp://host:8786); implies --executor dask",
+    )
+    parser.add_argument(
         "--input-dim",
         type=int,
         metavar="F",
@@ -154,9 +167,13 @@ def run(args: argparse.Namespace) -> int:
             "jobs": args.jobs,
             "input_dim": args.input_dim,
             "max_unknown_token_share": args.max_unknown_token_share,
+            "executor": {
+                "kind": "dask" if args.dask_address else args.executor,
+                "address": args.dask_address,
+            },
         }
     )
-    if options.jobs > 1:
+    if options.jobs > 1 and options.executor.kind == "processes":
         start_worker_server()  # its torch import overlaps reading the manifests
     if tokenizer_path is None:
         tokenizer, normalization = None, NormalizationOptions()

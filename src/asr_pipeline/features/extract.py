@@ -15,10 +15,10 @@ raises ``NothingKeptError`` (the skips by reason in its message) instead of writ
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import NamedTuple
@@ -28,6 +28,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from asr_pipeline.augment import AugmentationMix
+from asr_pipeline.executors import ExecutorOptions, dask_client, dask_submitter, ordered_results
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import (
     ARCHITECTURES,
@@ -91,6 +92,10 @@ class ExtractionOptions:
     # audio before the frontend, one per utterance drawn from (seed, utterance id): cached augmented variants
     # of the training set, or one fixed condition for an evaluation split. None: the audio as it is.
     augmentation: AugmentationMix | None = None
+    # Where the audio work runs with jobs > 1 or a Dask executor (asr_pipeline.executors): the local process
+    # pool, or a Dask cluster (kind: dask, address: the scheduler's; none: a LocalCluster of `jobs`
+    # workers). The shards are byte-identical either way.
+    executor: ExecutorOptions = field(default_factory=ExecutorOptions)
 
     def __post_init__(self) -> None:
         where = "params.yaml features"
@@ -122,6 +127,7 @@ class ExtractionOptions:
     def from_dict(cls, values: dict | None) -> ExtractionOptions:
         values = dict(values or {})
         values["fbank"] = FbankOptions.from_dict(values.get("fbank"))
+        values["executor"] = ExecutorOptions.from_dict(values.get("executor"))
         if values.get("augmentation") is not None:
             values["augmentation"] = AugmentationMix.from_dict(values["augmentation"], "augmentation")
         return options_from_dict(cls, values, "params.yaml features")
@@ -341,24 +347,50 @@ def _featurize_parallel(
     executor = ProcessPoolExecutor(
         max_workers=options.jobs, mp_context=worker_context(), initializer=init_worker
     )
-    pending: deque[tuple[list[dict], Future]] = deque()
-
-    def submit_next() -> bool:
-        chunk = next_chunk()
-        if chunk:
-            pending.append((chunk, executor.submit(_featurize_chunk, chunk, options)))
-        return bool(chunk)
-
+    chunks = iter(next_chunk, [])
+    results = ordered_results(
+        lambda chunk: executor.submit(_featurize_chunk, chunk, options),
+        chunks,
+        window=options.jobs * CHUNKS_IN_FLIGHT_PER_JOB,
+        describe=_chunk_location,
+    )
     try:
-        while len(pending) < options.jobs * CHUNKS_IN_FLIGHT_PER_JOB and submit_next():
-            pass
-        while pending:
-            chunk, future = pending.popleft()
-            outcomes = future.result()
-            submit_next()
+        for chunk, outcomes in results:
             yield from zip(chunk, outcomes, strict=True)
     finally:  # also on a strict-mode error or an early stop (--max-samples): do not finish the manifest
+        results.close()
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _featurize_dask(rows: Iterable[dict], options: ExtractionOptions) -> Iterator[tuple[dict, AudioOutcome]]:
+    """Like ``_featurize_parallel``, on a Dask cluster (``options.executor``): chunks of rows go to the
+    workers, results come back in manifest order, and this process tokenizes and writes as before, so the
+    shards are byte-identical to a local run. A chunk whose worker died is rerun by the scheduler
+    (asr_pipeline.executors). Paths travel absolute: a worker's working folder is not this one's."""
+    row_iter = (_with_absolute_paths(row) for row in rows)
+    chunks = iter(lambda: list(islice(row_iter, CHUNK_ROWS)), [])
+    with dask_client(options.executor, options.jobs) as client:
+        slots = max(1, sum(client.nthreads().values()))
+        results = ordered_results(
+            dask_submitter(client, _featurize_chunk, options),
+            chunks,
+            window=slots * CHUNKS_IN_FLIGHT_PER_JOB,
+            describe=_chunk_location,
+        )
+        try:
+            for chunk, outcomes in results:
+                yield from zip(chunk, outcomes, strict=True)
+        finally:
+            results.close()
+
+
+def _with_absolute_paths(row: dict) -> dict:
+    paths = {key: os.path.abspath(row[key]) for key in ("audio_path", "features_path") if row.get(key)}
+    return {**row, **paths} if paths else row
+
+
+def _chunk_location(chunk: list[dict]) -> str:
+    return f"featurizing {len(chunk)} rows from {chunk[0]['location']} to {chunk[-1]['location']}"
 
 
 # Called after each manifest row with the row, what the audio stage made of it, its shard record (None when
@@ -380,7 +412,10 @@ def extract_records(
     ``tokenizer`` None: no tokenization (module docstring). Once every row is consumed, raises
     ``NothingKeptError`` if none was kept, so no caller writes an empty shard.
     """
-    featurize = _featurize_parallel if options.jobs > 1 else _featurize_serial
+    if options.executor.kind == "dask":
+        featurize = _featurize_dask
+    else:
+        featurize = _featurize_parallel if options.jobs > 1 else _featurize_serial
     if tokenizer is not None:
         report.note(UNKNOWN_PIECES, 0)  # reported even when no transcript has any
     # Embedded audio and inline features are re-read here, streaming, from the raw manifest.

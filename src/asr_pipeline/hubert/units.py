@@ -31,6 +31,7 @@ import pyarrow as pa
 import torch
 from tqdm import tqdm
 
+from asr_pipeline.executors import ExecutorOptions, dask_client, dask_submitter, ordered_results
 from asr_pipeline.features.extract import init_worker, worker_context
 from asr_pipeline.io.shards import iter_examples, read_metadata
 from asr_pipeline.training.alignment import ALIGNMENT_SCHEMA
@@ -133,8 +134,9 @@ def to_model_frames(units: np.ndarray, decimation: int, frames: int | None) -> n
     return out
 
 
-def _label_shard(job: tuple[str, np.ndarray, int, Mapping[str, int] | None]) -> list[dict[str, Any]]:
-    shard, centroids, decimation, frames_of = job
+def _label_shard(
+    shard: str, centroids: np.ndarray, decimation: int, frames_of: Mapping[str, int] | None
+) -> list[dict[str, Any]]:
     rows = []
     for utterance, features in shard_frames([shard]):
         units, distance = nearest_units(features, centroids)
@@ -150,25 +152,39 @@ def label_shards(
     decimation: int = 1,
     frames_of: Mapping[str, int] | None = None,
     jobs: int = 1,
+    executor: ExecutorOptions | None = None,
 ) -> pa.Table:
     """Every utterance of ``shards`` as units at the model's frame rate (module docstring), in the
-    alignment schema; ``jobs`` worker processes label shards in parallel (the same table for any value)."""
+    alignment schema. Shards are labelled in parallel by ``jobs`` worker processes, or on a Dask cluster
+    (``executor``, asr_pipeline.executors); the table is the same either way."""
+    executor = executor or ExecutorOptions()
     frames = None if frames_of is None else dict(frames_of)
-    work = [(str(shard), centroids, decimation, frames) for shard in shards]
+    work = [str(Path(shard).resolve()) for shard in shards]  # absolute: a Dask worker runs elsewhere
     rows: list[dict[str, Any]] = []
     progress = tqdm(total=len(work), desc="units", unit="shard", disable=None)
-    if jobs <= 1:
-        for job in work:
-            rows += _label_shard(job)
+    args = (centroids, decimation, frames)
+
+    def collect(results: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
+        for _, shard_rows in results:
+            rows.extend(shard_rows)
             progress.update()
+
+    def describe(shard: str) -> str:
+        return f"labelling {shard}"
+
+    if executor.kind == "dask":
+        with dask_client(executor, jobs) as client:
+            window = 2 * max(1, sum(client.nthreads().values()))
+            collect(ordered_results(dask_submitter(client, _label_shard, *args), work, window, describe))
+    elif jobs <= 1:
+        collect((shard, _label_shard(shard, *args)) for shard in work)
     else:
         # The extraction's worker processes: forked from a fresh server, one torch thread each.
         with ProcessPoolExecutor(
             max_workers=jobs, mp_context=worker_context(), initializer=init_worker
         ) as pool:
-            for shard_rows in pool.map(_label_shard, work):
-                rows += shard_rows
-                progress.update()
+            submit = lambda shard: pool.submit(_label_shard, shard, *args)  # noqa: E731
+            collect(ordered_results(submit, work, 2 * jobs, describe))
     progress.close()
     return pa.Table.from_pylist(rows, schema=ALIGNMENT_SCHEMA)
 

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.hubert.abx import layer_features
 from asr_pipeline.hubert.phone_items import (
@@ -91,6 +92,7 @@ def make_units(
     output = hubert_dir / name / "units"
     shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
     jobs = int(params.get("jobs", 1))
+    executor = ExecutorOptions.from_dict(params.get("executor"))
     manifests = {"train": train_manifest, "dev": dev_manifest}
     report: dict[str, Any] = {"iteration": name, "targets": targets, "extraction": {}, "units": {}}
     shards: dict[str, list[Path]] = {}
@@ -103,7 +105,7 @@ def make_units(
             )
         else:
             shards[split], report["extraction"][split] = _target_features(
-                manifest, output / "features" / split, targets, jobs
+                manifest, output / "features" / split, targets, jobs, executor
             )
     kmeans = KMeansOptions(
         **{key: units[key] for key in ("clusters", "sample_fraction", "seed") if key in units}
@@ -111,7 +113,9 @@ def make_units(
     centroids, report["kmeans"] = fit_kmeans(shards["train"], kmeans)
     np.save(output / "centroids.npy", centroids)
     for split in SPLITS:
-        table = label_shards(shards[split], centroids, decimation=TARGETS[targets], jobs=jobs)
+        table = label_shards(
+            shards[split], centroids, decimation=TARGETS[targets], jobs=jobs, executor=executor
+        )
         pq.write_table(table, output / f"{split}.parquet")
         report["units"][split] = {"utterances": table.num_rows, "mean_distance": _mean(table.column("score"))}
     return report  # written to report.json by phone_alignments, which adds the phones' scores
@@ -151,10 +155,10 @@ def phone_alignments(
 
 
 def _target_features(
-    manifest: pl.DataFrame, directory: Path, targets: str, jobs: int
+    manifest: pl.DataFrame, directory: Path, targets: str, jobs: int, executor: ExecutorOptions
 ) -> tuple[list[Path], dict]:
     """Shards of the ``targets`` features of the manifest's audio, and the extraction's skip report."""
-    options = ExtractionOptions(frontend_kind=targets, jobs=jobs)
+    options = ExtractionOptions(frontend_kind=targets, jobs=jobs, executor=executor)
     skips = SkipReport(strict=False)
     records = extract_records(
         manifest.iter_rows(named=True), None, options, skips, total=manifest.height, desc=targets
