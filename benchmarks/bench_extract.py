@@ -130,7 +130,7 @@ def time_one_run(method: str, rows_path: Path, tokenizer_path: Path, output: Pat
     warm_up_run = ours(1, tokenizer_path) if cold else run  # leaves no forkserver, no cluster
     warm_up_run(warm_up, Path(tempfile.mkdtemp(dir=output.parent)))
     if method == "ours jobs=2":  # 16 rows finish before the forkserver is up: wait for it, as documented
-        from asr_pipeline.features.extract import start_worker_server
+        from asr_pipeline.executors import start_worker_server
 
         start_worker_server().wait()
     output.mkdir()

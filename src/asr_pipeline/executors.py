@@ -9,7 +9,7 @@ file behind, and a shard is complete or absent (``io.shards.write_shard`` is ato
 ``ExecutorOptions.kind``:
 
 - ``processes`` (default): ``concurrent.futures.ProcessPoolExecutor`` on this machine, ``jobs`` workers
-  forked from a forkserver that has imported torch once (``features.extract.worker_context``).
+  forked from a forkserver that has imported torch once (``worker_context``).
 - ``dask``: a ``distributed`` cluster. With ``address`` (``tcp://scheduler:8786``), the cluster a team runs
   (``dask scheduler`` / ``dask worker``, or ``dask-jobqueue`` on Slurm/PBS: README "Data stages on a Dask
   cluster"); without, a ``LocalCluster`` of ``jobs`` worker processes on 127.0.0.1 (one thread each),
@@ -25,8 +25,11 @@ retried: the work is deterministic, so the same input would raise again.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -120,8 +123,8 @@ def ordered_results(
 
 
 def single_torch_thread_plugin() -> Any:
-    """A Dask worker plugin: one torch intra-op thread per worker process (``features.extract.init_worker``
-    gives the measurement behind it), set on every worker, including ones that join or restart later.
+    """A Dask worker plugin: one torch intra-op thread per worker process (``init_worker`` gives the
+    measurement behind it), set on every worker, including ones that join or restart later.
     Built on call (distributed is imported only when a Dask executor is used); cloudpickle sends the
     class to the workers by value."""
     from distributed.diagnostics.plugin import WorkerPlugin
@@ -137,6 +140,113 @@ def single_torch_thread_plugin() -> Any:
     return SingleTorchThread()
 
 
+# --- the local process pool ------------------------------------------------------------------------------
+def init_worker() -> None:
+    """Every pool worker's start: one torch intra-op thread (the Dask workers get the same by plugin)."""
+    import torch
+
+    # torch defaults to one intra-op thread per core, so `jobs` workers would run jobs * cores threads on
+    # `cores` cores, and torch's threads spin-wait for each other. Measured on 2 cores, two processes each
+    # resampling + fbank-ing 150 clips of ~5 s: 1.2-1.35 s with 1 thread each, 6.5 s with 2 threads each,
+    # and 50 s with 2 threads each while a third process was busy. One thread per worker makes jobs = cores
+    # use the machine exactly. The thread count does not change the output (the jobs=1 vs jobs=2
+    # byte-identity tests check it, and benchmarks/bench_extract.py on 300 utterances).
+    torch.set_num_threads(1)
+
+
+def _warm_up() -> None:
+    """An empty task: a process that ran it shows the forkserver is up."""
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Start method of the worker pool: forkserver, with the extraction module (torch, torchaudio, the
+    frontends) preloaded.
+
+    Not plain fork: forking a process that has started torch's (or a Kedro session's) threads can deadlock
+    the child. Not spawn: every spawned worker imports torch itself, 1.2 s of CPU each on this machine, so
+    two workers cost 2.4 s of CPU before any audio. The forkserver is a fresh single-threaded interpreter
+    that imports torch once (1.2 s, one core); workers are forked from it in milliseconds, and it stays up
+    for later pools in the same process. ``__main__`` is preloaded too (multiprocessing's rule applies: a
+    script must guard its entry point with ``if __name__ == "__main__"``), so workers do not re-import it.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "asr_pipeline.features.extract"])
+    return context
+
+
+_server_ready: threading.Event | None = None
+
+
+def start_worker_server() -> threading.Event:
+    """Start the forkserver in the background; the event is set once a worker can be forked at once.
+
+    Starting a process blocks its caller until the forkserver has imported torch, so a background thread
+    does it (one empty daemon process) while this process keeps working: the CLI calls this before
+    reading manifests, and ``features.extract`` featurizes rows itself until the event is set.
+    """
+    global _server_ready
+    if _server_ready is None:
+        _server_ready = threading.Event()
+
+        def probe(ready: threading.Event) -> None:
+            try:
+                process = worker_context().Process(target=_warm_up, daemon=True)
+                process.start()  # returns once the forkserver has preloaded and forked
+                process.join()
+            finally:  # a server that failed to start then fails the pool loudly, not silently jobs=1
+                ready.set()
+
+        threading.Thread(target=probe, args=(_server_ready,), name="forkserver-probe", daemon=True).start()
+    return _server_ready
+
+
+def map_ordered(
+    fn: Callable[..., Any],
+    tasks: Iterable[T],
+    *args: Any,
+    jobs: int = 1,
+    executor: ExecutorOptions | None = None,
+    ahead_per_worker: int = 2,
+    describe: Callable[[T], str] | None = None,
+) -> Iterator[tuple[T, Any]]:
+    """``(task, fn(task, *args))`` for every task, in task order, wherever ``executor`` says: with the
+    process pool, in this process when ``jobs`` is 1, else in ``jobs`` forked workers; with Dask, on its
+    cluster (``dask_client``). Every task computes with one torch thread, here too, so the results are the
+    same bytes wherever they ran (and ``jobs`` workers use ``jobs`` cores, no more). ``ahead_per_worker`` tasks per worker are submitted
+    ahead of the consumer (``ordered_results``); ``fn`` and ``args`` must pickle for any but the first."""
+    executor = executor or ExecutorOptions()
+    if executor.kind == "dask":
+        with dask_client(executor, jobs) as client:
+            window = ahead_per_worker * max(1, sum(client.nthreads().values()))
+            results = ordered_results(dask_submitter(client, fn, *args), tasks, window, describe)
+            try:
+                yield from results
+            finally:
+                results.close()
+    elif jobs <= 1:
+        import torch
+
+        threads = torch.get_num_threads()
+        for task in tasks:
+            torch.set_num_threads(1)  # as in a worker: the results are the same bytes wherever they ran
+            try:
+                result = fn(task, *args)
+            finally:
+                torch.set_num_threads(threads)  # the caller's setting holds between tasks
+            yield task, result
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=worker_context(), initializer=init_worker)
+        results = ordered_results(
+            lambda task: pool.submit(fn, task, *args), tasks, ahead_per_worker * jobs, describe
+        )
+        try:
+            yield from results
+        finally:  # an early stop (an error, --max-samples) cancels the rest instead of finishing it
+            results.close()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --- Dask -----------------------------------------------------------------------------------------------
 @contextmanager
 def dask_client(options: ExecutorOptions, jobs: int) -> Iterator[Any]:
     """A ``distributed.Client`` for ``options`` (module docstring), closed on exit with any cluster it
@@ -188,6 +298,10 @@ __all__ = [
     "ExecutorOptions",
     "dask_client",
     "dask_submitter",
+    "init_worker",
+    "map_ordered",
     "ordered_results",
     "single_torch_thread_plugin",
+    "start_worker_server",
+    "worker_context",
 ]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from asr_pipeline.data.collate import collate_batch
+from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.io.shards import iter_examples
 from asr_pipeline.training.alignment import AlignedDataset, align_shards, load_alignment
 from asr_pipeline.training.config import resolve_config
@@ -64,6 +65,25 @@ def test_every_aligned_utterance_collapses_to_its_reference_and_the_rest_are_cou
     skipped_ids = {entry.split(":")[0] for entry in report.first_skipped}
     assert skipped_ids.isdisjoint(row["id"] for row in rows)
     assert report.mean_score_per_frame is not None and report.mean_score_per_frame < 0
+
+
+def test_two_workers_and_a_dask_cluster_write_the_alignment_file_one_process_writes(
+    ctc_run, corpus, tmp_path, dask_address
+):
+    files = {}
+    for name, jobs, executor in [
+        ("here", 1, None),
+        ("pool", 2, None),
+        ("dask", 2, ExecutorOptions(kind="dask", address=dask_address)),
+    ]:
+        files[name] = tmp_path / f"{name}.parquet"
+        report = align_shards(
+            ctc_run, corpus["train"], files[name], batch_size=5, progress=False, jobs=jobs, executor=executor
+        )
+        assert report.utterances == 16
+
+    assert files["pool"].read_bytes() == files["here"].read_bytes()
+    assert files["dask"].read_bytes() == files["here"].read_bytes()
 
 
 def test_frame_wise_training_on_the_alignment_then_realignment(

@@ -144,7 +144,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.features.extract import extract_records, start_worker_server
+    from asr_pipeline.executors import start_worker_server
+    from asr_pipeline.features.extract import extract_records
     from asr_pipeline.text.normalize import NormalizationOptions, normalization_for_model
     from asr_pipeline.text.tokenizer import CTCTokenizer
     from asr_pipeline.tui import LiveView

@@ -14,11 +14,8 @@ raises ``NothingKeptError`` (the skips by reason in its message) instead of writ
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import NamedTuple
@@ -28,7 +25,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from asr_pipeline.augment import AugmentationMix
-from asr_pipeline.executors import ExecutorOptions, dask_client, dask_submitter, ordered_results
+from asr_pipeline.executors import ExecutorOptions, map_ordered, start_worker_server
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import (
     ARCHITECTURES,
@@ -241,18 +238,6 @@ def _featurize_chunk(rows: list[dict], options: ExtractionOptions) -> list[Audio
     return [featurize_row(row, options) for row in rows]
 
 
-def init_worker() -> None:
-    import torch
-
-    # torch defaults to one intra-op thread per core, so `jobs` workers would run jobs * cores threads on
-    # `cores` cores, and torch's threads spin-wait for each other. Measured on 2 cores, two processes each
-    # resampling + fbank-ing 150 clips of ~5 s: 1.2-1.35 s with 1 thread each, 6.5 s with 2 threads each,
-    # and 50 s with 2 threads each while a third process was busy. One thread per worker makes jobs = cores
-    # use the machine exactly. The thread count does not change the output (the jobs=1 vs jobs=2
-    # byte-identity tests check it, and benchmarks/bench_extract.py on 300 utterances).
-    torch.set_num_threads(1)
-
-
 def _featurize_serial(
     rows: Iterable[dict], options: ExtractionOptions
 ) -> Iterator[tuple[dict, AudioOutcome]]:
@@ -265,10 +250,6 @@ def _featurize_serial(
         yield row, outcome
 
 
-def _warm_up() -> None:
-    """An empty task: a process that ran it shows the forkserver is up."""
-
-
 def _featurize_chunk_single_threaded(rows: list[dict], options: ExtractionOptions) -> list[AudioOutcome]:
     """``_featurize_chunk`` in this process with one torch thread, as a worker runs it (see init_worker)."""
     import torch
@@ -279,47 +260,6 @@ def _featurize_chunk_single_threaded(rows: list[dict], options: ExtractionOption
         return _featurize_chunk(rows, options)
     finally:
         torch.set_num_threads(threads)
-
-
-def worker_context() -> multiprocessing.context.BaseContext:
-    """Start method of the worker pool: forkserver, with this module (torch, torchaudio) preloaded.
-
-    Not plain fork: forking a process that has started torch's (or a Kedro session's) threads can deadlock
-    the child. Not spawn: every spawned worker imports torch itself, 1.2 s of CPU each on this machine, so
-    two workers cost 2.4 s of CPU before any audio. The forkserver is a fresh single-threaded interpreter
-    that imports torch once (1.2 s, one core); workers are forked from it in milliseconds, and it stays up
-    for later pools in the same process. ``__main__`` is preloaded too (multiprocessing's rule applies: a
-    script must guard its entry point with ``if __name__ == "__main__"``), so workers do not re-import it.
-    """
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", __name__])
-    return context
-
-
-_server_ready: threading.Event | None = None
-
-
-def start_worker_server() -> threading.Event:
-    """Start the forkserver in the background; the event is set once a worker can be forked at once.
-
-    Starting a process blocks its caller until the forkserver has imported torch, so a background thread
-    does it (one empty daemon process) while this process keeps working: the CLI calls this before
-    reading manifests, and ``_featurize_parallel`` featurizes rows itself until the event is set.
-    """
-    global _server_ready
-    if _server_ready is None:
-        _server_ready = threading.Event()
-
-        def probe(ready: threading.Event) -> None:
-            try:
-                process = worker_context().Process(target=_warm_up, daemon=True)
-                process.start()  # returns once the forkserver has preloaded and forked
-                process.join()
-            finally:  # a server that failed to start then fails the pool loudly, not silently jobs=1
-                ready.set()
-
-        threading.Thread(target=probe, args=(_server_ready,), name="forkserver-probe", daemon=True).start()
-    return _server_ready
 
 
 def _featurize_parallel(
@@ -344,22 +284,7 @@ def _featurize_parallel(
             return
         yield from zip(chunk, _featurize_chunk_single_threaded(chunk, options), strict=True)
 
-    executor = ProcessPoolExecutor(
-        max_workers=options.jobs, mp_context=worker_context(), initializer=init_worker
-    )
-    chunks = iter(next_chunk, [])
-    results = ordered_results(
-        lambda chunk: executor.submit(_featurize_chunk, chunk, options),
-        chunks,
-        window=options.jobs * CHUNKS_IN_FLIGHT_PER_JOB,
-        describe=_chunk_location,
-    )
-    try:
-        for chunk, outcomes in results:
-            yield from zip(chunk, outcomes, strict=True)
-    finally:  # also on a strict-mode error or an early stop (--max-samples): do not finish the manifest
-        results.close()
-        executor.shutdown(wait=True, cancel_futures=True)
+    yield from _featurize_on(ExecutorOptions(), iter(next_chunk, []), options)
 
 
 def _featurize_dask(rows: Iterable[dict], options: ExtractionOptions) -> Iterator[tuple[dict, AudioOutcome]]:
@@ -368,20 +293,26 @@ def _featurize_dask(rows: Iterable[dict], options: ExtractionOptions) -> Iterato
     shards are byte-identical to a local run. A chunk whose worker died is rerun by the scheduler
     (asr_pipeline.executors). Paths travel absolute: a worker's working folder is not this one's."""
     row_iter = (_with_absolute_paths(row) for row in rows)
-    chunks = iter(lambda: list(islice(row_iter, CHUNK_ROWS)), [])
-    with dask_client(options.executor, options.jobs) as client:
-        slots = max(1, sum(client.nthreads().values()))
-        results = ordered_results(
-            dask_submitter(client, _featurize_chunk, options),
-            chunks,
-            window=slots * CHUNKS_IN_FLIGHT_PER_JOB,
-            describe=_chunk_location,
-        )
-        try:
-            for chunk, outcomes in results:
-                yield from zip(chunk, outcomes, strict=True)
-        finally:
-            results.close()
+    yield from _featurize_on(options.executor, iter(lambda: list(islice(row_iter, CHUNK_ROWS)), []), options)
+
+
+def _featurize_on(
+    executor: ExecutorOptions, chunks: Iterator[list[dict]], options: ExtractionOptions
+) -> Iterator[tuple[dict, AudioOutcome]]:
+    results = map_ordered(
+        _featurize_chunk,
+        chunks,
+        options,
+        jobs=options.jobs,
+        executor=executor,
+        ahead_per_worker=CHUNKS_IN_FLIGHT_PER_JOB,
+        describe=_chunk_location,
+    )
+    try:
+        for chunk, outcomes in results:
+            yield from zip(chunk, outcomes, strict=True)
+    finally:  # also on a strict-mode error or an early stop (--max-samples): do not finish the manifest
+        results.close()
 
 
 def _with_absolute_paths(row: dict) -> dict:

@@ -21,7 +21,6 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,7 @@ import pyarrow as pa
 import torch
 from tqdm import tqdm
 
-from asr_pipeline.executors import ExecutorOptions, dask_client, dask_submitter, ordered_results
-from asr_pipeline.features.extract import init_worker, worker_context
+from asr_pipeline.executors import ExecutorOptions, map_ordered
 from asr_pipeline.io.shards import iter_examples, read_metadata
 from asr_pipeline.training.alignment import ALIGNMENT_SCHEMA
 
@@ -157,35 +155,21 @@ def label_shards(
     """Every utterance of ``shards`` as units at the model's frame rate (module docstring), in the
     alignment schema. Shards are labelled in parallel by ``jobs`` worker processes, or on a Dask cluster
     (``executor``, asr_pipeline.executors); the table is the same either way."""
-    executor = executor or ExecutorOptions()
     frames = None if frames_of is None else dict(frames_of)
     work = [str(Path(shard).resolve()) for shard in shards]  # absolute: a Dask worker runs elsewhere
     rows: list[dict[str, Any]] = []
-    progress = tqdm(total=len(work), desc="units", unit="shard", disable=None)
-    args = (centroids, decimation, frames)
-
-    def collect(results: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
-        for _, shard_rows in results:
-            rows.extend(shard_rows)
-            progress.update()
-
-    def describe(shard: str) -> str:
-        return f"labelling {shard}"
-
-    if executor.kind == "dask":
-        with dask_client(executor, jobs) as client:
-            window = 2 * max(1, sum(client.nthreads().values()))
-            collect(ordered_results(dask_submitter(client, _label_shard, *args), work, window, describe))
-    elif jobs <= 1:
-        collect((shard, _label_shard(shard, *args)) for shard in work)
-    else:
-        # The extraction's worker processes: forked from a fresh server, one torch thread each.
-        with ProcessPoolExecutor(
-            max_workers=jobs, mp_context=worker_context(), initializer=init_worker
-        ) as pool:
-            submit = lambda shard: pool.submit(_label_shard, shard, *args)  # noqa: E731
-            collect(ordered_results(submit, work, 2 * jobs, describe))
-    progress.close()
+    results = map_ordered(
+        _label_shard,
+        work,
+        centroids,
+        decimation,
+        frames,
+        jobs=jobs,
+        executor=executor,
+        describe=lambda shard: f"labelling {shard}",
+    )
+    for _, shard_rows in tqdm(results, total=len(work), desc="units", unit="shard", disable=None):
+        rows.extend(shard_rows)
     return pa.Table.from_pylist(rows, schema=ALIGNMENT_SCHEMA)
 
 

@@ -35,7 +35,9 @@ from asr_pipeline.data.collate import SkippedExample, collate_batch
 from asr_pipeline.data.dataset import ShardDataset
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
-from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.executors import ExecutorOptions, map_ordered
+from asr_pipeline.models.loading import RunModel, load_run_model
+from asr_pipeline.run_layout import CHECKPOINT_POINTER, resolve_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,6 @@ class AlignmentReport:
         return asdict(self)
 
 
-@torch.no_grad()
 def align_shards(
     run_dir: str | Path,
     shard_paths: Sequence[str | Path],
@@ -72,43 +73,42 @@ def align_shards(
     *,
     batch_size: int = 16,
     progress: bool = True,
+    jobs: int = 1,
+    executor: ExecutorOptions | None = None,
 ) -> AlignmentReport:
-    """Align every utterance of ``shard_paths`` with the model of ``run_dir``; write ``output`` (Parquet)."""
-    loaded = load_run_model(run_dir)
+    """Align every utterance of ``shard_paths`` with the model of ``run_dir``; write ``output`` (Parquet).
+
+    Each shard is one task (batches of ``batch_size`` within it), run in this process, in ``jobs`` worker
+    processes or on a Dask cluster (``executor``, asr_pipeline.executors); rows come back in shard order,
+    and every task computes with one torch thread, so the file is byte-identical for any of them.
+    """
+    loaded = _run_model(str(Path(run_dir).resolve()))  # refused here, before any worker starts
     if loaded.output != "ctc":
         raise ValueError(
             f"{run_dir} holds a {loaded.architecture} model, which has no CTC frame outputs to align with; "
             "align with a CTC-output run (squeezeformer, zipformer, w2v-bert, or a frame-wise trained one)"
         )
-    model, blank = loaded.model, loaded.blank_id
-    dataset = ShardDataset(build_length_index(shard_paths))  # the training loader's item reader
+    shards = [str(Path(path).resolve()) for path in shard_paths]  # absolute: a Dask worker runs elsewhere
     report = AlignmentReport()
     rows: dict[str, list] = {name: [] for name in ALIGNMENT_SCHEMA.names}
     score_sum, frame_sum = 0.0, 0
-    bar = tqdm(total=len(dataset), desc="align", unit="utt", disable=not progress)
-    for start in range(0, len(dataset), batch_size):
-        batch = collate_batch([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
-        log_probs, lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
-        paths, aligned, scores = forced_paths(log_probs, lengths, batch.targets, batch.target_lengths, blank)
-        for row, utterance in enumerate(batch.ids):
-            report.utterances += 1
-            frames = int(lengths[row])
-            if not bool(aligned[row]):
-                tokens = batch.targets[row, : int(batch.target_lengths[row])]
-                report.skipped += 1
-                if len(report.first_skipped) < FIRST_SKIPPED:
-                    report.first_skipped.append(
-                        f"{utterance}: {frames} frames < {min_frames(tokens)} needed for {tokens.numel()} tokens"
-                    )
-                continue
-            report.aligned += 1
-            rows["id"].append(utterance)
-            rows["frames"].append(frames)
-            rows["labels"].append(paths[row, :frames].tolist())
-            rows["score"].append(float(scores[row]))
-            score_sum, frame_sum = score_sum + float(scores[row]), frame_sum + frames
-        bar.update(len(batch))
-    bar.close()
+    results = map_ordered(
+        _align_shard,
+        shards,
+        str(Path(run_dir).resolve()),
+        batch_size,
+        jobs=jobs,
+        executor=executor,
+        describe=lambda shard: f"aligning {shard}",
+    )
+    for _, done in tqdm(results, total=len(shards), desc="align", unit="shard", disable=not progress):
+        for name in ALIGNMENT_SCHEMA.names:
+            rows[name].extend(done.rows[name])
+        report.utterances += done.utterances
+        report.aligned += len(done.rows["id"])
+        report.skipped += len(done.skipped)
+        report.first_skipped.extend(done.skipped[: FIRST_SKIPPED - len(report.first_skipped)])
+        score_sum, frame_sum = score_sum + done.score_sum, frame_sum + done.frame_sum
     report.mean_score_per_frame = score_sum / frame_sum if frame_sum else None
     if report.skipped:
         log.warning(
@@ -123,6 +123,58 @@ def align_shards(
     pq.write_table(pa.table(rows, schema=ALIGNMENT_SCHEMA), tmp)
     tmp.replace(output)
     return report
+
+
+@dataclass
+class _ShardAlignment:
+    """One shard's part of ``align_shards``: its rows (ALIGNMENT_SCHEMA columns) and what it skipped."""
+
+    rows: dict[str, list]
+    utterances: int
+    skipped: list[str]  # "<id>: <why>" of every skipped utterance (the report names the first few)
+    score_sum: float
+    frame_sum: int
+
+
+@torch.no_grad()
+def _align_shard(shard: str, run_dir: str, batch_size: int) -> _ShardAlignment:
+    loaded = _run_model(run_dir)
+    model, blank = loaded.model, loaded.blank_id
+    dataset = ShardDataset(build_length_index([shard]))  # the training loader's item reader
+    done = _ShardAlignment({name: [] for name in ALIGNMENT_SCHEMA.names}, len(dataset), [], 0.0, 0)
+    for start in range(0, len(dataset), batch_size):
+        batch = collate_batch([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
+        log_probs, lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
+        paths, aligned, scores = forced_paths(log_probs, lengths, batch.targets, batch.target_lengths, blank)
+        for row, utterance in enumerate(batch.ids):
+            frames = int(lengths[row])
+            if not bool(aligned[row]):
+                tokens = batch.targets[row, : int(batch.target_lengths[row])]
+                done.skipped.append(
+                    f"{utterance}: {frames} frames < {min_frames(tokens)} needed for {tokens.numel()} tokens"
+                )
+                continue
+            done.rows["id"].append(utterance)
+            done.rows["frames"].append(frames)
+            done.rows["labels"].append(paths[row, :frames].tolist())
+            done.rows["score"].append(float(scores[row]))
+            done.score_sum, done.frame_sum = done.score_sum + float(scores[row]), done.frame_sum + frames
+    return done
+
+
+# The last run model this process loaded, with its checkpoint pointer's mtime: a worker aligning many shards
+# loads the model once, and a run trained again since (a new pointer) is loaded afresh.
+_LOADED: dict[str, tuple[int, RunModel]] = {}
+
+
+def _run_model(run_dir: str) -> RunModel:
+    pointer = resolve_run_dir(run_dir) / CHECKPOINT_POINTER
+    stamp = pointer.stat().st_mtime_ns if pointer.is_file() else -1  # none: load_run_model names the problem
+    cached = _LOADED.get(run_dir)
+    if cached is None or cached[0] != stamp:
+        _LOADED.clear()
+        _LOADED[run_dir] = (stamp, load_run_model(run_dir))
+    return _LOADED[run_dir][1]
 
 
 def load_alignment(path: str | Path) -> dict[str, np.ndarray]:

@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.pipelines.iterations import iteration_params as recipe_iteration
 from asr_pipeline.training.alignment import align_shards
 
@@ -43,5 +44,7 @@ def align_iteration(train_shards: list[str], alignment_dir: Path, params: dict[s
         train_shards,
         output / ALIGNMENT_FILE,
         batch_size=int(params.get("batch_size", 16)),
+        jobs=int(params.get("jobs", 1)),
+        executor=ExecutorOptions.from_dict(params.get("executor")),
     ).to_dict()
     (output / REPORT_FILE).write_text(json.dumps({"iteration": name, **report}, indent=2, sort_keys=True))
