@@ -59,3 +59,30 @@ def char_tokenizer_model() -> bytes:
         minloglevel=2,
     )
     return model.getvalue()
+
+
+def untrained_run(root: Path) -> Path:
+    """``root/run``: a run dir of the tiny squeezeformer (untrained, NUM_BINS fbank bins, a character tokenizer)
+    with its config, tokenizer and a step-0 checkpoint; ``root/shards`` holds the 4 examples it names. For tests
+    of paths and plumbing, not accuracy."""
+    from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE
+    from asr_pipeline.training.checkpoint import build_model_from_config, save_checkpoint
+    from asr_pipeline.training.config import resolve_config, save_json
+
+    model_bytes = char_tokenizer_model()
+    tokenizer = CTCTokenizer(model_bytes)
+    (root / "shards").mkdir(parents=True, exist_ok=True)
+    shard = write_corpus_shard(root / "shards" / "shard-00000.parquet", tokenizer, 4, seed=1, prefix="u")
+    run_dir = root / "run"
+    config = resolve_config(
+        {
+            "data": {"train_manifests": [str(shard)], "input_dim": NUM_BINS},
+            "model": {"variant": "tiny"},
+            "run": {"output_dir": str(run_dir), "tokenizer": str(run_dir / TOKENIZER_FILE)},
+        }
+    )
+    model, model_config = build_model_from_config(config, tokenizer.vocab_size)
+    save_checkpoint(run_dir, model=model, training_state=None, step=0, epoch=0, model_config=model_config)
+    save_json(config, run_dir / CONFIG_FILE)
+    (run_dir / TOKENIZER_FILE).write_bytes(model_bytes)
+    return run_dir

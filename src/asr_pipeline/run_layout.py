@@ -20,6 +20,10 @@ CHECKPOINT_DIR = "checkpoint_latest"  # the latest checkpoint's folder (training
 CHECKPOINT_POINTER = "checkpoint_latest.json"  # written last: the checkpoint's commit point
 WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwrapped model
 KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
+# An exported model folder (publish.export): config.json (this format's name in "format"), WEIGHTS_FILE,
+# TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
+EXPORT_CONFIG = "config.json"
+EXPORT_FORMAT = "asr_pipeline-export"
 
 
 def kept_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -89,6 +93,8 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",
+    "EXPORT_CONFIG",
+    "EXPORT_FORMAT",
     "INDEX_FILE",
     "KEPT_DIR",
     "METRICS_FILE",

@@ -11,33 +11,15 @@ from pathlib import Path
 import pytest
 
 from asr_pipeline.cli import main
-from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE
-from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.checkpoint import build_model_from_config, save_checkpoint
-from asr_pipeline.training.config import resolve_config, save_json
-from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
+from asr_pipeline.run_layout import TOKENIZER_FILE
+from tests.factories import untrained_run
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``run/`` (config, tokenizer, a step-0 checkpoint of the tiny model) and ``shards/`` (4 examples)."""
     root = tmp_path_factory.mktemp("decode")
-    model_bytes = char_tokenizer_model()
-    tokenizer = CTCTokenizer(model_bytes)
-    (root / "shards").mkdir()
-    shard = write_corpus_shard(root / "shards" / "shard-00000.parquet", tokenizer, 4, seed=1, prefix="u")
-    run_dir = root / "run"
-    config = resolve_config(
-        {
-            "data": {"train_manifests": [str(shard)], "input_dim": NUM_BINS},
-            "model": {"variant": "tiny"},
-            "run": {"output_dir": str(run_dir), "tokenizer": str(run_dir / TOKENIZER_FILE)},
-        }
-    )
-    model, model_config = build_model_from_config(config, tokenizer.vocab_size)
-    save_checkpoint(run_dir, model=model, training_state=None, step=0, epoch=0, model_config=model_config)
-    save_json(config, run_dir / CONFIG_FILE)
-    (run_dir / TOKENIZER_FILE).write_bytes(model_bytes)
+    untrained_run(root)
     return root
 
 

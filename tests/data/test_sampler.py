@@ -405,3 +405,97 @@ def test_every_unit_resumes_mid_epoch_with_exactly_the_remaining_batches(unit):
     resumed.set_epoch(1)
 
     assert list(resumed) == full[3:]
+
+
+# --- shard windows ---------------------------------------------------------------------------------------
+def shard_codes(count: int, shard_size: int) -> np.ndarray:
+    """The shard of every example, examples in shard order as a length index lists them."""
+    return np.arange(count) // shard_size
+
+
+def windowed(lengths, groups, window: int, **options) -> LengthBucketedBatchSampler:
+    options = {"budget": 6000, "max_samples": 16, **options}
+    return LengthBucketedBatchSampler(lengths, groups=groups, group_window=window, **options)
+
+
+def test_with_shard_windows_every_example_comes_once_and_batches_stay_within_a_window_of_shards():
+    lengths, groups = random_lengths(2000, seed=3), shard_codes(2000, 100)  # 20 shards
+    batches = list(windowed(lengths, groups, window=4))
+
+    assert sorted(itertools.chain.from_iterable(batches)) == list(range(2000))
+    shards_so_far: list[set[int]] = []
+    for batch in batches:  # consecutive batches draw on one window of 4 shards, then the next window
+        shards = {int(groups[i]) for i in batch}
+        if shards_so_far and len(shards_so_far[-1] | shards) <= 4:
+            shards_so_far[-1] |= shards
+        else:
+            shards_so_far.append(shards)
+    assert len(shards_so_far) == 5, "20 shards in windows of 4"
+    assert set().union(*shards_so_far) == set(range(20))
+
+
+def shard_opens(batches: list[list[int]], groups: np.ndarray, open_limit: int) -> int:
+    """Shard reads of an epoch through an LRU of ``open_limit`` open shards (ShardDataset's)."""
+    open_shards: list[int] = []  # least recently used first
+    opens = 0
+    for shard in (int(groups[i]) for batch in batches for i in batch):
+        if shard in open_shards:
+            open_shards.remove(shard)
+        else:
+            opens += 1
+        open_shards.append(shard)
+        del open_shards[: max(0, len(open_shards) - open_limit)]
+    return opens
+
+
+def test_reading_a_windowed_epoch_through_window_plus_one_open_shards_opens_each_shard_once():
+    lengths, groups = random_lengths(3000, seed=4), shard_codes(3000, 100)  # 30 shards
+
+    assert shard_opens(list(windowed(lengths, groups, window=4)), groups, open_limit=5) == 30
+    # A global shuffle through the same 5 open shards reopens shards over and over.
+    assert shard_opens(list(windowed(lengths, None, window=4)), groups, open_limit=5) > 20 * 30
+
+
+def test_shard_windows_are_reshuffled_every_epoch_and_reproducible():
+    lengths, groups = random_lengths(1000, seed=5), shard_codes(1000, 50)
+    sampler = windowed(lengths, groups, window=3, seed=7)
+
+    epoch0, epoch1 = sampler.epoch_batches(0), sampler.epoch_batches(1)
+    assert epoch0 != epoch1
+    assert windowed(lengths, groups, window=3, seed=7).epoch_batches(1) == epoch1
+
+
+def test_a_windowed_plan_resumes_and_refuses_another_window():
+    lengths, groups = random_lengths(1000, seed=6), shard_codes(1000, 50)
+    sampler = windowed(lengths, groups, window=3)
+    full = list(sampler)
+    resumed = windowed(lengths, groups, window=3)
+    resumed.load_state_dict(sampler.state_dict(batches_done=5))
+
+    assert list(resumed) == full[5:]
+    with pytest.raises(ValueError, match="batching"):
+        windowed(lengths, groups, window=4).load_state_dict(sampler.state_dict(batches_done=5))
+    with pytest.raises(ValueError, match="batching"):  # a global-shuffle checkpoint: another plan
+        windowed(lengths, None, window=3).load_state_dict(sampler.state_dict(batches_done=5))
+
+
+def test_shard_windows_keep_ranks_disjoint_and_even():
+    lengths, groups = random_lengths(1500, seed=8), shard_codes(1500, 100)
+    ranks = [list(windowed(lengths, groups, window=2, num_replicas=3, rank=r)) for r in range(3)]
+
+    assert len({len(batches) for batches in ranks}) == 1
+    seen = [i for batches in ranks for batch in batches for i in batch]
+    assert len(seen) == len(set(seen))
+
+
+def test_an_ascending_epoch_with_shard_windows_sorts_each_window_and_reads_each_shard_once():
+    from asr_pipeline.data.sampler import EpochPlan
+
+    lengths, groups = random_lengths(1200, seed=9), shard_codes(1200, 100)  # 12 shards
+    sampler = windowed(lengths, groups, window=4, epoch_plan=lambda epoch: EpochPlan(ascending=True))
+    batches = list(sampler)
+
+    assert sorted(itertools.chain.from_iterable(batches)) == list(range(1200))
+    assert shard_opens(batches, groups, open_limit=5) == 12
+    first_window = [i for batch in batches for i in batch if groups[i] < 4]
+    assert [int(lengths[i]) for i in first_window] == sorted(int(lengths[i]) for i in first_window)

@@ -35,10 +35,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="a feature shard or a folder of shards (made by extract-features); repeat for several",
     )
+    add_decoding_flags(parser, default_decoder="lexicon")
+    parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
+    parser.add_argument(
+        "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, <decoder>)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def add_decoding_flags(parser: argparse.ArgumentParser, default_decoder: str | None) -> None:
+    """--tokenizer and the decoder's flags, shared by ``decode`` and ``transcribe``."""
     parser.add_argument(
         "--tokenizer", metavar="MODEL", help="SentencePiece .model (default: <run-dir>/tokenizer.model)"
     )
-    parser.add_argument("--decoder", choices=DECODERS, default="lexicon", help="the beam decoder")
+    parser.add_argument("--decoder", choices=DECODERS, default=default_decoder, help="the beam decoder")
     parser.add_argument(
         "--tuned",
         metavar="JSON",
@@ -65,11 +75,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         help=f"subtracted from the blank log-prob per frame (flashlight decoders; default {DEFAULTS.blank_penalty})",
     )
-    parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
-    parser.add_argument(
-        "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, <decoder>)"
-    )
-    parser.set_defaults(handler=run)
+
+
+def run_tokenizer_path(args: argparse.Namespace, run_dir: Path) -> Path:
+    """--tokenizer, else the run's own copy (a usage error naming both when neither exists)."""
+    from asr_pipeline.run_layout import TOKENIZER_FILE
+
+    if args.tokenizer:
+        return existing_path(args.tokenizer, "--tokenizer")
+    if (run_dir / TOKENIZER_FILE).is_file():
+        return run_dir / TOKENIZER_FILE
+    raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
+
+
+def build_decoders(args: argparse.Namespace, model, tokenizer, options: DecodingOptions) -> dict:
+    """greedy, and --decoder built from --lm/--lexicon unless it is greedy or the run cannot use it."""
+    from asr_pipeline.decoding.decoders import DecodingResources
+    from asr_pipeline.decoding.evaluation import beam_decoders_skipped, greedy_decoder
+
+    decoders = {"greedy": greedy_decoder(model, tokenizer)}
+    skipped = beam_decoders_skipped(model, [options.decoder] if options.decoder != "greedy" else [])
+    if skipped:
+        print(f"note: --decoder {options.decoder} skipped: {skipped[options.decoder]}", file=sys.stderr)
+    elif options.decoder != "greedy":
+        if options.decoder == "lexicon" and not args.lexicon:
+            raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
+        lm = existing_path(args.lm, "--lm") if args.lm else None
+        lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
+        decoders[options.decoder] = DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
+            options, tokenizer
+        )
+    return decoders
 
 
 def decoding_options(args: argparse.Namespace) -> DecodingOptions:
@@ -96,41 +132,18 @@ def decoding_options(args: argparse.Namespace) -> DecodingOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.decoding.decoders import DecodingResources
-    from asr_pipeline.decoding.evaluation import (
-        beam_decoders_skipped,
-        decode_and_score,
-        greedy_decoder,
-        load_run,
-        run_log_probs,
-    )
-    from asr_pipeline.run_layout import CONFIG_FILE, TOKENIZER_FILE, resolve_run_dir
+    from asr_pipeline.decoding.evaluation import decode_and_score, load_run, run_log_probs
+    from asr_pipeline.run_layout import CONFIG_FILE, resolve_run_dir
     from asr_pipeline.text.tokenizer import CTCTokenizer
 
     run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
-    if args.tokenizer:
-        tokenizer_path = existing_path(args.tokenizer, "--tokenizer")
-    elif (run_dir / TOKENIZER_FILE).is_file():
-        tokenizer_path = run_dir / TOKENIZER_FILE
-    else:
-        raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
+    tokenizer_path = run_tokenizer_path(args, run_dir)
     shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
     options = decoding_options(args)
-    lm = existing_path(args.lm, "--lm") if args.lm else None
-    lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
     model = load_run(run_dir)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
-    decoders = {"greedy": greedy_decoder(model, tokenizer)}
-    skipped = beam_decoders_skipped(model, [options.decoder] if options.decoder != "greedy" else [])
-    if skipped:
-        print(f"note: --decoder {options.decoder} skipped: {skipped[options.decoder]}", file=sys.stderr)
-    elif options.decoder != "greedy":
-        if options.decoder == "lexicon" and not args.lexicon:
-            raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
-        decoders[options.decoder] = DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
-            options, tokenizer
-        )
+    decoders = build_decoders(args, model, tokenizer, options)
     hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)
     metrics["decoding"] = {name: value for name, value in vars(options).items()}
     if args.output:

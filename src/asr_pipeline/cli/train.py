@@ -535,6 +535,13 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "sort each buffer longest first and keep that batch order (the largest batch of a buffer runs "
         "first, so an out-of-memory batch fails early); unset: shortest first, batches shuffled",
     ),
+    TrainFlag(
+        "--shuffle-window-shards",
+        "data.shuffle_window_shards",
+        int,
+        "feature shards shuffled together: an epoch shuffles the shards, then the examples of N shards at a "
+        "time, so memory holds N+1 shards whatever the corpus size; 0: one global shuffle",
+    ),
     TrainFlag("--max-train-samples", "data.max_train_samples", int, "keep the first N training examples"),
     TrainFlag("--max-val-samples", "data.max_val_samples", int, "keep the first N validation examples"),
     TrainFlag(

@@ -49,7 +49,9 @@ class ShardDataset(Dataset):
     ) -> None:
         shard_codes = pc.dictionary_encode(index.column("shard")).combine_chunks()
         self.shard_paths: list[str] = shard_codes.dictionary.to_pylist()
-        self._shard_of = shard_codes.indices.to_numpy().astype(np.int32)
+        # The shard of every item (an index into shard_paths): samplers keep batches within a few shards
+        # at a time (data.sampler, shard windows) so that an epoch opens each shard once.
+        self.shard_of = shard_codes.indices.to_numpy().astype(np.int32)
         self._row_of = index.column("row").to_numpy().astype(np.int64)
         self._fingerprints = _one_fingerprint_per_shard(index, self.shard_paths)
         self.num_frames = index.column("rows").to_numpy().astype(np.int64)  # T per item, for samplers
@@ -70,7 +72,7 @@ class ShardDataset(Dataset):
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict:
         epoch, item = key if isinstance(key, tuple) else (None, key)
-        shard, row = int(self._shard_of[item]), int(self._row_of[item])
+        shard, row = int(self.shard_of[item]), int(self._row_of[item])
         record = read_example(self._table(shard), row)
         features = torch.tensor(record["features"], dtype=torch.float32)  # (T, F), a writable copy
         transform = self.transform

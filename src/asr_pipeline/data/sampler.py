@@ -2,7 +2,13 @@
 
 One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replicas):
 
-1. Shuffle all example indices (or keep index order when ``shuffle=False``).
+1. Shuffle all example indices (or keep index order when ``shuffle=False``). With shard windows
+   (``groups`` and ``group_window``: the shard of every example, and how many shards are mixed at once),
+   shuffle the shards instead, take them ``group_window`` at a time, and shuffle the examples of each
+   window: steps 2-4 then run window by window, so a window's batches all come from its shards and an
+   epoch reads each shard once, with ``group_window`` shards in memory (WebDataset's and lhotse's shard
+   shuffle plus a shuffle buffer; ``benchmarks/bench_librispeech_scale.py`` measured a global shuffle
+   holding every shard of a 280k-utterance corpus open by the end of an epoch).
 2. Cut them into buffers of ``sort_buffer_size`` and sort each buffer by length (frames T), shortest
    first, or longest first with ``sort_descending``. A bounded buffer keeps randomness across epochs (a
    global sort would produce the same batches every epoch) while still putting similar lengths together,
@@ -12,7 +18,7 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
    forms a batch of one: dropping it would lose data silently, and the caller filters over-long audio
    explicitly upstream (``max_audio_duration_sec``). Such examples are counted (``oversized_examples``,
    ``BatchPlanStats.oversized_batches``) so a budget that is too small for the data shows in the report.
-4. Shuffle the batches, so the model does not see lengths in buffer order. With ``sort_descending`` the
+4. Shuffle the batches (within each shard window), so the model does not see lengths in buffer order. With ``sort_descending`` the
    batches are NOT shuffled: buffer after buffer (each a random draw of examples), longest batch first.
    That is the point of sorting descending: the largest batches of a buffer come first, so a batch that
    does not fit in memory fails at the start of the buffer -- with one buffer over the whole set, at the
@@ -158,6 +164,10 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         seed: with the epoch, the only source of randomness; every rank must pass the same seed.
         num_replicas, rank: the DDP world; default to the initialised process group, else (1, 0).
         uneven: how to give every rank the same number of batches, see the module docstring.
+        groups: the shard (any int id) of every example; with ``group_window``, batches are planned a
+            window of that many shards at a time (module docstring, 1). Ignored without ``shuffle`` (index
+            order reads shards in order already); an ``EpochPlan`` that sorts the epoch ascending sorts
+            each window of shards, the windows in index order.
     """
 
     def __init__(
@@ -178,6 +188,8 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         rank: int | None = None,
         uneven: Uneven = "drop",
         epoch_plan: Callable[[int], EpochPlan | None] | None = None,
+        groups: Sequence[int] | np.ndarray | None = None,
+        group_window: int | None = None,
     ) -> None:
         if (batch_size is None) == (budget is None):
             raise ValueError(f"give exactly one of batch_size (fixed batches) or budget (in {unit})")
@@ -186,6 +198,10 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if sort_buffer_size < 1:
             raise ValueError(f"sort_buffer_size must be >= 1, got {sort_buffer_size}")
+        if group_window is not None and group_window < 1:
+            raise ValueError(f"group_window must be >= 1 or None, got {group_window}")
+        if groups is not None and len(groups) != len(lengths):
+            raise ValueError(f"{len(groups)} groups for {len(lengths)} examples")
         if uneven not in ("drop", "pad"):
             raise ValueError(f"uneven must be 'drop' or 'pad', got {uneven!r}")
         if num_replicas is None:
@@ -211,6 +227,14 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         # Training control: the epoch -> EpochPlan of a schedule or curriculum (a pure function of the
         # epoch, so plans stay reproducible and resumable); None: every epoch uses the options above.
         self.epoch_plan = epoch_plan
+        # Shard windows: the members of each group, in index order (None: one global shuffle).
+        self.group_window = group_window if groups is not None else None
+        self._group_members: list[np.ndarray] | None = None
+        if self.group_window is not None:
+            codes = np.asarray(groups, dtype=np.int64)
+            by_group = np.argsort(codes, kind="stable")
+            bounds = np.flatnonzero(np.diff(codes[by_group])) + 1
+            self._group_members = np.split(by_group, bounds)
         self.epoch = 0
         self._skip = 0  # batches of ``epoch`` already done before a resume
         self._yielded = 0  # batches of the current iteration handed out so far (skipped ones included)
@@ -264,8 +288,38 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         if plan.keep is not None:
             order = order[plan.keep[order]]
         if plan.ascending:  # one pass, shortest first: no buffers, no batch shuffle
+            if self._group_members is not None:  # shortest first within each window of shards, in order
+                batches = []
+                for window in self._shard_windows(None):
+                    kept = window if plan.keep is None else window[plan.keep[window]]
+                    ordered = kept[np.argsort(self.lengths[kept], kind="stable")]
+                    batches.extend(self._batch_sorted(ordered, budget, max_samples))
+                return self._even_out(batches)
             ordered = order[np.argsort(self.lengths[order], kind="stable")]
             return self._even_out(self._batch_sorted(ordered, budget, max_samples))
+        if self._group_members is not None and self.shuffle:
+            batches = []
+            for window in self._shard_windows(rng):
+                window_order = window[rng.permutation(len(window))]
+                if plan.keep is not None:
+                    window_order = window_order[plan.keep[window_order]]
+                batches.extend(self._buffered_batches(window_order, budget, max_samples, rng))
+            return self._even_out(batches)
+        return self._even_out(self._buffered_batches(order, budget, max_samples, rng))
+
+    def _shard_windows(self, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
+        """The examples of ``group_window`` shards at a time (module docstring, 1): shuffled shards, or in
+        index order without ``rng``."""
+        assert self._group_members is not None and self.group_window is not None
+        count = len(self._group_members)
+        shards = rng.permutation(count) if rng is not None else np.arange(count)
+        for start in range(0, len(shards), self.group_window):
+            yield np.concatenate([self._group_members[g] for g in shards[start : start + self.group_window]])
+
+    def _buffered_batches(
+        self, order: np.ndarray, budget: int | None, max_samples: int | None, rng: np.random.Generator
+    ) -> list[list[int]]:
+        """Steps 2-4 of the module docstring over ``order``."""
         batches: list[list[int]] = []
         for start in range(0, len(order), self.sort_buffer_size):
             buffer = order[start : start + self.sort_buffer_size]
@@ -273,7 +327,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             batches.extend(self._batch_sorted(buffer[np.argsort(keys, kind="stable")], budget, max_samples))
         if self.shuffle and not self.sort_descending:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        return self._even_out(batches)
+        return batches
 
     def _plan_of(self, epoch: int) -> EpochPlan:
         return (self.epoch_plan(epoch) if self.epoch_plan is not None else None) or EpochPlan()
@@ -353,7 +407,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
     def _batching(self) -> list:
         # Everything besides seed/epoch/world that shapes the plan; a resume with other values would
         # skip the wrong batches.
-        return [
+        batching = [
             self.batch_size,
             self.unit,
             self.budget,
@@ -363,12 +417,15 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             self.shuffle,
             self.uneven,
         ]
+        if self.group_window is not None:  # appended, so plans without windows match older checkpoints
+            batching += ["shard_window", self.group_window]
+        return batching
 
     def _legacy_batching(self) -> list | None:
         # Checkpoints written before budget units existed: [batch_size, max_frames, max_samples,
         # sort_buffer_size, shuffle, uneven], which is this sampler's plan when the unit is padded frames
         # and buffers sort ascending.
-        if self.unit != "padded-frames" or self.sort_descending:
+        if self.unit != "padded-frames" or self.sort_descending or self.group_window is not None:
             return None
         return [
             self.batch_size,

@@ -23,6 +23,8 @@ from asr_pipeline.models.registry import SPECS, build_from_config, check_options
 from asr_pipeline.models.spec import OutputKind
 from asr_pipeline.run_layout import (
     CONFIG_FILE,
+    EXPORT_CONFIG,
+    EXPORT_FORMAT,
     WEIGHTS_FILE,
     committed_dir,
     read_checkpoint_pointer,
@@ -160,8 +162,37 @@ class RunModel:
     training_config: dict[str, Any]  # training_config.json as saved (raw JSON)
 
 
+def is_export(path: str | Path) -> bool:
+    """Whether ``path`` is a folder written by ``publish.export`` (its config.json names the format)."""
+    config = Path(path) / EXPORT_CONFIG
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text()).get("format") == EXPORT_FORMAT
+    except (json.JSONDecodeError, AttributeError):
+        return False
+
+
+def _load_export(folder: Path) -> RunModel:
+    config = json.loads((folder / EXPORT_CONFIG).read_text())
+    spec = get_spec(config["architecture"])
+    model = build_from_config(spec.name, config["model_config"])
+    model.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=True)
+    model.eval()
+    training_config = json.loads((folder / CONFIG_FILE).read_text())
+    return RunModel(
+        model=model,
+        architecture=spec.name,
+        blank_id=int(config["blank_id"]),
+        output=spec.output,
+        model_config=config["model_config"],
+        training_config=training_config,
+    )
+
+
 def load_run_model(run_dir: str | Path) -> RunModel:
-    """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer).
+    """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer), or of
+    a folder ``publish.export`` wrote.
 
     The architecture comes from ``training_config.json``; every model field comes from the
     ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
@@ -169,6 +200,8 @@ def load_run_model(run_dir: str | Path) -> RunModel:
     the vocabulary size was inferred from a tokenizer that is not at hand now.
     """
     run_dir = resolve_run_dir(run_dir)
+    if is_export(run_dir):
+        return _load_export(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path} does not exist: {run_dir} is not a training run dir")
@@ -194,6 +227,7 @@ __all__ = [
     "ModelSettings",
     "RunModel",
     "build_model_for",
+    "is_export",
     "load_pretrained_weights",
     "load_run_model",
     "pretrained_values",

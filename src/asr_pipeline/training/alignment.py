@@ -195,7 +195,7 @@ class AlignedDataset(Dataset):
 
     def __init__(self, dataset: Dataset, labels: dict[str, np.ndarray], source: str) -> None:
         self.dataset, self.labels, self.source = dataset, labels, source
-        for name in ("num_frames", "num_tokens", "duration_ms"):  # what samplers and reports read
+        for name in ("num_frames", "num_tokens", "duration_ms", "shard_of"):  # what samplers and reports read
             if hasattr(dataset, name):
                 setattr(self, name, getattr(dataset, name))
 

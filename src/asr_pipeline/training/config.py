@@ -72,6 +72,10 @@ class DataConfig:
     val_alignment: str | None = None
     sort_buffer_size: int = 4096  # examples sorted by length together (see data.sampler)
     sort_by_length_desc: bool = False  # longest first within a buffer, batch order kept (data.sampler)
+    # Feature shards mixed at once when shuffling (data.sampler, shard windows): each epoch shuffles the
+    # shards, then the examples of this many shards at a time, so a rank holds this many decompressed shards
+    # (plus one) however large the corpus; 0 or None: one global shuffle, every shard held once read.
+    shuffle_window_shards: int | None = 8
     num_workers: int = 0  # DataLoader worker processes per rank (persistent across epochs when > 0)
     prefetch_factor: int | None = None  # batches each worker loads ahead; None: torch's default (2)
     pin_memory: bool | None = None  # page-locked host batches; None: when run.backend is cuda
@@ -101,6 +105,7 @@ class DataConfig:
         )
         _non_negative(
             self,
+            "shuffle_window_shards",
             "num_workers",
             "spec_time_masks",
             "spec_time_mask_max_frames",

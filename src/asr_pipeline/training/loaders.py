@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -118,7 +119,14 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     by_epoch = SpecAugmentByEpoch(settings) if masking and settings.schedules(*SPEC_AUGMENT_KEYS) else None
     train_set: ShardDataset | AudioDataset
     if train_source.kind == "shards":
-        train_set = ShardDataset(train_index, transform=spec_augment, transform_for_epoch=by_epoch)
+        # A shard window's shards stay open, one more for the window boundary (data.sampler).
+        window = data.shuffle_window_shards or None
+        train_set = ShardDataset(
+            train_index,
+            transform=spec_augment,
+            transform_for_epoch=by_epoch,
+            max_open_shards=None if window is None else window + 1,
+        )
     else:
         waveform_augment = WaveformAugment(
             data.waveform_gain_min_db, data.waveform_gain_max_db, data.waveform_noise_std
@@ -142,6 +150,7 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         seed=config.run.seed,
         uneven="drop",
         epoch_plan=plans if plans.active else None,
+        groups=getattr(train_set, "shard_of", None),  # raw audio has no shards: one global shuffle
     )
     loader_sampler: Sampler = train_sampler
     # The dataset needs the epoch to seed its augmentation (raw audio) or to pick the epoch's SpecAugment.
@@ -231,6 +240,7 @@ def _batch_sampler(
     seed: int,
     uneven: str,
     epoch_plan: Callable[[int], EpochPlan | None] | None = None,
+    groups: np.ndarray | None = None,
 ) -> LengthBucketedBatchSampler:
     budget = {} if data.batch_size is not None else {"budget": data.adaptive_batch_budget}
     return LengthBucketedBatchSampler(
@@ -248,6 +258,8 @@ def _batch_sampler(
         rank=ctx.rank,
         uneven=uneven,  # type: ignore[arg-type]
         epoch_plan=epoch_plan,
+        groups=groups,
+        group_window=data.shuffle_window_shards or None,
         **budget,
     )
 
@@ -261,6 +273,7 @@ def _batching_report(sampler: LengthBucketedBatchSampler, data: DataConfig) -> d
         "max_samples": None if fixed else data.adaptive_batch_max_samples,
         "sort_buffer_size": data.sort_buffer_size,
         "sort_by_length_desc": data.sort_by_length_desc,
+        "shuffle_window_shards": data.shuffle_window_shards if sampler.group_window is not None else None,
         # Each forms a batch of one over the budget, every epoch: a budget too small for the data shows.
         "oversized_examples": sampler.oversized_examples,
         "epoch0": sampler.plan_stats(0).to_dict(),

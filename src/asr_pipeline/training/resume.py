@@ -64,6 +64,7 @@ CRITICAL_DATA_KEYS = (
     "max_audio_duration_sec",
     "sort_buffer_size",
     "sort_by_length_desc",
+    "shuffle_window_shards",
     "spec_time_masks",
     "spec_time_mask_max_frames",
     "spec_freq_masks",

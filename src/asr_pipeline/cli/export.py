@@ -1,0 +1,49 @@
+"""``asr-pipeline export``: a trained run as a self-contained model folder with a model card
+(``publish.export``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from asr_pipeline.cli.common import HelpFormatter, existing_path, print_json
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        formatter_class=HelpFormatter,
+        help="write a trained run as a self-contained model folder with a model card",
+        description="Write config.json, model.safetensors, tokenizer.model, training_config.json, metrics.json "
+        "and a README.md model card (architecture, parameters, data, training, metrics, intended use, "
+        "limitations) for --run-dir. The folder loads wherever a run dir does (transcribe, decode) with the same "
+        "outputs.",
+    )
+    parser.add_argument(
+        "--run-dir", required=True, help="a training run dir (or its checkpoint_latest/ or .json)"
+    )
+    parser.add_argument("--output", required=True, metavar="DIR", help="the folder to write")
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        default=[],
+        metavar="JSON",
+        help="the evaluate stage's metrics files (data/metrics/evaluate_<split>.json) for the card's table",
+    )
+    parser.add_argument("--name", help="the model's name on the card (default: the folder's name)")
+    parser.add_argument("--language", help="the card's language tag (ISO 639-1, e.g. en)")
+    parser.add_argument("--license", help="the card's license tag (an SPDX id, e.g. apache-2.0)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.publish.export import CardInfo, export_run
+
+    run_dir = existing_path(args.run_dir, "--run-dir")
+    metrics = [existing_path(path, "--metrics") for path in args.metrics]
+    card = CardInfo(name=args.name, language=args.language, license=args.license)
+    config = export_run(run_dir, args.output, evaluate_metrics=metrics, card=card, overwrite=args.overwrite)
+    print_json(
+        {"output": args.output, **{k: config[k] for k in ("architecture", "parameters", "vocab_size")}}
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""Publishing a trained run: the exported model folder and its model card."""
