@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.publish.hub_server import hub  # noqa: F401  (a fixture: the stand-in Hugging Face Hub)
+
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # Triton kernels run on the CPU through the interpreter; it must be chosen before triton is imported. Not in

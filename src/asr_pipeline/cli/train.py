@@ -536,6 +536,27 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "first, so an out-of-memory batch fails early); unset: shortest first, batches shuffled",
     ),
     TrainFlag(
+        "--hf-upload-checkpoints",
+        "run.hf_upload_checkpoints",
+        bool,
+        "upload every checkpoint to the Hugging Face Hub (rank 0, in the background, retried, never fatal) as "
+        "checkpoint-<step>/; the token is HF_TOKEN or huggingface_hub's login",
+    ),
+    TrainFlag(
+        "--hf-upload-repo-id", "run.hf_upload_repo_id", str, "the Hub repo (namespace/name)", metavar="ID"
+    ),
+    TrainFlag(
+        "--hf-upload-revision", "run.hf_upload_revision", str, "the branch to commit to", metavar="REV"
+    ),
+    TrainFlag("--hf-upload-private", "run.hf_upload_private", bool, "create the repo private"),
+    TrainFlag(
+        "--hf-upload-checkpoint-format",
+        "run.hf_upload_checkpoint_format",
+        str,
+        "what a checkpoint is uploaded as: safetensors (the weights, the pointer, the config, the tokenizer)",
+        choices=["safetensors"],
+    ),
+    TrainFlag(
         "--shuffle-window-shards",
         "data.shuffle_window_shards",
         int,

@@ -282,8 +282,20 @@ class RunConfig:
     # Bitwise-reproducible weights (training.determinism): seeded RNGs, deterministic algorithms, cuDNN and
     # cuBLAS settings. Off: the same results up to nondeterministic CUDA kernels.
     deterministic: bool = False
+    # Upload every checkpoint to the Hugging Face Hub (publish.hub.CheckpointUploader: rank 0, a background
+    # thread, retried, never fatal) as checkpoint-<step>/ of hf_upload_repo_id at hf_upload_revision. The
+    # token is huggingface_hub's (HF_TOKEN or its login), never part of the config.
+    hf_upload_checkpoints: bool = False
+    hf_upload_repo_id: str | None = None
+    hf_upload_revision: str = "main"
+    hf_upload_private: bool = False  # create the repo private (an existing repo keeps its visibility)
+    hf_upload_checkpoint_format: Literal["safetensors"] = "safetensors"
 
     def __post_init__(self) -> None:
+        if self.hf_upload_checkpoints and not self.hf_upload_repo_id:
+            raise ValueError(
+                "hf_upload_checkpoints needs hf_upload_repo_id (--hf-upload-repo-id namespace/name)"
+            )
         _positive(self, "log_every", "threads_per_rank", "checkpoint_every_steps")
         _non_negative(self, "max_non_finite_losses", "device_index")
         if any(index < 0 for index in self.device_indices):

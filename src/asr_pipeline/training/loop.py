@@ -581,6 +581,9 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
             events.write("deterministic", trainer.step, start_epoch, determinism.settings())
         events.write("data", trainer.step, start_epoch, data.report)
         final = _train_epochs(trainer, start_epoch)
+        uploads = trainer.checkpoints.finish_uploads()  # rank 0's: None elsewhere
+        if uploads is not None:
+            events.write("hf_upload", trainer.step, config.optim.epochs - 1, {"checkpoints": uploads})
         digests = gather(parameter_digest(trainer.model))
         if ctx.is_main:
             write_json_atomic(output_dir / METRICS_FILE, final)

@@ -10,12 +10,21 @@ written. Nothing resumes from ``checkpoint_best``: it has weights (and the EMA) 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from asr_pipeline.publish.hub import CheckpointUploader, HubTarget
+from asr_pipeline.run_layout import (
+    CHECKPOINT_POINTER,
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    committed_dir,
+)
 from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, save_checkpoint, save_kept_weights
 from asr_pipeline.training.config import TrainConfig
 from asr_pipeline.training.events import EventLog
@@ -28,6 +37,7 @@ class RunCheckpoints:
         self.config, self.model_config, self.events = config, model_config, events
         self.output_dir = Path(config.run.output_dir)
         self.best_val_cer = math.inf  # rank 0's is the one checkpointed and resumed
+        self.uploader: CheckpointUploader | None = None  # run.hf_upload_checkpoints: made at the first write
 
     def offer(self, val_cer: float) -> bool:
         """Whether ``val_cer`` is the lowest so far (and it is then remembered as the best)."""
@@ -75,6 +85,29 @@ class RunCheckpoints:
         if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
             values["best_path"] = str(self.output_dir / BEST_DIR)
         self.events.write("checkpoint", step, epoch, values)
+        if self.config.run.hf_upload_checkpoints:
+            self._upload(step)
+
+    def _upload(self, step: int) -> None:
+        """Queue the checkpoint just written for the Hub: its files are read now, before the next write."""
+        run = self.config.run
+        if self.uploader is None:
+            target = HubTarget(run.hf_upload_repo_id or "", run.hf_upload_revision, run.hf_upload_private)
+            self.uploader = CheckpointUploader(target)
+        files = {
+            WEIGHTS_FILE: (committed_dir(self.output_dir) / WEIGHTS_FILE).read_bytes(),
+            CHECKPOINT_POINTER: (self.output_dir / CHECKPOINT_POINTER).read_bytes(),
+            CONFIG_FILE: (self.output_dir / CONFIG_FILE).read_bytes(),
+        }
+        if run.tokenizer and Path(run.tokenizer).is_file():
+            files[TOKENIZER_FILE] = Path(run.tokenizer).read_bytes()
+        self.uploader.submit(step, files)
+
+    def finish_uploads(self) -> list[dict[str, Any]] | None:
+        """Wait for the queued uploads; what happened to each (None when nothing was uploaded)."""
+        if self.uploader is None:
+            return None
+        return [asdict(result) for result in self.uploader.close()]
 
     def load_state_dict(self, training_state: dict[str, Any]) -> None:
         self.best_val_cer = training_state.get("best_val_cer", math.inf)

@@ -1,0 +1,82 @@
+"""publish.hub against a stand-in Hub on 127.0.0.1 (HF_ENDPOINT): `asr-pipeline publish` sends the exported
+folder's files to the repo and revision asked for; training with --hf-upload-checkpoints commits each
+checkpoint from a background thread, retries a failed commit and never fails the run; the token goes only into
+the Authorization header, never into output, events or the run dir."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from asr_pipeline.cli import main
+from asr_pipeline.publish.export import export_run
+from asr_pipeline.publish.hub import CheckpointUploader, HubTarget
+from tests.factories import untrained_run
+from tests.publish.hub_server import TOKEN
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("publish")
+    export_run(untrained_run(root), root / "tiny-model")
+    return root / "tiny-model"
+
+
+def test_publish_creates_the_repo_and_branch_and_commits_every_file_of_the_folder(hub, export_dir, capsys):
+    status = main(
+        [
+            "publish",
+            "--export-dir",
+            str(export_dir),
+            "--repo-id",
+            "team/tiny",
+            "--revision",
+            "v1",
+            "--private",
+        ]
+    )
+    out, err = capsys.readouterr()
+
+    assert status == 0, err
+    assert [
+        (c["organization"], c["name"], c.get("private", c.get("visibility") == "private"))
+        for c in hub.created
+    ] == [("team", "tiny", True)]
+    assert hub.branches == [("team/tiny", "v1")]
+    [(repo, revision, message, files)] = hub.commits
+    assert (repo, revision, message) == ("team/tiny", "v1", "Upload tiny-model")
+    assert files == {path.name: path.read_bytes() for path in export_dir.iterdir()}
+    assert json.loads(out)["commit"].startswith(f"{hub.url}/team/tiny/commit/")
+    assert all(
+        request.authorization == f"Bearer {TOKEN}" for request in hub.requests if request.method == "POST"
+    )
+    assert TOKEN not in out + err
+
+
+def test_publish_refuses_a_folder_that_is_not_an_export_and_names_a_bad_repo_id(hub, tmp_path, capsys):
+    assert main(["publish", "--export-dir", str(tmp_path), "--repo-id", "team/tiny"]) == 1
+    assert "is not an exported model folder" in capsys.readouterr().err
+    assert main(["publish", "--export-dir", str(tmp_path), "--repo-id", "tiny"]) == 2
+    assert "repo id must be <namespace>/<name>" in capsys.readouterr().err
+    assert hub.commits == []
+
+
+def test_a_failed_checkpoint_commit_is_retried_and_one_that_keeps_failing_is_recorded_not_raised(hub):
+    hub.fail_commits = 1
+    uploader = CheckpointUploader(HubTarget("team/run"), retries=3, first_pause_sec=0.01)
+    uploader.submit(10, {"model.safetensors": b"weights-10"})
+    uploader.submit(20, {"model.safetensors": b"weights-20"})
+    results = uploader.close(timeout_sec=60)
+
+    assert [(r.step, r.ok, r.attempts) for r in results] == [(10, True, 2), (20, True, 1)]
+    assert [files for *_, files in hub.commits] == [
+        {"checkpoint-00000010/model.safetensors": b"weights-10"},
+        {"checkpoint-00000020/model.safetensors": b"weights-20"},
+    ]
+    hub.fail_commits = 5
+    failing = CheckpointUploader(HubTarget("team/run"), retries=2, first_pause_sec=0.01)
+    failing.submit(30, {"model.safetensors": b"weights-30"})
+    [result] = failing.close(timeout_sec=60)
+    assert (result.ok, result.attempts) == (False, 2) and "500" in result.error
