@@ -19,6 +19,8 @@ INDEX_FILE = "length_index.parquet"  # the length index the run batched with
 CHECKPOINT_DIR = "checkpoint_latest"  # the latest checkpoint's folder (training.checkpoint)
 CHECKPOINT_POINTER = "checkpoint_latest.json"  # written last: the checkpoint's commit point
 WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwrapped model
+BEST_DIR = "checkpoint_best"  # the weights of the best validation score so far (training.run_checkpoints)
+BEST_POINTER = "checkpoint_best.json"  # its step, epoch, model_config and metrics, written last
 KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
 # An exported model folder (publish.export): config.json (this format's name in "format"), WEIGHTS_FILE,
 # TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
@@ -90,6 +92,8 @@ def _weights_step(directory: Path) -> str | None:
 
 
 __all__ = [
+    "BEST_DIR",
+    "BEST_POINTER",
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",

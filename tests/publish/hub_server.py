@@ -48,7 +48,9 @@ def start_hub() -> tuple[FakeHub, ThreadingHTTPServer]:
                 request = json.loads(body)
                 hub.created.append(request)
                 return self._reply({"url": f"{hub.url}/{request['organization']}/{request['name']}"})
-            if self.path.startswith("/api/validate-yaml"):  # the client checks a README.md's YAML header first
+            if self.path.startswith(
+                "/api/validate-yaml"
+            ):  # the client checks a README.md's YAML header first
                 return self._reply({"errors": [], "warnings": []})
             if parts[:2] == ["api", "models"] and len(parts) >= 6:
                 repo, action, revision = f"{parts[2]}/{parts[3]}", parts[4], "/".join(parts[5:])

@@ -61,3 +61,14 @@ def shard_paths(inputs: list[str], flag: str, tokenizer: str | Path | None = Non
 
 def print_json(payload: dict) -> None:
     print(json.dumps(payload, indent=2, ensure_ascii=False))
+
+
+def add_checkpoint_flag(parser: argparse.ArgumentParser) -> None:
+    """--checkpoint: which of a run's checkpoints to load (models.loading.load_run_model)."""
+    parser.add_argument(
+        "--checkpoint",
+        choices=("latest", "best"),
+        default="latest",
+        help="the run's latest checkpoint, or its best validation score's (checkpoint_best: where early "
+        "stopping points; often not the last)",
+    )

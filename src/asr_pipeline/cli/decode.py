@@ -7,7 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json, shard_paths
+from asr_pipeline.cli.common import (
+    HelpFormatter,
+    UsageError,
+    add_checkpoint_flag,
+    existing_path,
+    print_json,
+    shard_paths,
+)
 from asr_pipeline.decoding.options import DECODERS, DecodingOptions
 
 DEFAULTS = DecodingOptions()
@@ -36,6 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a feature shard or a folder of shards (made by extract-features); repeat for several",
     )
     add_decoding_flags(parser, default_decoder="lexicon")
+    add_checkpoint_flag(parser)
     parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
     parser.add_argument(
         "--output", metavar="JSONL", help="write hypotheses here (id, reference, greedy, <decoder>)"
@@ -141,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     tokenizer_path = run_tokenizer_path(args, run_dir)
     shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
     options = decoding_options(args)
-    model = load_run(run_dir)
+    model = load_run(run_dir, args.checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
     decoders = build_decoders(args, model, tokenizer, options)
     hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from asr_pipeline.cli.common import HelpFormatter, existing_path, print_json
+from asr_pipeline.cli.common import HelpFormatter, add_checkpoint_flag, existing_path, print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", help="the model's name on the card (default: the folder's name)")
     parser.add_argument("--language", help="the card's language tag (ISO 639-1, e.g. en)")
     parser.add_argument("--license", help="the card's license tag (an SPDX id, e.g. apache-2.0)")
+    add_checkpoint_flag(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     parser.set_defaults(handler=run)
 
@@ -42,7 +43,14 @@ def run(args: argparse.Namespace) -> int:
     run_dir = existing_path(args.run_dir, "--run-dir")
     metrics = [existing_path(path, "--metrics") for path in args.metrics]
     card = CardInfo(name=args.name, language=args.language, license=args.license)
-    config = export_run(run_dir, args.output, evaluate_metrics=metrics, card=card, overwrite=args.overwrite)
+    config = export_run(
+        run_dir,
+        args.output,
+        evaluate_metrics=metrics,
+        card=card,
+        overwrite=args.overwrite,
+        checkpoint=args.checkpoint,
+    )
     print_json(
         {"output": args.output, **{k: config[k] for k in ("architecture", "parameters", "vocab_size")}}
     )

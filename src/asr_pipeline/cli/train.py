@@ -536,6 +536,20 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "first, so an out-of-memory batch fails early); unset: shortest first, batches shuffled",
     ),
     TrainFlag(
+        "--early-stopping-patience",
+        "optim.early_stopping_patience",
+        int,
+        "stop once the validation score (val CER; val loss for HuBERT pretraining) has not improved for N epochs "
+        "in a row; the best weights are checkpoint_best",
+        metavar="N",
+    ),
+    TrainFlag(
+        "--early-stopping-min-delta",
+        "optim.early_stopping_min_delta",
+        float,
+        "an improvement must exceed this (in the score's units, e.g. CER points)",
+    ),
+    TrainFlag(
         "--hf-upload-checkpoints",
         "run.hf_upload_checkpoints",
         bool,

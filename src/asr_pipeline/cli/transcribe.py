@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path, print_json
 from asr_pipeline.cli.decode import add_decoding_flags, build_decoders, decoding_options, run_tokenizer_path
 
 WINDOW_DEFAULTS = {"window_sec": 20.0, "split": "silence"}  # decoding.transcribe.WindowOptions' defaults
@@ -40,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a training run dir, its checkpoint_latest/ folder or its .json pointer",
     )
     add_decoding_flags(parser, default_decoder=None)
+    add_checkpoint_flag(parser)
     parser.add_argument(
         "--output",
         choices=("txt", "jsonl", "srt"),
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = audio_inputs(args.audio, report)
     if args.output == "srt" and len(inputs) > 1 and not args.output_path:
         raise UsageError("--output srt with several inputs needs --output-path FOLDER (one .srt per input)")
-    model = load_run(run_dir)
+    model = load_run(run_dir, args.checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
     decoders = build_decoders(args, model, tokenizer, options)
     decoder = decoders.get(options.decoder, decoders["greedy"])

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -23,11 +23,11 @@ from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
-def load_run(run_dir: str | Path) -> RunModel:
+def load_run(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "latest") -> RunModel:
     """The run's model in eval mode: CTC (frame log-probs, every decoder) or Paraformer-style (token
     posteriors of one parallel decoder pass: the greedy decoder, without CTC collapse)."""
     torch.manual_seed(0)
-    return load_run_model(run_dir)
+    return load_run_model(run_dir, checkpoint)
 
 
 def greedy_decoder(run: RunModel, tokenizer: CTCTokenizer) -> GreedyDecoder:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from safetensors.torch import load_file
 from torch import nn
@@ -22,6 +22,8 @@ from asr_pipeline.models.architectures import DEFAULT_ARCHITECTURE
 from asr_pipeline.models.registry import SPECS, build_from_config, check_options, get_spec, model_config
 from asr_pipeline.models.spec import OutputKind
 from asr_pipeline.run_layout import (
+    BEST_DIR,
+    BEST_POINTER,
     CONFIG_FILE,
     EXPORT_CONFIG,
     EXPORT_FORMAT,
@@ -173,6 +175,16 @@ def is_export(path: str | Path) -> bool:
         return False
 
 
+def best_weights(run_dir: Path) -> Path:
+    """``checkpoint_best``'s weights, or a FileNotFoundError saying why a run has none."""
+    if not (run_dir / BEST_POINTER).is_file():
+        raise FileNotFoundError(
+            f"{run_dir} has no {BEST_DIR} ({BEST_POINTER}): a run writes one only when it validates "
+            "(data.val_manifests); use the latest checkpoint"
+        )
+    return run_dir / BEST_DIR / WEIGHTS_FILE
+
+
 def _load_export(folder: Path) -> RunModel:
     config = json.loads((folder / EXPORT_CONFIG).read_text())
     spec = get_spec(config["architecture"])
@@ -190,9 +202,10 @@ def _load_export(folder: Path) -> RunModel:
     )
 
 
-def load_run_model(run_dir: str | Path) -> RunModel:
+def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "latest") -> RunModel:
     """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer), or of
-    a folder ``publish.export`` wrote.
+    a folder ``publish.export`` wrote. ``checkpoint="best"``: the weights of the run's best validation score
+    (``checkpoint_best``, often not the last: the one early stopping points at) instead of the latest.
 
     The architecture comes from ``training_config.json``; every model field comes from the
     ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
@@ -209,9 +222,14 @@ def load_run_model(run_dir: str | Path) -> RunModel:
     model_section = training_config.get("model", {})
     # A config saved before model.architecture existed was the default (then the only) architecture.
     spec = get_spec(model_section.get("architecture", DEFAULT_ARCHITECTURE))
-    saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
+    if checkpoint == "best":
+        weights = best_weights(run_dir)
+        saved_model_config = json.loads((run_dir / BEST_POINTER).read_text())["model_config"]
+    else:
+        weights = committed_dir(run_dir) / WEIGHTS_FILE
+        saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
     model = build_from_config(spec.name, saved_model_config)
-    model.load_state_dict(load_file(committed_dir(run_dir) / WEIGHTS_FILE), strict=True)
+    model.load_state_dict(load_file(weights), strict=True)
     model.eval()
     return RunModel(
         model=model,
@@ -226,6 +244,7 @@ def load_run_model(run_dir: str | Path) -> RunModel:
 __all__ = [
     "ModelSettings",
     "RunModel",
+    "best_weights",
     "build_model_for",
     "is_export",
     "load_pretrained_weights",

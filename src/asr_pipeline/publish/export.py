@@ -23,11 +23,12 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from asr_pipeline.decoding.transcribe import run_frontend
-from asr_pipeline.models.loading import RunModel, is_export, load_run_model
+from asr_pipeline.models.loading import RunModel, best_weights, is_export, load_run_model
 from asr_pipeline.run_layout import (
+    BEST_POINTER,
     CONFIG_FILE,
     EXPORT_CONFIG,
     EXPORT_FORMAT,
@@ -60,24 +61,25 @@ def export_run(
     evaluate_metrics: Sequence[str | Path] = (),
     card: CardInfo | None = None,
     overwrite: bool = False,
+    checkpoint: Literal["latest", "best"] = "latest",
 ) -> dict[str, Any]:
     """Write the model folder of ``run_dir`` at ``output`` (module docstring); returns its config.json.
 
     ``evaluate_metrics``: the evaluate stage's JSON files (``data/metrics/evaluate_<split>.json``), reported per
-    split on the card. An existing ``output`` is refused unless ``overwrite``.
+    split on the card. An existing ``output`` is refused unless ``overwrite``. ``checkpoint``: the run's latest
+    weights, or its best validation score's (``checkpoint_best``, where early stopping points).
     """
     run_dir = require_checkpoint(run_dir, "--run-dir")
     output = Path(output)
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} exists; choose another --output or pass --overwrite")
-    tokenizer_path = run_dir / TOKENIZER_FILE
-    if not tokenizer_path.is_file():
-        raise FileNotFoundError(
-            f"{tokenizer_path} does not exist: the run's tokenizer must travel with its model"
-        )
-    run = load_run_model(run_dir)
+    tokenizer_path = run_tokenizer(run_dir)
+    run = load_run_model(run_dir, checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=run.blank_id)
-    pointer = read_checkpoint_pointer(run_dir)
+    if checkpoint == "best":
+        weights, pointer = best_weights(run_dir), json.loads((run_dir / BEST_POINTER).read_text())
+    else:
+        weights, pointer = committed_dir(run_dir) / WEIGHTS_FILE, read_checkpoint_pointer(run_dir)
     frontend = run_frontend(run)
     config = {
         "format": EXPORT_FORMAT,
@@ -95,7 +97,7 @@ def export_run(
             "frame_shift_ms": frontend.frame_shift_ms,
             "fbank": asdict(frontend.fbank),
         },
-        "checkpoint": {"step": pointer.get("step"), "epoch": pointer.get("epoch")},
+        "checkpoint": {"which": checkpoint, "step": pointer.get("step"), "epoch": pointer.get("epoch")},
     }
     metrics = {
         "training": _read_json(run_dir / METRICS_FILE),
@@ -105,7 +107,7 @@ def export_run(
     staging = output.with_name(f".{output.name}.export-tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    shutil.copyfile(committed_dir(run_dir) / WEIGHTS_FILE, staging / WEIGHTS_FILE)
+    shutil.copyfile(weights, staging / WEIGHTS_FILE)
     shutil.copyfile(tokenizer_path, staging / TOKENIZER_FILE)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     (staging / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -116,6 +118,19 @@ def export_run(
     staging.rename(output)
     assert is_export(output)
     return config
+
+
+def run_tokenizer(run_dir: Path) -> Path:
+    """The run's tokenizer: its own copy, else the file its config names (``run.tokenizer``)."""
+    if (run_dir / TOKENIZER_FILE).is_file():
+        return run_dir / TOKENIZER_FILE
+    named = (_read_json(run_dir / CONFIG_FILE) or {}).get("run", {}).get("tokenizer")
+    if named and Path(named).is_file():
+        return Path(named)
+    raise FileNotFoundError(
+        f"{run_dir / TOKENIZER_FILE} does not exist and the run's config names no tokenizer file that does "
+        f"({named}): the run's tokenizer must travel with its model"
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -161,7 +176,8 @@ def model_card(
         f"- Vocabulary: {config['vocab_size'] - 1} SentencePiece pieces plus the CTC blank (id {config['blank_id']})",
         f"- Input: {frontend['kind']} features, {frontend['feature_dim']} per frame every "
         f"{frontend['frame_shift_ms']:g} ms, from {frontend['sample_rate']} Hz mono audio",
-        f"- Checkpoint: step {config['checkpoint']['step']}, epoch {config['checkpoint']['epoch']}",
+        f"- Checkpoint: the run's {config['checkpoint']['which']}, step {config['checkpoint']['step']}, epoch "
+        f"{config['checkpoint']['epoch']}",
         "",
         "## Training data",
         *(f"- `{m}`" for m in manifests),

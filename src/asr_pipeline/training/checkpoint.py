@@ -38,6 +38,8 @@ from torch import Tensor, nn
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
 from asr_pipeline.run_layout import (
+    BEST_DIR,
+    BEST_POINTER,
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
@@ -50,8 +52,6 @@ from asr_pipeline.run_layout import (
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
 from asr_pipeline.training.ema import EMA_FILE
 
-BEST_DIR = "checkpoint_best"
-BEST_POINTER = "checkpoint_best.json"
 STATE_FILE = "training_state.pt"
 
 

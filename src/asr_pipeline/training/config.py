@@ -198,11 +198,16 @@ class OptimConfig:
     # validation-driven control of training.lr_control (options in ``newbob``) after the schedule's warmup.
     lr_control: Literal["schedule", "newbob"] = "schedule"
     newbob: NewbobConfig = field(default_factory=NewbobConfig)
+    # Stop once the validation score (val_cer; val_loss for HuBERT pretraining) has not improved by more than
+    # early_stopping_min_delta for this many epochs in a row (training.early_stopping); None: run every epoch.
+    early_stopping_patience: int | None = None
+    early_stopping_min_delta: float = 0.0
 
     def __post_init__(self) -> None:
         _positive(
             self,
             "epochs",
+            "early_stopping_patience",
             "learning_rate",
             "lr_decay_steps",
             "lr_decay_exponent",
@@ -219,6 +224,7 @@ class OptimConfig:
             "lr_hold_steps",
             "lr_min",
             "ema_start_step",
+            "early_stopping_min_delta",
         )
         if self.learning_rate is not None and self.lr_min > self.learning_rate:
             raise ValueError(

@@ -80,6 +80,7 @@ from asr_pipeline.training.distributed import (
 )
 from asr_pipeline.training.dry_run import dry_run
 from asr_pipeline.training.dvclive_logger import DVCLiveLogger
+from asr_pipeline.training.early_stopping import EarlyStopping
 from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.epoch_schedule import EpochSettings
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
@@ -161,6 +162,16 @@ class Trainer:
         self.optimization = Optimization(self.model, config, ctx.device, steps_per_epoch)
         self.health = RunHealth(ctx, events, config.run.max_non_finite_losses)
         self.checkpoints = RunCheckpoints(config, self.model_config, events)
+        patience = config.optim.early_stopping_patience
+        self.early_stopping = (
+            None
+            if patience is None
+            else EarlyStopping(
+                patience,
+                config.optim.early_stopping_min_delta,
+                validation_metrics(config.model.architecture)[0],
+            )
+        )
         self.step = 0  # optimizer steps taken (skipped ones included): the schedule's clock
         self.epoch = 0
         self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
@@ -267,6 +278,8 @@ class Trainer:
         if self.growth is not None and "growth" in state:
             self.growth.load_state_dict(state["growth"])
         self.checkpoints.load_state_dict(state)
+        if self.early_stopping is not None:
+            self.early_stopping.load_state_dict(state.get("early_stopping"))
         if self.optimization.ema is not None:
             self.optimization.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
         self.epoch_totals = list(state["epoch_totals"][self.ctx.rank])
@@ -481,6 +494,8 @@ class Trainer:
             "counters": self.health.state_dict(),
             "epoch_totals": totals,
         }
+        if self.early_stopping is not None:
+            training_state["early_stopping"] = self.early_stopping.state_dict()
         if self.growth is not None or self.config.grow.start_width is not None:
             depth = {} if self.growth is None else self.growth.state_dict()
             training_state["growth"] = {**depth, "width": self.width}
@@ -513,6 +528,25 @@ class Trainer:
         self.events.write("validation", self.step, epoch, scores)
         self.latest_scores = scores
         return scores
+
+    def consider_stopping(self, epoch: int) -> bool:
+        """Collective. Whether early stopping ends the run after ``epoch`` (training.early_stopping): rank 0
+        decides on its closing validation score and every rank gets the answer; rank 0 logs an "early_stop"
+        event when it stops."""
+        if self.early_stopping is None:
+            return False
+        stop = False
+        if self.ctx.is_main:
+            if self.latest_scores is None:
+                raise RuntimeError(
+                    f"epoch {epoch + 1} ended without a validation score; optim.early_stopping_patience needs "
+                    "validation manifests (data.val_manifests)"
+                )
+            stop = self.early_stopping.update(epoch, float(self.latest_scores[self.early_stopping.score_key]))
+            if stop:
+                self.events.write("early_stop", self.step, epoch, self.early_stopping.to_event(epoch))
+                print(f"[train] early stop: {self.early_stopping.to_event(epoch)['reason']}", flush=True)
+        return bool(gather(stop)[0])
 
     def record_validation(self, epoch: int) -> None:
         """Collective. Hand ``epoch``'s closing validation scores (rank 0's, sent to every rank) to the
@@ -613,6 +647,7 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
     config, ctx = trainer.config, trainer.ctx
     score_keys = validation_metrics(config.model.architecture)  # val_cer, val_wer (HuBERT: val_loss, ...)
     metrics: dict[str, Any] = {"train_loss": None, **dict.fromkeys(score_keys)}
+    stopped_early = False
     for epoch in range(start_epoch, config.optim.epochs):
         epoch_values = trainer.train_epoch(epoch)
         metrics["train_loss"] = epoch_values["train_loss"]
@@ -628,15 +663,25 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
         trainer.events.write("epoch", trainer.step, epoch, epoch_values)
         if ctx.is_main:
             _print_epoch(epoch, config.optim.epochs, trainer.step, metrics, epoch_values["duration_sec"])
+        stop = trainer.consider_stopping(epoch)  # before the checkpoint, which carries its state
         trainer.checkpoint(
             epoch, {**trainer.sampler.state_dict(batches_done=0), "epoch": epoch + 1}, dict(metrics), best
         )
-    return {
+        if stop:
+            stopped_early = True
+            break
+    epochs_run = epoch + 1 - start_epoch if config.optim.epochs > start_epoch else 0
+    final = {
         **metrics,
         "steps": trainer.step,
         "epochs": config.optim.epochs,
         "train_audio_hours": trainer.data.train_audio_hours,
     }
+    if trainer.early_stopping is not None:
+        final.update(
+            stopped_early=stopped_early, best_epoch=trainer.early_stopping.best_epoch, epochs_run=epochs_run
+        )
+    return final
 
 
 def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], seconds: float) -> None:

@@ -74,7 +74,8 @@ CRITICAL_DATA_KEYS = (
     "waveform_noise_std",
     "alignment",
 )
-CHANGEABLE_OPTIM_KEYS = ("epochs",)
+# Early stopping may be switched on, off or retuned when resuming: it decides when to stop, not the trajectory.
+CHANGEABLE_OPTIM_KEYS = ("epochs", "early_stopping_patience", "early_stopping_min_delta")
 
 
 def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
