@@ -30,6 +30,7 @@ ALL_STAGES = {
     "conditions",
     "index",
     "lm",
+    "pron_phones",
     "train",
     "tune_decoding",
     *EVALUATIONS,

@@ -96,3 +96,11 @@ def test_the_real_cmudict_answers_common_words_from_the_dictionary():
 
     assert g2p.resolve("speech") == (["S", "P", "IY", "CH"], "dictionary")
     assert g2p.resolve("moonwalkers")[1] in ("dictionary", "compound", "suffix")
+
+
+def test_an_inflection_is_tried_before_a_compound_split():
+    words = {**WORDS, "decorate": [["D", "EH1", "K", "ER0", "EY2", "T"]], "deco": [["D", "EH1", "K", "OW0"]],
+             "rates": [["R", "EY1", "T", "S"]]}  # fmt: skip
+    g2p = G2P(words, letter_to_sound=oracle)
+
+    assert g2p.resolve("decorates") == (["D", "EH", "K", "ER", "EY", "T", "S"], "suffix")

@@ -8,9 +8,10 @@ punctuation stripped; inner apostrophes and hyphens kept). Then the first stage 
                      or Z by its last phone
     hyphen           ``well-known``: each part through the whole chain, joined
     number           ``42``, ``1,000``, ``3rd``: the number's words (cardinal or ordinal), each from CMUdict
-    compound         ``sunbeam``: two dictionary words of at least 3 letters each, the longest first part first
     suffix           ``zoomed``, ``bloggers``: a known stem (as written, with a silent e restored, a doubled
-                     consonant undone or y for i) plus the suffix's phones
+                     consonant undone or y for i) plus the suffix's phones; before compounds, because an
+                     inflection is far likelier than a new compound (``decorates`` is not deco + rates)
+    compound         ``sunbeam``: two dictionary words of at least 3 letters each, the longest first part first
     letter_to_sound  g2p-en's neural model (``pron.letter_to_sound``), for any word of the letters a-z
     spelled          the last resort: letter names and digit words, one by one (``b2b``)
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from asr_pipeline.pron.letter_to_sound import LetterToSound
 from asr_pipeline.pron.phones import strip_stress
 
-STAGES = ("dictionary", "possessive", "hyphen", "number", "compound", "suffix", "letter_to_sound", "spelled")
+STAGES = ("dictionary", "possessive", "hyphen", "number", "suffix", "compound", "letter_to_sound", "spelled")
 UNRESOLVED = "unresolved"
 EXAMPLES_PER_STAGE = 5
 MIN_COMPOUND_PART = 3
@@ -168,8 +169,8 @@ class G2P:
             ("possessive", self._possessive),
             ("hyphen", self._hyphen),
             ("number", self._number),
-            ("compound", self._compound),
             ("suffix", self._suffix),
+            ("compound", self._compound),
             ("letter_to_sound", self._neural),
             ("spelled", self._spelled),
         ):
