@@ -10,7 +10,8 @@ STAMP_DIR="$VENV/.stamps"
 APT_PACKAGES=(espeak-ng sox libsndfile1 ffmpeg cmake build-essential
               libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
               zlib1g-dev libbz2-dev liblzma-dev
-              sentencepiece)  # spm_train: the external trainer behind `tokenizer --sentencepiece-command`
+              sentencepiece  # spm_train: the external trainer behind `tokenizer --sentencepiece-command`
+              chromium chromium-driver)  # the real browser that tests `asr-pipeline serve` (tests/serve)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -1,7 +1,7 @@
 """``asr-pipeline``: the command line, a thin layer over the library functions the Kedro nodes call.
 
 Subcommands mirror the reference Rust trainer (``tokenizer``, ``extract-features``, ``train``, same flag
-names and defaults) plus ``index``, ``decode``, ``transcribe``, ``export``, ``publish`` and ``kernel-bench``; each in its own module. Each
+names and defaults) plus ``index``, ``decode``, ``transcribe``, ``export``, ``publish``, ``serve`` and ``kernel-bench``; each in its own module. Each
 reads its paths from flags, calls what the stage's node calls, and prints a JSON summary on stdout (progress
 goes to stderr); ``kernel-bench`` prints its table there instead, and writes the JSON to ``--json``.
 
@@ -25,6 +25,7 @@ from asr_pipeline.cli import (
     index,
     kernel_bench,
     publish,
+    serve,
     tokenizer,
     train,
     transcribe,
@@ -35,7 +36,18 @@ from asr_pipeline.cli.train import train_config_from_args
 __all__ = ["build_parser", "cli", "main", "train_config_from_args"]
 
 # In the order `asr-pipeline --help` lists them.
-COMMANDS = (tokenizer, extract_features, index, train, decode, transcribe, export, publish, kernel_bench)
+COMMANDS = (
+    tokenizer,
+    extract_features,
+    index,
+    train,
+    decode,
+    transcribe,
+    export,
+    publish,
+    serve,
+    kernel_bench,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

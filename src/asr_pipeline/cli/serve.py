@@ -1,0 +1,46 @@
+"""``asr-pipeline serve``: a web page to try a trained run on uploaded or recorded audio (``serve.app``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        formatter_class=HelpFormatter,
+        help="a web page (Gradio) to transcribe uploaded or recorded audio with a trained run",
+        description="Serve a page that transcribes uploaded or recorded audio with --run-dir (greedy, or beam "
+        "search with --lm), showing the timing and the model card. It listens on --host (127.0.0.1: this "
+        "machine only) and never opens a public share link.",
+    )
+    parser.add_argument("--run-dir", required=True, help="a training run dir or an exported model folder")
+    parser.add_argument("--lm", metavar="KENLM", help="a word KenLM: adds beam search with it")
+    parser.add_argument(
+        "--lexicon", metavar="TXT", help="with --lm: the lexicon search (else the prefix search)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)"
+    )
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--max-upload-mb", type=float, default=20.0, help="larger uploads are refused")
+    parser.add_argument("--max-duration-sec", type=float, default=120.0, help="longer recordings are refused")
+    add_checkpoint_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.serve.app import ServeOptions, serve
+
+    run_dir = existing_path(args.run_dir, "--run-dir")
+    lm = existing_path(args.lm, "--lm") if args.lm else None
+    lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
+    if lexicon is not None and lm is None:
+        raise UsageError("--lexicon needs --lm (the word KenLM the lexicon search fuses)")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be 1-65535, got {args.port}")
+    options = ServeOptions(args.max_upload_mb, args.max_duration_sec, checkpoint=args.checkpoint)
+    serve(run_dir, lm=lm, lexicon=lexicon, host=args.host, port=args.port, options=options)
+    return 0

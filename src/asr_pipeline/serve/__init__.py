@@ -1,0 +1,1 @@
+"""The web demo of a trained run (Gradio)."""

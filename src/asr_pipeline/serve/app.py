@@ -1,0 +1,122 @@
+"""A web demo of a trained run: upload or record audio, read the transcript, the timing and the model card.
+
+``build_app`` makes a Gradio ``Blocks`` page around ``decoding.transcribe.Transcriber`` (the run's own frontend,
+windows, greedy or beam search with a word KenLM); ``serve`` runs it. It listens on 127.0.0.1 unless told
+otherwise and never opens a public share link. Uploads are capped in size (Gradio refuses larger files before
+they reach us) and in duration (checked from the decoded audio); a file that is not audio, too long or silent is a
+message on the page, and the server keeps running.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from asr_pipeline.decoding.decoders import DecodingResources
+from asr_pipeline.decoding.evaluation import greedy_decoder, load_run
+from asr_pipeline.decoding.options import DecodingOptions
+from asr_pipeline.decoding.transcribe import Transcriber, WindowOptions
+from asr_pipeline.io.audio import AudioDecodeError, load_audio
+from asr_pipeline.models.loading import is_export
+from asr_pipeline.run_layout import TOKENIZER_FILE, resolve_run_dir
+from asr_pipeline.text.tokenizer import CTCTokenizer
+
+GREEDY, BEAM = "greedy", "beam search + LM"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    max_upload_mb: float = 20.0
+    max_duration_sec: float = 120.0
+    beam_width: int = 16
+    checkpoint: Literal["latest", "best"] = "latest"
+
+
+def build_app(
+    run_dir: str | Path,
+    lm: str | Path | None = None,
+    lexicon: str | Path | None = None,
+    options: ServeOptions | None = None,
+) -> Any:
+    """The page (module docstring); ``lm`` (a word KenLM) adds the beam search choice, with ``lexicon`` the
+    lexicon search, else the prefix search."""
+    import gradio as gr
+
+    options = options or ServeOptions()
+    run_dir = resolve_run_dir(run_dir)
+    run = load_run(run_dir, options.checkpoint)
+    tokenizer = CTCTokenizer((run_dir / TOKENIZER_FILE).read_bytes(), blank_id=run.blank_id)
+    transcribers = {GREEDY: Transcriber(run, tokenizer, greedy_decoder(run, tokenizer), WindowOptions())}
+    if lm is not None:
+        decoder = "lexicon" if lexicon is not None else "prefix_beam"
+        beam = DecodingResources(word_lm=Path(lm), lexicon=Path(lexicon) if lexicon else None).build(
+            DecodingOptions(decoder=decoder, beam_width=options.beam_width), tokenizer
+        )
+        transcribers[BEAM] = Transcriber(run, tokenizer, beam, WindowOptions())
+    rate = transcribers[GREEDY].frontend.sample_rate
+
+    def transcribe(audio_path: str | None, choice: str) -> tuple[str, str]:
+        if not audio_path:
+            raise gr.Error("Upload or record some audio first.")
+        try:
+            waveform = load_audio(
+                audio_path, rate, name=Path(audio_path).name, max_duration_sec=options.max_duration_sec
+            )
+        except AudioDecodeError as error:  # not audio, truncated, too long, ...: said on the page
+            raise gr.Error(f"This file cannot be transcribed: {error}") from None
+        if not waveform.any():
+            raise gr.Error("This recording is silent.")
+        started = time.perf_counter()
+        transcript = transcribers[choice].transcribe(waveform, Path(audio_path).name)
+        seconds = time.perf_counter() - started
+        timing = f"{transcript.duration_sec:.1f} s of audio in {seconds:.2f} s ({choice}; real-time factor {seconds / transcript.duration_sec:.3f})"
+        return transcript.text, timing
+
+    with gr.Blocks(title=f"asr_pipeline: {run.architecture}") as app:
+        gr.Markdown(f"# Speech recognition demo\n{run.architecture} model from `{run_dir.name}`")
+        audio = gr.Audio(sources=["upload", "microphone"], type="filepath", label="Audio", elem_id="audio")
+        choice = gr.Radio(list(transcribers), value=GREEDY, label="Decoder", elem_id="decoder")
+        button = gr.Button("Transcribe", variant="primary", elem_id="transcribe")
+        text = gr.Textbox(label="Transcript", elem_id="transcript", interactive=False)
+        timing = gr.Markdown(elem_id="timing")
+        with gr.Accordion("Model card", open=False):
+            gr.Markdown(model_card_text(run_dir, run))
+        button.click(transcribe, inputs=[audio, choice], outputs=[text, timing])
+    return app
+
+
+def model_card_text(run_dir: Path, run: Any) -> str:
+    """The exported folder's README.md (its YAML header left out), else a short summary of the run."""
+    card = run_dir / "README.md"
+    if is_export(run_dir) and card.is_file():
+        parts = card.read_text().split("---\n", 2)
+        return parts[2] if len(parts) == 3 else card.read_text()
+    params = sum(p.numel() for p in run.model.parameters())
+    return f"`{run.architecture}`, {params:,} parameters, trained in `{run_dir}` (export it for a full model card)."
+
+
+def serve(
+    run_dir: str | Path,
+    *,
+    lm: str | Path | None = None,
+    lexicon: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    options: ServeOptions | None = None,
+) -> None:
+    """Run the page until interrupted (never a public share link)."""
+    options = options or ServeOptions()
+    app = build_app(run_dir, lm, lexicon, options)
+    app.queue().launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        max_file_size=int(options.max_upload_mb * 2**20),  # bytes
+        show_error=True,
+        prevent_thread_lock=False,
+    )
+
+
+__all__ = ["BEAM", "GREEDY", "ServeOptions", "build_app", "model_card_text", "serve"]
