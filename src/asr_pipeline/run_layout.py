@@ -53,6 +53,23 @@ def require_checkpoint(path: str | Path, what: str) -> Path:
     return run_dir
 
 
+def run_tokenizer(run_dir: str | Path) -> Path:
+    """The SentencePiece model a run (or an exported folder) was trained with: its own copy
+    (``TOKENIZER_FILE``), else the file its config names (``run.tokenizer``). decode, transcribe, export and
+    serve all find it here."""
+    run_dir = Path(run_dir)
+    if (run_dir / TOKENIZER_FILE).is_file():
+        return run_dir / TOKENIZER_FILE
+    config = run_dir / CONFIG_FILE
+    named = json.loads(config.read_text()).get("run", {}).get("tokenizer") if config.is_file() else None
+    if named and Path(named).is_file():
+        return Path(named)
+    raise FileNotFoundError(
+        f"{run_dir / TOKENIZER_FILE} does not exist and the run's config names no tokenizer file that does "
+        f"({named}): the run's tokenizer must travel with its model"
+    )
+
+
 def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
     """``checkpoint_latest.json``: {"step", "epoch", "model_config", "metrics"}."""
     path = Path(run_dir) / CHECKPOINT_POINTER
@@ -109,4 +126,5 @@ __all__ = [
     "read_checkpoint_pointer",
     "require_checkpoint",
     "resolve_run_dir",
+    "run_tokenizer",
 ]

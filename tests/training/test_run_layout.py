@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from asr_pipeline.run_layout import require_checkpoint, resolve_run_dir
+from asr_pipeline.run_layout import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    require_checkpoint,
+    resolve_run_dir,
+    run_tokenizer,
+)
 from asr_pipeline.training.resume import init_weights_path
 
 from .conftest import run_in_process as run
@@ -24,6 +30,22 @@ def test_the_run_dir_its_checkpoint_folder_and_its_pointer_all_name_the_run_dir(
 def test_other_paths_are_left_alone():
     assert resolve_run_dir("runs/x/checkpoint_best") == Path("runs/x/checkpoint_best")
     assert resolve_run_dir("w/model.safetensors") == Path("w/model.safetensors")
+
+
+def test_a_runs_tokenizer_is_its_own_copy_else_the_file_its_config_names_else_an_error(tmp_path):
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "sp.model"
+    run_dir.mkdir()
+    elsewhere.write_bytes(b"sp")
+    (run_dir / CONFIG_FILE).write_text(json.dumps({"run": {"tokenizer": str(elsewhere)}}))
+    assert run_tokenizer(run_dir) == elsewhere
+
+    (run_dir / TOKENIZER_FILE).write_bytes(b"copy")
+    assert run_tokenizer(run_dir) == run_dir / TOKENIZER_FILE, "the run's own copy wins"
+
+    (run_dir / TOKENIZER_FILE).unlink()
+    elsewhere.unlink()
+    with pytest.raises(FileNotFoundError, match="the run's tokenizer must travel with its model"):
+        run_tokenizer(run_dir)
 
 
 def test_a_folder_without_a_finished_checkpoint_is_refused_naming_the_option_and_the_accepted_forms(tmp_path):

@@ -86,14 +86,15 @@ def add_decoding_flags(parser: argparse.ArgumentParser, default_decoder: str | N
 
 
 def run_tokenizer_path(args: argparse.Namespace, run_dir: Path) -> Path:
-    """--tokenizer, else the run's own copy (a usage error naming both when neither exists)."""
-    from asr_pipeline.run_layout import TOKENIZER_FILE
+    """--tokenizer, else the run's own (``run_layout.run_tokenizer``; a usage error when neither exists)."""
+    from asr_pipeline.run_layout import run_tokenizer
 
     if args.tokenizer:
         return existing_path(args.tokenizer, "--tokenizer")
-    if (run_dir / TOKENIZER_FILE).is_file():
-        return run_dir / TOKENIZER_FILE
-    raise UsageError(f"{run_dir / TOKENIZER_FILE} does not exist; pass --tokenizer")
+    try:
+        return run_tokenizer(run_dir)
+    except FileNotFoundError as error:
+        raise UsageError(f"{error}; pass --tokenizer") from None
 
 
 def build_decoders(args: argparse.Namespace, model, tokenizer, options: DecodingOptions) -> dict:

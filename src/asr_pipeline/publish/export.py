@@ -38,6 +38,7 @@ from asr_pipeline.run_layout import (
     committed_dir,
     read_checkpoint_pointer,
     require_checkpoint,
+    run_tokenizer,
 )
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -118,19 +119,6 @@ def export_run(
     staging.rename(output)
     assert is_export(output)
     return config
-
-
-def run_tokenizer(run_dir: Path) -> Path:
-    """The run's tokenizer: its own copy, else the file its config names (``run.tokenizer``)."""
-    if (run_dir / TOKENIZER_FILE).is_file():
-        return run_dir / TOKENIZER_FILE
-    named = (_read_json(run_dir / CONFIG_FILE) or {}).get("run", {}).get("tokenizer")
-    if named and Path(named).is_file():
-        return Path(named)
-    raise FileNotFoundError(
-        f"{run_dir / TOKENIZER_FILE} does not exist and the run's config names no tokenizer file that does "
-        f"({named}): the run's tokenizer must travel with its model"
-    )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

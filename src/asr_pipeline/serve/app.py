@@ -20,7 +20,7 @@ from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.decoding.transcribe import Transcriber, WindowOptions
 from asr_pipeline.io.audio import AudioDecodeError, load_audio
 from asr_pipeline.models.loading import is_export
-from asr_pipeline.run_layout import TOKENIZER_FILE, resolve_run_dir
+from asr_pipeline.run_layout import resolve_run_dir, run_tokenizer
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 GREEDY, BEAM = "greedy", "beam search + LM"
@@ -47,7 +47,7 @@ def build_app(
     options = options or ServeOptions()
     run_dir = resolve_run_dir(run_dir)
     run = load_run(run_dir, options.checkpoint)
-    tokenizer = CTCTokenizer((run_dir / TOKENIZER_FILE).read_bytes(), blank_id=run.blank_id)
+    tokenizer = CTCTokenizer(run_tokenizer(run_dir).read_bytes(), blank_id=run.blank_id)
     transcribers = {GREEDY: Transcriber(run, tokenizer, greedy_decoder(run, tokenizer), WindowOptions())}
     if lm is not None:
         decoder = "lexicon" if lexicon is not None else "prefix_beam"
