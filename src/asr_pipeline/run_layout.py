@@ -70,6 +70,20 @@ def run_tokenizer(run_dir: str | Path) -> Path:
     )
 
 
+def init_weights_path(source: str | Path) -> Path:
+    """A ``.safetensors`` file as is; a run dir (or its ``checkpoint_latest/`` or ``checkpoint_latest.json``,
+    ``run_layout.resolve_run_dir``): its latest checkpoint's ``model.safetensors``."""
+    source = Path(source)
+    run_dir = resolve_run_dir(source)
+    path = source if source.suffix == ".safetensors" else committed_dir(run_dir) / WEIGHTS_FILE
+    if not path.is_file() or path.suffix != ".safetensors":
+        raise FileNotFoundError(
+            f"run.init_from={str(source)!r}: expected a .safetensors file or a run dir holding "
+            f"{CHECKPOINT_DIR}/{WEIGHTS_FILE} (or that folder, or {CHECKPOINT_POINTER}); {path} is not one"
+        )
+    return path
+
+
 def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
     """``checkpoint_latest.json``: {"step", "epoch", "model_config", "metrics"}."""
     path = Path(run_dir) / CHECKPOINT_POINTER
@@ -122,6 +136,7 @@ __all__ = [
     "TOKENIZER_FILE",
     "WEIGHTS_FILE",
     "committed_dir",
+    "init_weights_path",
     "kept_checkpoints",
     "read_checkpoint_pointer",
     "require_checkpoint",

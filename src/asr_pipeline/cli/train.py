@@ -26,6 +26,7 @@ from asr_pipeline.models.architectures import (
 )
 from asr_pipeline.training.config import (
     DataConfig,
+    FinetuneConfig,
     GrowConfig,
     ModelConfig,
     OptimConfig,
@@ -46,6 +47,7 @@ _SECTIONS = {
     "curriculum": CurriculumConfig,
     "regularization": RegularizationConfig,
     "grow": GrowConfig,
+    "finetune": FinetuneConfig,
 }
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
@@ -642,6 +644,52 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "start from a run dir's (or its checkpoint_latest/ or checkpoint_latest.json) or a .safetensors "
         "file's weights (matching tensors); ignored with --resume-from",
         metavar="PATH",
+    ),
+    TrainFlag(
+        "--finetune-method",
+        "finetune.method",
+        str,
+        "how a run started from --init-from (or --w2v-hf-load-weights) trains: every weight (full), or LoRA "
+        "adapters on the attention and feed-forward projections only (lora; checkpoints hold the adapters)",
+        choices=["full", "lora"],
+    ),
+    TrainFlag(
+        "--freeze-frontend",
+        "finetune.freeze_frontend",
+        bool,
+        "full fine-tuning: hold the front-end (subsampling / feature projection) still for --freeze-epochs",
+    ),
+    TrainFlag(
+        "--freeze-layers",
+        "finetune.freeze_layers",
+        int,
+        "full fine-tuning: hold the first N encoder blocks still for --freeze-epochs",
+        metavar="N",
+    ),
+    TrainFlag(
+        "--freeze-epochs",
+        "finetune.freeze_epochs",
+        int,
+        "epochs the frozen modules stay frozen, then they train too",
+        default_help="the whole run",
+    ),
+    TrainFlag("--lora-rank", "finetune.lora_rank", int, "LoRA rank r of each adapter (B A, A: r x in)"),
+    TrainFlag("--lora-alpha", "finetune.lora_alpha", float, "LoRA scale: the update is (alpha / r) B A"),
+    TrainFlag("--lora-dropout", "finetune.lora_dropout", float, "dropout on the adapters' input"),
+    TrainFlag(
+        "--lora-target-modules",
+        "finetune.lora_target_modules",
+        str,
+        "regular expression over module names of the linears to adapt",
+        metavar="REGEX",
+        default_help="the architecture's attention and feed-forward projections",
+    ),
+    TrainFlag(
+        "--merge-lora",
+        "finetune.merge_lora",
+        bool,
+        "when training ends, fold the best checkpoint's adapters into the base weights: a plain run dir in "
+        "<output-dir>/merged",
     ),
     TrainFlag(
         "--dry-run",

@@ -62,6 +62,8 @@ HUBERT = ArchitectureSpec(
     pretrained_config=hf_config_values,
     load_pretrained=load_pretrained,
     encoder_blocks=_encoder_layers,
+    frontend_modules=("hubert.feature_extractor", "hubert.encoder.feature_projection"),
+    lora_targets=r".*\.transformer\.layers\.\d+\.(attention\.(q|k|v|out)_proj|feed_forward\.(intermediate|output)_dense)",
     feature_masking=False,
 )
 

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from asr_pipeline.models.architectures import DEFAULT_ARCHITECTURE
+from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, merge_adapters
 from asr_pipeline.models.registry import SPECS, build_from_config, check_options, get_spec, model_config
 from asr_pipeline.models.spec import OutputKind
 from asr_pipeline.run_layout import (
@@ -29,6 +30,7 @@ from asr_pipeline.run_layout import (
     EXPORT_FORMAT,
     WEIGHTS_FILE,
     committed_dir,
+    init_weights_path,
     read_checkpoint_pointer,
     resolve_run_dir,
 )
@@ -202,6 +204,28 @@ def _load_export(folder: Path) -> RunModel:
     )
 
 
+def _load_lora_run(
+    model: nn.Module, architecture: str, training_config: dict[str, Any], weights: Path
+) -> None:
+    """A LoRA run's model (models.lora): its base weights (``run.init_from`` or the imported
+    ``model.pretrained_dir``, as when it trained), its adapters from ``weights``, merged into plain linears."""
+    run, finetune = training_config["run"], training_config["finetune"]
+    if run.get("init_from"):
+        base = init_weights_path(run["init_from"])
+        model.load_state_dict(load_file(base), strict=True)
+    else:
+        load_pretrained_weights(model, architecture, training_config["model"]["pretrained_dir"], False)
+    settings = LoraSettings(
+        rank=finetune["lora_rank"],
+        alpha=finetune["lora_alpha"],
+        dropout=finetune["lora_dropout"],
+        target_modules=finetune.get("lora_target_modules"),
+    )
+    add_lora(model, architecture, settings)
+    load_saved_weights(model, load_file(weights), str(weights))
+    merge_adapters(model)
+
+
 def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "latest") -> RunModel:
     """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer), or of
     a folder ``publish.export`` wrote. ``checkpoint="best"``: the weights of the run's best validation score
@@ -229,7 +253,11 @@ def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = 
         weights = committed_dir(run_dir) / WEIGHTS_FILE
         saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
     model = build_from_config(spec.name, saved_model_config)
-    model.load_state_dict(load_file(weights), strict=True)
+    finetune = training_config.get("finetune") or {}
+    if finetune.get("method") == "lora":  # adapters only: the base first, then them, folded in
+        _load_lora_run(model, spec.name, training_config, weights)
+    else:
+        model.load_state_dict(load_file(weights), strict=True)
     model.eval()
     return RunModel(
         model=model,

@@ -36,5 +36,8 @@ PARAFORMER = ArchitectureSpec(
     input_dim=80,
     output="paraformer",
     encoder_blocks=lambda model: list(model.blocks),
+    frontend_modules=("subsampling",),
+    # Encoder and decoder attention and feed-forward projections (not the predictor or the heads).
+    lora_targets=r"(decoder\.)?blocks\.\d+\.(\w*attention\.(qkv|q|kv|out)_proj|(ff|ff_in|ff_out)\.linear_(in|out))",
     narrow=lambda config, fraction: narrow_by_heads(config, fraction, ("subsampling_channels",)),
 )

@@ -52,6 +52,11 @@ class ArchitectureSpec:
     # Whether the pipeline's SpecAugment (data.spec_*) applies to its features; False: the model masks its
     # own input (HuBERT's span masking), and masking its waveform frames as a spectrogram would corrupt them.
     feature_masking: bool = True
+    # Fine-tuning (training.finetune): the names of the modules that turn features into the encoder's input
+    # sequence (frozen by finetune.freeze_frontend), and a regular expression over module names matching the
+    # attention and feed-forward projections that LoRA adapts (models.lora; None: name them yourself).
+    frontend_modules: tuple[str, ...] = ()
+    lora_targets: str | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:

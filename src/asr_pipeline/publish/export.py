@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from safetensors.torch import save_file
+
 from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.models.loading import RunModel, best_weights, is_export, load_run_model
 from asr_pipeline.run_layout import (
@@ -108,7 +110,12 @@ def export_run(
     staging = output.with_name(f".{output.name}.export-tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    shutil.copyfile(weights, staging / WEIGHTS_FILE)
+    if (run.training_config.get("finetune") or {}).get("method") == "lora":  # adapters only on disk
+        save_file(
+            {key: value.contiguous() for key, value in run.model.state_dict().items()}, staging / WEIGHTS_FILE
+        )
+    else:
+        shutil.copyfile(weights, staging / WEIGHTS_FILE)
     shutil.copyfile(tokenizer_path, staging / TOKENIZER_FILE)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     (staging / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

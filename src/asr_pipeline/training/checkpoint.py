@@ -5,7 +5,8 @@ Layout (ARCHITECTURE.md, "Data contracts")::
     run_dir/
       training_config.json             the resolved TrainConfig (config.save_json)
       checkpoint_latest/
-        model.safetensors              weights of the unwrapped model (no "module." prefix)
+        model.safetensors              weights of the unwrapped model (no "module." prefix); a LoRA run's
+                                       adapters only (models.lora: the base weights are its run.init_from)
         ema.safetensors                the weights' moving average (training.ema), when optim.ema_decay is set
         training_state.pt              optimizer, schedule step, sampler state, RNG states, epoch
         training_config.json           the config this checkpoint was trained under (training.resume checks it)
@@ -37,6 +38,7 @@ from torch import Tensor, nn
 
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
+from asr_pipeline.models.lora import saved_weights
 from asr_pipeline.run_layout import (
     BEST_DIR,
     BEST_POINTER,
@@ -98,7 +100,7 @@ def save_checkpoint(
         old.rename(final)
     tmp.mkdir(parents=True)
     metadata = {"step": str(step), "epoch": str(epoch)}
-    save_file(_contiguous(model.state_dict()), tmp / WEIGHTS_FILE, metadata=metadata)
+    save_file(_contiguous(saved_weights(model)), tmp / WEIGHTS_FILE, metadata=metadata)
     if ema_weights is not None:
         save_file(_contiguous(ema_weights), tmp / EMA_FILE, metadata=metadata)
     if training_state is not None:
@@ -124,7 +126,7 @@ def save_kept_weights(
     folder.mkdir(exist_ok=True)
     path, tmp = folder / f"step-{step:08d}.safetensors", folder / f".step-{step:08d}.tmp"
     metadata = {"step": str(step), "epoch": str(epoch), "model_config": json.dumps(model_config)}
-    save_file(_contiguous(model.state_dict()), tmp, metadata=metadata)
+    save_file(_contiguous(saved_weights(model)), tmp, metadata=metadata)
     tmp.replace(path)
     return path
 

@@ -396,6 +396,52 @@ def _check_growth_epochs(name: str, epochs: list[int], start: str) -> None:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class FinetuneConfig:
+    """``train.finetune``: how a run adapts the weights it starts from (``run.init_from``, or a Hugging Face
+    folder through ``model.pretrained_dir``) to its data (training.finetune).
+
+    ``full`` trains every weight, optionally with the front-end and/or the first ``freeze_layers`` encoder
+    blocks frozen for the first ``freeze_epochs`` epochs (None: the whole run). ``lora`` freezes the model and
+    trains LoRA adapters on the architecture's attention and feed-forward projections (models.lora); its
+    checkpoints hold only the adapters, and ``merge_lora`` writes a plain run dir with them folded in
+    (``<output_dir>/merged``) when training ends.
+    """
+
+    method: Literal["full", "lora"] = "full"
+    freeze_frontend: bool = False
+    freeze_layers: int = 0
+    freeze_epochs: int | None = None
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.0
+    lora_target_modules: str | None = None  # a regex over module names; None: the architecture's projections
+    merge_lora: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "freeze_epochs", "lora_rank", "lora_alpha")
+        _non_negative(self, "freeze_layers")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"finetune.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.method == "lora" and (self.freeze_frontend or self.freeze_layers or self.freeze_epochs):
+            raise ValueError(
+                "finetune.method lora already freezes every base weight; freeze_frontend, freeze_layers and "
+                "freeze_epochs apply to method full"
+            )
+        if self.merge_lora and self.method != "lora":
+            raise ValueError(
+                "finetune.merge_lora (--merge-lora) needs finetune.method lora (--finetune-method lora)"
+            )
+        if self.freeze_epochs is not None and not (self.freeze_frontend or self.freeze_layers):
+            raise ValueError(
+                "finetune.freeze_epochs needs something to freeze: freeze_frontend or freeze_layers"
+            )
+
+    @property
+    def freezes(self) -> bool:
+        return self.freeze_frontend or self.freeze_layers > 0
+
+
 WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
 
 
@@ -434,6 +480,7 @@ class TrainConfig:
     # Layer drop and weight noise in training forwards (training.regularization).
     regularization: RegularizationConfig = field(default_factory=RegularizationConfig)
     grow: GrowConfig = field(default_factory=GrowConfig)  # a shallow start, deepened (training.growth)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)  # full or LoRA (training.finetune)
 
     def __post_init__(self) -> None:
         if self.optim.lr_control == "newbob" and not self.data.val_manifests:
@@ -456,6 +503,22 @@ class TrainConfig:
                 "grow.start_width starts from a narrower model, which cannot take the full-width weights of "
                 "model.load_pretrained_weights or run.init_from; drop one of them"
             )
+        if self.finetune.freezes and self.grow.enabled:
+            raise ValueError(
+                "finetune.freeze_frontend/freeze_layers hold trained modules still, and train.grow rebuilds the "
+                "model; a fine-tuning run does not grow: drop one of them"
+            )
+        if self.finetune.method == "lora":
+            if not (self.run.init_from or self.model.load_pretrained_weights):
+                raise ValueError(
+                    "finetune.method lora adapts trained weights: set run.init_from (--init-from, a run dir or "
+                    ".safetensors file) or model.pretrained_dir with load_pretrained_weights"
+                )
+            if self.optim.ema_decay is not None or self.grow.enabled:
+                raise ValueError(
+                    "finetune.method lora trains adapters on a fixed model: optim.ema_decay and train.grow do not "
+                    "apply; unset them"
+                )
         if self.schedule:
             check_schedule(self.schedule, _section_keys(TrainConfig))
             EpochSettings(self)  # every epoch's settings must form a valid config, checked now
@@ -686,6 +749,7 @@ def _non_negative(config: Any, *names: str) -> None:
 __all__ = [
     "WEIGHT_NOISE_FAMILY_NAMES",
     "DataConfig",
+    "FinetuneConfig",
     "GrowConfig",
     "ModelConfig",
     "OptimConfig",

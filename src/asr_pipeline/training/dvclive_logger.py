@@ -7,6 +7,8 @@ Layout, under the run dir (the train stage's DVC out)::
       plots/metrics/train/loss.tsv       step<TAB>loss, one row per "train" event
       plots/metrics/train/lr.tsv         ... grad_norm.tsv, audio_seconds_per_sec.tsv
       plots/metrics/val/cer.tsv          one row per "validation" event; also wer.tsv, loss.tsv
+      params.yaml                        a fine-tuning run's "finetune" event (method, base model, trainable
+                                         parameters, LoRA settings) and its "early_stop" decision
 
 Every row is keyed by the optimizer step, so train and validation curves share their x axis. The
 project's ``dvc.yaml`` declares these files under ``plots:``; DVCLive is told to write no ``dvc.yaml`` of
@@ -38,6 +40,9 @@ VAL_METRICS = {
     "val_wer": "wer",
     "val_accuracy": "accuracy",
 }  # -> val/<name>
+# Events logged as DVCLive params (dvclive/params.yaml): fine-tuning's method, base model, trainable parameters
+# and LoRA settings (training.finetune), and the early-stopping decision (training.early_stopping).
+FINETUNE_EVENTS = {"finetune": "finetune", "early_stop": "early_stop"}
 
 
 class DVCLiveLogger:
@@ -58,6 +63,13 @@ class DVCLiveLogger:
         )
 
     def on_event(self, kind: str, step: int, epoch: int, values: dict[str, Any]) -> None:
+        if kind in FINETUNE_EVENTS:  # what a fine-tuning run is: dvclive/params.yaml, beside the curves
+            self.live.log_params({FINETUNE_EVENTS[kind]: _plain(values)})
+            if kind == "finetune":
+                for name in ("trainable_params", "total_params"):
+                    self.live.log_metric(f"finetune/{name}", values[name], plot=False)
+            self.live.make_summary()
+            return
         if kind == "train":
             logged = {f"train/{name}": values[name] for name in TRAIN_METRICS if name in values}
         elif kind == "validation":
@@ -75,6 +87,20 @@ class DVCLiveLogger:
 
     def close(self) -> None:
         self.live.end()
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    # YAML-safe: infinities (an early stop's unset best score) as strings, tuples as lists.
+    def plain(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        if isinstance(value, dict):
+            return {key: plain(inner) for key, inner in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(inner) for inner in value]
+        return value
+
+    return plain(values)
 
 
 def dvc_project_root(start: str | Path | None = None) -> Path | None:

@@ -54,6 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from asr_kernels import set_kernels
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
+from asr_pipeline.models.lora import load_saved_weights, parameter_counts
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.modules.widening import widen_into
 from asr_pipeline.run_layout import METRICS_FILE, read_checkpoint_pointer, resolve_run_dir
@@ -84,6 +85,7 @@ from asr_pipeline.training.early_stopping import EarlyStopping
 from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.epoch_schedule import EpochSettings
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
+from asr_pipeline.training.finetune import MERGED_DIR, describe, is_finetuning, merge_run, prepare_model
 from asr_pipeline.training.growth import Growth, widening_report, width_at
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
@@ -141,14 +143,25 @@ class Trainer:
         torch.manual_seed(config.run.seed)
         self.width = width_at(config.grow, 0)  # a fraction of the model's width (training.growth)
         self.model, self.model_config = build_model_from_config(config, vocab_size, self.width)
-        if config.model.load_pretrained_weights and not config.run.resume_from:  # the checkpoint wins
+        # The checkpoint wins over the starting weights, except a LoRA run's, which holds only the adapters.
+        lora = config.finetune.method == "lora"
+        starting = not config.run.resume_from or lora
+        if config.model.load_pretrained_weights and starting:
             model = config.model
             report = load_pretrained_weights(
                 self.model, model.architecture, model.pretrained_dir, ctx.is_main
             )
-            events.write("pretrained", 0, 0, report)
-        if config.run.init_from and not config.run.resume_from:  # the same file on every rank
-            events.write("init_from", 0, 0, init_from_weights(self.model, config.run.init_from, ctx.is_main))
+            if not config.run.resume_from:
+                events.write("pretrained", 0, 0, report)
+        init_report = None
+        if config.run.init_from and starting:  # the same file on every rank
+            init_report = init_from_weights(self.model, config.run.init_from, ctx.is_main)
+            if not config.run.resume_from:
+                events.write("init_from", 0, 0, init_report)
+        # LoRA adapters injected (drawn from the seeded RNG, alike on every rank), or the freezing plan made.
+        self.freezing, finetune_values = prepare_model(self.model, config, init_report)
+        if is_finetuning(config) and not config.run.resume_from:
+            events.write("finetune", 0, 0, describe(self.model, finetune_values, self.freezing))
         optim = config.optim
         self.sampler = data.train_sampler
         self.settings = EpochSettings(config)  # train.schedule: each epoch's effective config
@@ -208,9 +221,20 @@ class Trainer:
         self.parameter_names = {parameter: name for name, parameter in self.model.named_parameters()}
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
+        self._wrap_ddp()
+
+    def _train_mode(self) -> None:
+        """Training mode, except for modules fine-tuning holds still (their batch-norm statistics too)."""
+        self.ddp_model.train()
+        if self.freezing is not None:
+            self.freezing.hold()
+
+    def _wrap_ddp(self) -> None:
+        """Collective under DDP (it broadcasts rank 0's weights). Again whenever the parameters that require a
+        gradient change (training.finetune's freezing), as DDP reduces only the ones that did when it wrapped."""
         self.ddp_model: nn.Module = self.model
-        if ctx.distributed:  # collective: DDP broadcasts rank 0's weights
-            device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        if self.ctx.distributed:
+            device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
 
     def _fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]:
@@ -269,8 +293,9 @@ class Trainer:
         width = state.get("growth", {}).get("width", 1.0)
         if width != self.width:  # a widening run saved before its last widening: rebuild that width
             self.widen(self.sampler.epoch, width, copy=False)
-        # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these.
-        self.model.load_state_dict(load_weights(run_dir))
+        # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these (a LoRA
+        # run's adapters onto the base weights loaded at the start).
+        load_saved_weights(self.model, load_weights(run_dir), str(run_dir))
         self.optimization.load_state_dict(state)
         self.sampler.load_state_dict(state["sampler"])
         self.step = state["step"]
@@ -297,6 +322,12 @@ class Trainer:
         if width > self.width:
             changed = self.widen(epoch, width)
             self.events.write("grow", self.step, epoch, {"width": width, "changed": changed})
+        if self.freezing is not None and self.freezing.apply(epoch):  # collective: DDP wraps anew
+            self._wrap_ddp()
+            frozen = {"frozen": self.freezing.frozen, **parameter_counts(self.model)}
+            self.events.write(
+                "freeze", self.step, epoch, {**frozen, "modules": sorted(self.freezing.modules)}
+            )
         self.apply_settings(epoch)
         if self.growth is not None:
             before = self.growth.grown_depth
@@ -312,7 +343,7 @@ class Trainer:
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
         self.epoch_skipped_examples = 0  # after a mid-epoch resume: counts the resumed part only
-        self.ddp_model.train()
+        self._train_mode()
         accumulation = optim.gradient_accumulation_steps  # a resume always starts on a window boundary
         self.progress.start_epoch(
             epoch, math.ceil(epoch_batches / accumulation), math.ceil(batches_done / accumulation)
@@ -436,7 +467,7 @@ class Trainer:
             with sync:
                 empty_batch_loss(self.ddp_model, features, lengths, self.config.model.architecture).backward()
         finally:
-            self.ddp_model.train()
+            self._train_mode()
 
     def optimizer_step(self) -> bool:
         """The update closing an accumulation window (``training.optimization``); the clock moves on
@@ -517,6 +548,7 @@ class Trainer:
             self.model, self.data.val_loader, self.config, self.ctx, self.tokenizer, self.decoder
         )
         self.validated_step = self.step
+        self._train_mode()  # validation put every module back in training mode, frozen ones too
         if scores is None:  # not rank 0
             return None
         scores["trigger"] = trigger
@@ -621,6 +653,9 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         digests = gather(parameter_digest(trainer.model))
         if ctx.is_main:
             write_json_atomic(output_dir / METRICS_FILE, final)
+            if config.finetune.merge_lora:  # after the last checkpoint: the adapters of the best, folded in
+                merged = merge_run(output_dir, output_dir / MERGED_DIR)
+                events.write("merge_lora", trainer.step, config.optim.epochs - 1, {"path": str(merged)})
             events.write(
                 "summary",
                 trainer.step,

@@ -30,17 +30,17 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from asr_pipeline.models.lora import ADAPTER_MARK
 from asr_pipeline.run_layout import (
-    CHECKPOINT_DIR,
-    CHECKPOINT_POINTER,
     CONFIG_FILE,
-    WEIGHTS_FILE,
     committed_dir,
+    init_weights_path,
     read_checkpoint_pointer,
     resolve_run_dir,
 )
 from asr_pipeline.training.config import (
     DataConfig,
+    FinetuneConfig,
     GrowConfig,
     ModelConfig,
     OptimConfig,
@@ -104,6 +104,9 @@ def critical_keys(config: dict[str, Any]) -> dict[str, Any]:
     keys |= {f"regularization.{name}": value for name, value in regularization.items()}
     grow = {**_field_defaults(GrowConfig), **(config.get("grow") or {})}
     keys |= {f"grow.{name}": value for name, value in grow.items()}
+    # How the run adapts its starting weights (merge_lora only decides what is written at the end).
+    finetune = {**_field_defaults(FinetuneConfig), **(config.get("finetune") or {})}
+    keys |= {f"finetune.{name}": value for name, value in finetune.items() if name != "merge_lora"}
     return keys
 
 
@@ -158,26 +161,17 @@ def check_resume_compatible(config: TrainConfig, model_config: dict[str, Any], r
         )
 
 
-def init_weights_path(source: str | Path) -> Path:
-    """A ``.safetensors`` file as is; a run dir (or its ``checkpoint_latest/`` or ``checkpoint_latest.json``,
-    ``run_layout.resolve_run_dir``): its latest checkpoint's ``model.safetensors``."""
-    source = Path(source)
-    run_dir = resolve_run_dir(source)
-    path = source if source.suffix == ".safetensors" else committed_dir(run_dir) / WEIGHTS_FILE
-    if not path.is_file() or path.suffix != ".safetensors":
-        raise FileNotFoundError(
-            f"run.init_from={str(source)!r}: expected a .safetensors file or a run dir holding "
-            f"{CHECKPOINT_DIR}/{WEIGHTS_FILE} (or that folder, or {CHECKPOINT_POINTER}); {path} is not one"
-        )
-    return path
-
-
 def init_from_weights(model: nn.Module, source: str | Path, verbose: bool = True) -> dict[str, Any]:
     """Copy the tensors of ``source`` whose name and shape match into ``model``; returns a report:
     ``path``, ``loaded`` (count), ``skipped`` ({name: "saved shape -> model shape"}, or "not in the
     model"), and ``not_in_source`` (model tensors left as initialised)."""
     path = init_weights_path(source)
     saved = load_file(path)
+    if any(ADAPTER_MARK in name for name in saved):
+        raise ValueError(
+            f"run.init_from={str(source)!r} holds LoRA adapters only ({path}), not a model: start from its merged "
+            "run dir (train --merge-lora writes <run>/merged) or from the run it adapted"
+        )
     target = model.state_dict()
     matching, skipped = {}, {}
     for name, tensor in saved.items():
