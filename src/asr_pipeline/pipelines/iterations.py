@@ -7,18 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 
-def iteration_params(params: dict[str, Any], section: str, pipeline: str) -> tuple[str, dict[str, Any]]:
-    """The iteration this run is for (``<section>.current``) and its entry of ``<section>.iterations``."""
-    iterations = params.get("iterations") or {}
+def iteration_params(
+    params: dict[str, Any], section: str, pipeline: str, entries: str = "iterations"
+) -> tuple[str, dict[str, Any]]:
+    """The iteration this run is for (``<section>.current``) and its entry of ``<section>.<entries>``."""
+    iterations = params.get(entries) or {}
     current = params.get("current")
     if current is None:
         raise ValueError(
             f"{section}.current is not set: run one iteration with `kedro run --pipelines={pipeline} "
-            f"--params={section}.current=<iteration>` (iterations: {', '.join(iterations) or 'none'})"
+            f"--params={section}.current=<name>` ({entries}: {', '.join(iterations) or 'none'})"
         )
     if current not in iterations:
         raise ValueError(
-            f"{section}.current={current!r} is not one of {section}.iterations: {', '.join(iterations)}"
+            f"{section}.current={current!r} is not one of {section}.{entries}: {', '.join(iterations)}"
         )
     return current, iterations[current] or {}
 

@@ -651,6 +651,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         if uploads is not None:
             events.write("hf_upload", trainer.step, config.optim.epochs - 1, {"checkpoints": uploads})
         digests = gather(parameter_digest(trainer.model))
+        peaks = gather(peak_memory_mb(ctx.device))
         if ctx.is_main:
             write_json_atomic(output_dir / METRICS_FILE, final)
             if config.finetune.merge_lora:  # after the last checkpoint: the adapters of the best, folded in
@@ -665,6 +666,12 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
                     **trainer.counters,
                     "world_size": ctx.world_size,
                     "parameter_digests": digests,
+                    "peak_rss_mb": [peak["rss"] for peak in peaks],  # per rank, the process's high-water mark
+                    **(
+                        {"peak_cuda_mb": [peak["cuda"] for peak in peaks]}
+                        if ctx.device.type == "cuda"
+                        else {}
+                    ),
                     "train_selection": asdict(data.train_selection),
                     "wall_sec": time.perf_counter() - started,
                 },
@@ -717,6 +724,16 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
             stopped_early=stopped_early, best_epoch=trainer.early_stopping.best_epoch, epochs_run=epochs_run
         )
     return final
+
+
+def peak_memory_mb(device: torch.device) -> dict[str, float]:
+    """This process's peak resident memory (Linux ru_maxrss, KiB) and, on CUDA, peak allocated GPU memory, in MiB."""
+    import resource
+
+    peaks = {"rss": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if device.type == "cuda":
+        peaks["cuda"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return peaks
 
 
 def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], seconds: float) -> None:
