@@ -91,6 +91,7 @@ def point_globals_at(project: Path, corpus: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow  # the whole README route through dvc repro: ~2-3 min
 def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_intact(tmp_path):
     project = copy_project(tmp_path / "project", OWN_CORPUS_PARAMS)
     corpus = project / "data" / "01_raw" / "mycorpus"

@@ -285,6 +285,15 @@ def test_summed_units_pack_short_examples_that_padded_units_would_not():
     ]
 
 
+def test_the_attention_unit_counts_batch_size_times_the_longest_frames_squared():
+    # Self-attention at the frame rate holds B * T * T scores: 4 examples of 100 frames cost 40,000, so a
+    # 200-frame example (40,000 alone) must go in a batch of one under a 60,000 budget.
+    lengths = np.array([100, 100, 100, 200])
+    assert example_costs("padded-attention", lengths).tolist() == [10_000, 10_000, 10_000, 40_000]
+    sampler = LengthBucketedBatchSampler(lengths, budget=60_000, unit="padded-attention", shuffle=False)
+    assert list(sampler) == [[0, 1, 2], [3]]
+
+
 def test_examples_over_the_budget_form_batches_of_one_and_are_counted():
     lengths = np.array([100, 120, 5000, 110, 90, 7000])
     sampler = LengthBucketedBatchSampler(lengths, budget=1000, sort_buffer_size=8, seed=3)

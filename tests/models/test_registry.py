@@ -16,7 +16,7 @@ from asr_pipeline.models.registry import (
 from asr_pipeline.models.squeezeformer import Squeezeformer, SqueezeformerConfig
 
 
-def test_the_reference_architectures_and_hubert_are_named():
+def test_the_reference_architectures_hubert_and_the_pronunciation_aligner_are_named():
     assert ARCHITECTURES == (
         "squeezeformer",
         "zipformer",
@@ -24,6 +24,7 @@ def test_the_reference_architectures_and_hubert_are_named():
         "w2v-bert",
         "hubert",
         "hubert-pretrain",
+        "speech-aligner",
     )
 
 
@@ -32,7 +33,7 @@ def test_a_planned_architecture_says_what_can_be_built_and_what_to_pass(monkeypa
     monkeypatch.setattr(architectures, "ARCHITECTURES", (*architectures.ARCHITECTURES, "conformer"))
     message = (
         "conformer cannot be built by this version of asr_pipeline, which trains squeezeformer, zipformer, "
-        "paraformer, w2v-bert, hubert, hubert-pretrain only; train with --architecture squeezeformer"
+        "paraformer, w2v-bert, hubert, hubert-pretrain, speech-aligner only; train with --architecture squeezeformer"
     )
     with pytest.raises(ValueError, match=message):
         build_model("conformer", input_dim=80, vocab_size=10)

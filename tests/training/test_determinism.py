@@ -13,6 +13,7 @@ from asr_pipeline.training.launch import run_training
 from .conftest import events, tiny_config
 
 
+@pytest.mark.slow  # two 2-rank torchrun jobs
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_two_deterministic_ddp_runs_end_with_bitwise_identical_weights(corpus, tokenizer_path, tmp_path):
     weights = []

@@ -30,6 +30,7 @@ def write_config(corpus, tokenizer_path, run_dir):
     return path
 
 
+@pytest.mark.slow  # four torchrun processes per backend: ~1 min each
 @pytest.mark.usefixtures("keep_torch_threads")
 @pytest.mark.parametrize("backend", ["static", "c10d"])
 def test_two_nodes_of_one_process_train_exactly_like_one_node_of_two(

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -35,6 +36,7 @@ def config_for(corpus, tokenizer_path, run_dir) -> dict:
     return config
 
 
+@pytest.mark.slow  # three torchrun jobs, one killed
 def test_a_sigkilled_worker_resumed_from_its_checkpoint_ends_with_the_uninterrupted_weights(
     corpus, tokenizer_path, tmp_path
 ):

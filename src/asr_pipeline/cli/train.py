@@ -49,6 +49,8 @@ _SECTIONS = {
     "grow": GrowConfig,
     "finetune": FinetuneConfig,
 }
+# The adaptive batch units (data.sampler.BATCH_UNITS, which a test keeps equal), from the config without torch.
+BATCH_UNIT_NAMES = typing.get_args(typing.get_type_hints(DataConfig)["adaptive_batch_unit"])
 VAL_MANIFEST_ALIASES = ("--validation-manifest", "--valid-manifest", "--validation-set", "--val-set")
 DEFAULT_OUTPUT_DIR = "runs/asr"
 
@@ -505,8 +507,9 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "data.adaptive_batch_unit",
         str,
         "what --adaptive-batch-budget counts: padded-* units count batch size * longest example, the "
-        "others sum the examples' amounts (feature-values: frames * feature dim)",
-        ["samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"],
+        "others sum the examples' amounts (feature-values: frames * feature dim; padded-attention: batch size "
+        "* longest frames squared)",
+        list(BATCH_UNIT_NAMES),
     ),
     TrainFlag(
         "--adaptive-batch-budget",

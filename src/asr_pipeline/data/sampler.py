@@ -38,6 +38,8 @@ Budget units (names and semantics of the reference trainer's ``--adaptive-batch-
     feature-values      sum of T * F                             (F: the feature dimension)
     duration-ms         sum of the examples' audio durations
     padded-duration-ms  batch size * longest duration
+    padded-attention    batch size * longest T squared          (what a full-length self-attention's (B, T, T)
+                                                                 scores hold, per head: models without subsampling)
 
 Padded units bound the memory of the padded batch tensor; summed units bound the real audio per batch
 and let a batch of short examples pack more of them. ``padded-frames`` is the default.
@@ -59,11 +61,17 @@ from torch.utils.data import Sampler
 
 Uneven = Literal["drop", "pad"]
 BatchUnit = Literal[
-    "samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"
+    "samples",
+    "frames",
+    "padded-frames",
+    "feature-values",
+    "duration-ms",
+    "padded-duration-ms",
+    "padded-attention",
 ]
 BATCH_UNITS: tuple[str, ...] = get_args(BatchUnit)
 # Units whose batch cost is batch size * the largest example's amount (the padded tensor), not a sum.
-PADDED_UNITS = ("padded-frames", "padded-duration-ms")
+PADDED_UNITS = ("padded-frames", "padded-duration-ms", "padded-attention")
 
 
 def example_costs(
@@ -78,6 +86,8 @@ def example_costs(
         return np.ones_like(frames)
     if unit in ("frames", "padded-frames"):
         return frames
+    if unit == "padded-attention":
+        return frames * frames
     if unit == "feature-values":
         if feature_dim is None or feature_dim < 1:
             raise ValueError(

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 # The reference trainer's four architectures, then HuBERT (a CTC fine-tuning model and the self-supervised
 # pretraining one); the registry can build those in AVAILABLE_ARCHITECTURES.
-ARCHITECTURES = ("squeezeformer", "zipformer", "paraformer", "w2v-bert", "hubert", "hubert-pretrain")
+ARCHITECTURES = (
+    "squeezeformer",
+    "zipformer",
+    "paraformer",
+    "w2v-bert",
+    "hubert",
+    "hubert-pretrain",
+    "speech-aligner",  # the pronunciation scorer's phone aligner (models.speech_aligner)
+)
 AVAILABLE_ARCHITECTURES = ARCHITECTURES  # all of them, now
 DEFAULT_ARCHITECTURE = ARCHITECTURES[0]  # what model.architecture is when not given
 
@@ -24,6 +32,7 @@ ZIPFORMER_VARIANTS = ("s", "m", "l", "tiny", "demo")  # icefall's sizes (no vari
 PARAFORMER_VARIANTS = ("base", "tiny", "demo")  # FunASR's AISHELL-1 conformer recipe (no variant), CPU sizes
 W2V_BERT_VARIANTS = ("600m", "tiny", "demo")  # facebook/w2v-bert-2.0's encoder (no variant: 600m), CPU sizes
 HUBERT_VARIANTS = ("base", "demo", "tiny")  # HuBERT-base (no variant: base), CPU sizes
+SPEECH_ALIGNER_VARIANTS = ("tiny", "default", "large")  # no variant: default (1.88M parameters)
 VARIANTS = {  # named sizes of each AVAILABLE_ARCHITECTURES entry
     "squeezeformer": SQUEEZEFORMER_VARIANTS,
     "zipformer": ZIPFORMER_VARIANTS,
@@ -31,6 +40,7 @@ VARIANTS = {  # named sizes of each AVAILABLE_ARCHITECTURES entry
     "w2v-bert": W2V_BERT_VARIANTS,
     "hubert": HUBERT_VARIANTS,
     "hubert-pretrain": HUBERT_VARIANTS,
+    "speech-aligner": SPEECH_ALIGNER_VARIANTS,
 }
 
 # A Squeezeformer built with no variant gets the reference trainer's "custom" sizes (its --d-model,
@@ -47,6 +57,7 @@ DEFAULT_SIZES = {
     "w2v-bert": "the 600m sizes",
     "hubert": "the base sizes",
     "hubert-pretrain": "the base sizes",
+    "speech-aligner": "the default sizes",
 }
 
 # The features each architecture eats (features.frontends): the frontend's name, one per known architecture.
@@ -57,10 +68,11 @@ FRONTENDS = {
     "w2v-bert": "w2v-bert",
     "hubert": "waveform",
     "hubert-pretrain": "waveform",
+    "speech-aligner": "mfcc",
 }
 # Feature width F of each frontend with its default settings (features.frontends.Frontend.feature_dim):
 # data.input_dim when not given. A test keeps these equal to the frontends and to each spec's input_dim.
-FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160, "waveform": 320}
+FRONTEND_WIDTHS = {"fbank": 80, "w2v-bert": 160, "waveform": 320, "mfcc": 39}
 
 # Peak AdamW learning rates of the reference trainer's recipes when --learning-rate is not given, for the
 # architectures not built yet (none today); a built one's recipe lives in its spec

@@ -28,13 +28,15 @@ from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_SIZES, chec
 from asr_pipeline.models.hubert_spec import HUBERT, HUBERT_PRETRAIN
 from asr_pipeline.models.paraformer_spec import PARAFORMER
 from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
+from asr_pipeline.models.speech_aligner_spec import SPEECH_ALIGNER
 from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
 from asr_pipeline.models.w2v_bert_spec import W2V_BERT
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
 
 # name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
 SPECS: dict[str, ArchitectureSpec] = {
-    spec.name: spec for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT, HUBERT, HUBERT_PRETRAIN)
+    spec.name: spec
+    for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT, HUBERT, HUBERT_PRETRAIN, SPEECH_ALIGNER)
 }
 
 

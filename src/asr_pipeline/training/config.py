@@ -60,9 +60,16 @@ class DataConfig:
     # What adaptive_batch_budget counts (data.sampler): padded units count batch size * longest example,
     # the others sum the examples' amounts. Must list the same names as data.sampler.BATCH_UNITS.
     adaptive_batch_unit: Literal[
-        "samples", "frames", "padded-frames", "feature-values", "duration-ms", "padded-duration-ms"
+        "samples",
+        "frames",
+        "padded-frames",
+        "feature-values",
+        "duration-ms",
+        "padded-duration-ms",
+        "padded-attention",
     ] = "padded-frames"
     adaptive_batch_budget: int = 20000  # in adaptive_batch_unit; padded frames: batch size * longest T
+    # (padded-attention: batch size * longest T squared, the attention scores of a model that keeps the frame rate)
     adaptive_batch_max_samples: int = 64
     max_audio_duration_sec: float | None = None  # longer training examples are dropped and counted
     # Frame labels of the training data (training.alignment: the align stage's Parquet). Set: the model trains

@@ -1,0 +1,38 @@
+"""SpeechAligner's registry entry (``models.spec.ArchitectureSpec``): the pronunciation aligner, a CTC model over
+phones (``pron.phones``: 41 classes) at the feature frame rate, eating MFCC-39 by default (``data.input_dim: 80``
+with the fbank frontend for log-mel-80)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.speech_aligner import (
+    SIZES,
+    SpeechAlignerConfig,
+    build_speech_aligner,
+    speech_aligner_config,
+)
+
+PEAK_LR = 1e-3  # the reference trainer's Adam rate for its aligner
+
+
+def config_for(variant: str | None, values: Mapping[str, object]) -> SpeechAlignerConfig:
+    return speech_aligner_config(variant, **dict(values))
+
+
+SPEECH_ALIGNER = ArchitectureSpec(
+    name="speech-aligner",
+    config_class=SpeechAlignerConfig,
+    variants=tuple(SIZES),
+    config_for=config_for,
+    builder=build_speech_aligner,
+    peak_learning_rate=lambda variant: PEAK_LR,
+    frontend="mfcc",
+    input_dim=39,
+    output="ctc",
+    # The conv stack is the front-end; the attention block is the one encoder block.
+    encoder_blocks=lambda model: [model.attention],
+    frontend_modules=("blocks",),
+    # No LoRA targets: nn.MultiheadAttention reads its projections' weights directly, past any adapter.
+)
