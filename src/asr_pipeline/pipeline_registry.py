@@ -4,7 +4,7 @@
 (``paths.demo``), and a plain ``kedro run`` must never synthesize it when ``paths.corpus`` names a user's
 data. Build it explicitly with ``kedro run --pipelines=demo_corpus`` (``dvc repro`` does it for you).
 The alignment recipe's pipelines (``alignment_align``, ``alignment_train``) and HuBERT's (``hubert_units``,
-``hubert_pretrain``, ``hubert_validate``, ``hubert_abx``) and ``finetune`` are left out too: they run one iteration (or
+``hubert_pretrain``, ``hubert_validate``, ``hubert_abx``), ``finetune`` and ``pron_aligner`` are left out too: they run one iteration (or
 entry) at a time from dvc.yaml's foreach stages.
 """
 
@@ -22,6 +22,7 @@ OPTIONAL_PIPELINES = (
     "hubert_validate",
     "hubert_abx",
     "finetune",
+    "pron_aligner",
 )
 
 

@@ -1,0 +1,165 @@
+"""Nodes of the ``pron_aligner@<name>`` stage (one DVC stage per entry of params.yaml ``pron.aligners``).
+
+An entry picks the aligner's input features and its training::
+
+    mfcc:
+      frontend: mfcc      # MFCC-39 (13 + deltas + delta-deltas); fbank: log-mel-80
+      train: {model: {variant: default}, optim: {epochs: 10}}   # over params.yaml train (model: speech-aligner)
+
+The transcripts' audio is featurized with that frontend (clean, no augmentation) into shards whose CTC targets
+are the ``pron_phones`` stage's phone ids (``pron.aligner_data``); the SpeechAligner trains on train, validates on
+dev, and its phone error rate is measured on test, whose voices neither saw. Layout under ``paths.pron``/aligners/
+<name>: ``features/{train,dev,test}/``, ``run/`` and ``metrics.json`` (PER on dev and test, parameters, the best
+epoch, training time).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asr_pipeline.decoding.evaluation import load_run, run_log_probs
+from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.io.shards import list_shards, shard_name, write_shard
+from asr_pipeline.pipelines.features.nodes import extract_features
+from asr_pipeline.pipelines.iterations import iteration_params
+from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
+from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
+from asr_pipeline.training.config import deep_merge, resolve_config
+from asr_pipeline.training.events import EVENTS_FILE
+from asr_pipeline.training.launch import launch_options, run_training
+
+ARCHITECTURE = "speech-aligner"
+FRONTEND_WIDTHS = {"mfcc": 39, "fbank": 80}  # MFCC-39, log-mel-80 (features.fbank.num_mel_bins)
+STAGE_METRICS = "metrics.json"
+
+
+def aligner_entry(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The aligner this stage trains (``pron.current``) and its entry of ``pron.aligners``."""
+    return iteration_params(params, "pron", "pron_aligner", entries="aligners")
+
+
+def phone_shards(
+    manifest: pl.DataFrame,
+    phones: pl.DataFrame,
+    output: Path,
+    tokenizer_model: bytes,
+    features_params: dict,
+    tokenizer_params: dict,
+    frontend: str,
+) -> tuple[list[str], int]:
+    """``manifest``'s utterances featurized with ``frontend`` into shards under ``output`` with phone targets;
+    the shard paths and the number of utterances without phones left out."""
+    targets = dict(zip(phones["id"].to_list(), phones["phone_ids"].to_list(), strict=True))
+    options = {**features_params, "architecture": ARCHITECTURE, "frontend_kind": frontend, "input_dim": None}
+    output.mkdir(parents=True)
+    dropped = 0
+    for chunk, _ in extract_features(manifest, tokenizer_model, options, tokenizer_params):
+        table, left_out = with_phone_targets(chunk.table, targets)
+        dropped += len(left_out)
+        if table.num_rows:
+            write_shard(table, output / shard_name(chunk.index))
+    return [str(path) for path in list_shards(output)], dropped
+
+
+def greedy_phone_error_rate(
+    run_dir: Path, shards: list[str], phones: pl.DataFrame, checkpoint: str
+) -> dict[str, Any]:
+    """Greedy phone error rate (percent) of the run's ``checkpoint`` on ``shards``."""
+    references = dict(zip(phones["id"].to_list(), phones["phone_ids"].to_list(), strict=True))
+    run = load_run(run_dir, checkpoint)  # type: ignore[arg-type]
+    refs, hyps = [], []
+    for batch in run_log_probs(run, shards):
+        for utterance, ids in zip(
+            batch.ids, greedy_decode(batch.log_probs, batch.lengths, BLANK_ID), strict=True
+        ):
+            refs.append(references[utterance])
+            hyps.append(ids)
+    return {"per": round(phone_error_rate(refs, hyps), 3), "utterances": len(refs), "checkpoint": checkpoint}
+
+
+def train_aligner(
+    train_manifest: pl.DataFrame,
+    dev_manifest: pl.DataFrame,
+    test_manifest: pl.DataFrame,
+    train_phones: pl.DataFrame,
+    dev_phones: pl.DataFrame,
+    test_phones: pl.DataFrame,
+    tokenizer_model: bytes,
+    features_params: dict,
+    tokenizer_params: dict,
+    train_params: dict[str, Any],
+    params: dict[str, Any],
+    pron_dir: Path,
+) -> dict[str, Any]:
+    """Featurize, train the aligner through torchrun and score its PER (module docstring); returns the metrics
+    it writes to ``aligners/<name>/metrics.json``."""
+    name, entry = aligner_entry(params)
+    frontend = entry.get("frontend", "mfcc")
+    if frontend not in FRONTEND_WIDTHS:
+        raise ValueError(
+            f"pron.aligners.{name}.frontend must be one of {', '.join(FRONTEND_WIDTHS)}, got {frontend!r}"
+        )
+    root = pron_dir / "aligners" / name
+    shutil.rmtree(root, ignore_errors=True)  # a stage output starts empty
+    shards, dropped = {}, {}
+    for split, manifest, phones in (
+        ("train", train_manifest, train_phones),
+        ("dev", dev_manifest, dev_phones),
+        ("test", test_manifest, test_phones),
+    ):
+        shards[split], dropped[split] = phone_shards(
+            manifest,
+            phones,
+            root / "features" / split,
+            tokenizer_model,
+            features_params,
+            tokenizer_params,
+            frontend,
+        )
+    overrides = entry.get("train") or {}
+    sections = deep_merge({k: v for k, v in train_params.items() if k not in ("launch", "model")}, overrides)
+    run_dir = root / "run"
+    config = resolve_config(
+        {
+            **sections,
+            "model": {"architecture": ARCHITECTURE, **overrides.get("model", {}), "vocab_size": NUM_CLASSES},
+            "data": {
+                **sections.get("data", {}),
+                "train_manifests": shards["train"],
+                "val_manifests": shards["dev"],
+                "input_dim": FRONTEND_WIDTHS[frontend],
+                "length_index": None,
+            },
+            "run": {**sections.get("run", {}), "output_dir": str(run_dir), "tokenizer": None},
+        }
+    )
+    final = run_training(config, **launch_options(train_params.get("launch") or {}))
+    events = [json.loads(line) for line in (run_dir / EVENTS_FILE).read_text().splitlines()]
+    summary = next(e["values"] for e in events if e["type"] == "summary")
+    best = "best" if (run_dir / "checkpoint_best.json").is_file() else "latest"
+    run = load_run(run_dir, best)  # type: ignore[arg-type]
+    metrics = {
+        "name": name,
+        "frontend": frontend,
+        "input_dim": FRONTEND_WIDTHS[frontend],
+        "parameters": sum(p.numel() for p in run.model.parameters()),
+        "dev": greedy_phone_error_rate(run_dir, shards["dev"], dev_phones, best),
+        "test": greedy_phone_error_rate(run_dir, shards["test"], test_phones, best),
+        "utterances_without_phones": dropped,
+        "steps": final.get("steps"),
+        "best_epoch": json.loads((run_dir / "checkpoint_best.json").read_text())["epoch"]
+        if best == "best"
+        else None,
+        "train_sec": round(summary["wall_sec"], 1),
+        "peak_rss_mb": summary.get("peak_rss_mb"),
+    }
+    (root / STAGE_METRICS).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    return metrics
+
+
+__all__ = ["aligner_entry", "greedy_phone_error_rate", "phone_shards", "train_aligner"]

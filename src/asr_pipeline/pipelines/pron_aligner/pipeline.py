@@ -1,0 +1,29 @@
+from kedro.pipeline import Node, Pipeline
+
+from asr_pipeline.pipelines.pron_aligner.nodes import train_aligner
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                train_aligner,
+                inputs=[
+                    "train.manifest",
+                    "dev.manifest",
+                    "test.manifest",
+                    "train.phones",
+                    "dev.phones",
+                    "test.phones",
+                    "tokenizer_model",
+                    "params:features",
+                    "params:tokenizer",
+                    "params:train",
+                    "params:pron",
+                    "pron_dir",
+                ],
+                outputs=None,
+                name="train_aligner",
+            )
+        ]
+    )

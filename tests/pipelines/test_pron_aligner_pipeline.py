@@ -1,0 +1,104 @@
+"""The `pron_aligner` stage: an entry of params.yaml pron.aligners featurizes the transcripts with its frontend into
+shards whose CTC targets are phones, trains the SpeechAligner on them and reports its phone error rate."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.pipelines.pron_aligner import create_pipeline
+from asr_pipeline.pipelines.pron_phones.nodes import PHONE_SCHEMA
+from asr_pipeline.pron.aligner_data import phone_error_rate
+from tests.conftest import PROJECT_ROOT
+from tests.pipelines.conftest import run_stage
+from tests.pipelines.test_features_pipeline import _manifest
+
+TEXTS = ["the cat", "a dog", "the cat sat", "a dog ran"]
+PHONES = {
+    "the": [8, 4],
+    "cat": [21, 3, 32],
+    "a": [4],
+    "dog": [10, 5, 16],
+    "sat": [30, 3, 32],
+    "ran": [29, 3, 24],
+}
+
+
+def phone_table(manifest: pl.DataFrame, skip: str | None = None) -> pl.DataFrame:
+    rows = []
+    for utterance, text in zip(manifest["id"], manifest["text"], strict=True):
+        if utterance == skip:
+            continue
+        ids = [i for word in text.split() for i in PHONES[word]]
+        rows.append(
+            {
+                "id": utterance,
+                "text": text,
+                "words": text.split(),
+                "word_phones": [],
+                "phones": [],
+                "phone_ids": ids,
+            }
+        )
+    return pl.DataFrame(rows, schema=PHONE_SCHEMA)
+
+
+@pytest.mark.parametrize("frontend, width", [("mfcc", 39), ("fbank", 80)])
+def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_rate(
+    tmp_path, spm_model, frontend, width
+):
+    manifests = {
+        split: _manifest(tmp_path, split, [(0.5 + 0.1 * i, text, None) for i, text in enumerate(TEXTS)])
+        for split in ("train", "dev", "test")
+    }
+    params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+    entry = {
+        "frontend": frontend,
+        "train": {
+            "model": {"variant": "tiny"},
+            "optim": {"epochs": 1, "learning_rate": 1e-3, "lr_warmup_steps": 1},
+            "data": {"adaptive_batch_unit": "padded-attention", "adaptive_batch_budget": 200_000},
+            "run": {"dvclive": False, "threads_per_rank": 1},
+        },
+    }
+    run_stage(
+        create_pipeline(),
+        {
+            **{f"{split}.manifest": manifest for split, manifest in manifests.items()},
+            "train.phones": phone_table(manifests["train"], skip="train-3"),  # no phones: left out, counted
+            "dev.phones": phone_table(manifests["dev"]),
+            "test.phones": phone_table(manifests["test"]),
+            "tokenizer_model": spm_model,
+        },
+        {"pron_dir": DirectoryDataset(str(tmp_path / "pron"))},
+        {
+            "features": params["features"],
+            "tokenizer": params["tokenizer"],
+            "train": {**params["train"], "launch": {"nproc_per_node": 1}},
+            "pron": {"current": "a", "aligners": {"a": entry}},
+        },
+    )
+
+    folder = tmp_path / "pron" / "aligners" / "a"
+    [shard] = sorted((folder / "features" / "train").glob("*.parquet"))
+    table = pq.read_table(shard)
+    assert table["id"].to_pylist() == ["train-0", "train-1", "train-2"]
+    assert table["tokens"].to_pylist()[2] == PHONES["the"] + PHONES["cat"] + PHONES["sat"]
+    assert set(table["cols"].to_pylist()) == {width}
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["frontend"] == frontend and metrics["input_dim"] == width
+    assert metrics["utterances_without_phones"] == {"train": 1, "dev": 0, "test": 0}
+    assert metrics["test"]["utterances"] == 4 and metrics["test"]["per"] >= 0
+    config = json.loads((folder / "run" / "training_config.json").read_text())
+    assert config["model"]["architecture"] == "speech-aligner" and config["model"]["vocab_size"] == 41
+
+
+def test_the_phone_error_rate_is_edits_over_reference_phones():
+    assert phone_error_rate([[1, 2, 3, 4], [5, 6]], [[1, 3, 4], [5, 6, 7]]) == pytest.approx(100 * 2 / 6)
+    with pytest.raises(ValueError, match="2 references but 1 hypotheses"):
+        phone_error_rate([[1], [2]], [[1]])
