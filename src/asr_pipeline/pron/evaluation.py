@@ -1,0 +1,71 @@
+"""Agreement of predicted pronunciation scores with human scores: Spearman's rho and Pearson's r, each with a 95%
+bootstrap confidence interval, and paired bootstrap comparisons of two predictors on the same items.
+
+The bootstrap resamples items (predicted and human score together) with replacement ``resamples`` times with a
+seeded generator and takes the 2.5th and 97.5th percentiles of the statistic. The paired comparison resamples the
+same item indices for both predictors, so the interval of the difference accounts for their shared items: two
+inputs (MFCC vs log-mel, CTC weight 0 vs 0.5) differ when the interval of rho_a - rho_b excludes 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+RESAMPLES = 1000
+
+
+def _rho(a: np.ndarray, b: np.ndarray) -> float:
+    return float(stats.spearmanr(a, b).statistic)
+
+
+def _r(a: np.ndarray, b: np.ndarray) -> float:
+    return float(stats.pearsonr(a, b).statistic)
+
+
+def _checked(*columns: Sequence[float]) -> list[np.ndarray]:
+    arrays = [np.asarray(column, dtype=np.float64) for column in columns]
+    if len({len(a) for a in arrays}) != 1 or len(arrays[0]) < 3:
+        raise ValueError(
+            f"need equally long score lists of at least 3 items, got lengths {[len(a) for a in arrays]}"
+        )
+    return arrays
+
+
+def correlations(
+    predicted: Sequence[float], human: Sequence[float], resamples: int = RESAMPLES, seed: int = 0
+) -> dict[str, Any]:
+    """{"items", "spearman", "spearman_ci", "pearson", "pearson_ci"}: the statistics and their 95% intervals."""
+    pred, gold = _checked(predicted, human)
+    draws = np.random.default_rng(seed).integers(0, len(pred), size=(resamples, len(pred)))
+    result: dict[str, Any] = {"items": len(pred)}
+    for name, statistic in (("spearman", _rho), ("pearson", _r)):
+        samples = np.array([statistic(pred[d], gold[d]) for d in draws])
+        samples = samples[np.isfinite(samples)]  # a constant resample has no correlation
+        result[name] = round(statistic(pred, gold), 4)
+        result[f"{name}_ci"] = [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])]
+    return result
+
+
+def paired_difference(
+    predicted_a: Sequence[float],
+    predicted_b: Sequence[float],
+    human: Sequence[float],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Spearman rho of a minus that of b on the same items, with its paired 95% bootstrap interval."""
+    a, b, gold = _checked(predicted_a, predicted_b, human)
+    draws = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
+    samples = np.array([_rho(a[d], gold[d]) - _rho(b[d], gold[d]) for d in draws])
+    samples = samples[np.isfinite(samples)]
+    return {
+        "difference": round(_rho(a, gold) - _rho(b, gold), 4),
+        "difference_ci": [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])],
+    }
+
+
+__all__ = ["correlations", "paired_difference"]
