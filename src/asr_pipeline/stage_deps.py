@@ -48,6 +48,7 @@ STAGE_ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "hubert_pretrain": ("asr_pipeline.pipelines.hubert_pretrain", "asr_pipeline.training.worker"),
     "hubert_validate": ("asr_pipeline.pipelines.hubert_validate",),
     "hubert_abx": ("asr_pipeline.pipelines.hubert_abx",),
+    "pron_corpus": ("asr_pipeline.pipelines.pron_corpus",),
     "pron_phones": ("asr_pipeline.pipelines.pron_phones",),
     "pron_aligner": ("asr_pipeline.pipelines.pron_aligner", "asr_pipeline.training.worker"),
     # Fine-tuning runs (foreach over finetune.runs), trained through torchrun.

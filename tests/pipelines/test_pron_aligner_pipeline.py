@@ -14,6 +14,7 @@ from asr_pipeline.io.datasets import DirectoryDataset
 from asr_pipeline.pipelines.pron_aligner import create_pipeline
 from asr_pipeline.pipelines.pron_phones.nodes import PHONE_SCHEMA
 from asr_pipeline.pron.aligner_data import phone_error_rate
+from asr_pipeline.pron.demo_set import PronDemoParams, build_pron_demo_set
 from tests.conftest import PROJECT_ROOT
 from tests.pipelines.conftest import run_stage
 from tests.pipelines.test_features_pipeline import _manifest
@@ -57,6 +58,11 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
         for split in ("train", "dev", "test")
     }
     params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+    pron_demo = tmp_path / "pron_demo"
+    demo = PronDemoParams(train_size=1, test_size=6, max_words=2, mispronounced_share=0.5, seed=3)
+    for name, content in build_pron_demo_set(demo).items():
+        (pron_demo / name).parent.mkdir(parents=True, exist_ok=True)
+        (pron_demo / name).write_bytes(content)
     entry = {
         "frontend": frontend,
         "train": {
@@ -75,7 +81,10 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
             "test.phones": phone_table(manifests["test"]),
             "tokenizer_model": spm_model,
         },
-        {"pron_dir": DirectoryDataset(str(tmp_path / "pron"))},
+        {
+            "pron_dir": DirectoryDataset(str(tmp_path / "pron")),
+            "pron_demo_dir": DirectoryDataset(str(pron_demo)),
+        },
         {
             "features": params["features"],
             "tokenizer": params["tokenizer"],
@@ -94,6 +103,10 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     assert metrics["frontend"] == frontend and metrics["input_dim"] == width
     assert metrics["utterances_without_phones"] == {"train": 1, "dev": 0, "test": 0}
     assert metrics["test"]["utterances"] == 4 and metrics["test"]["per"] >= 0
+    gop = metrics["gop"]
+    assert gop["read"]["kept"] == 6 and gop["scored"]["seen"] == 6
+    assert gop["scored"]["kept"] + gop["scored"]["skipped"] == 6
+    assert gop["phone"]["items"] > gop["word"]["items"] >= gop["utterance"]["items"] == gop["scored"]["kept"]
     config = json.loads((folder / "run" / "training_config.json").read_text())
     assert config["model"]["architecture"] == "speech-aligner" and config["model"]["vocab_size"] == 41
 

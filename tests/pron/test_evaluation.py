@@ -37,5 +37,7 @@ def test_a_paired_difference_separates_a_good_predictor_from_noise_and_not_from_
 
     assert better["difference"] > 0.5 and better["difference_ci"][0] > 0
     assert same == {"difference": 0.0, "difference_ci": [0.0, 0.0]}
+    assert correlations(good, np.ones(150))["spearman"] is None
+    assert correlations(good, np.ones(150))["note"] == "constant human scores"
     with pytest.raises(ValueError, match="equally long"):
         correlations([1.0, 2.0, 3.0], [1.0, 2.0])

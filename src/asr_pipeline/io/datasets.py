@@ -144,19 +144,20 @@ class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]
 
     MARKER = ".demo_corpus"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, stage: str = "demo_corpus", setting: str = "paths.demo") -> None:
         self._path = Path(path)
+        self._stage, self._setting = stage, setting  # the stage that writes it and the path setting naming it
 
     def load(self) -> None:
-        raise DatasetError(f"the demo corpus at {self._path} is read through the *.raw_manifest entries")
+        raise DatasetError(f"the {self._stage} folder {self._path} is read through its reader's entries")
 
     def save(self, data: Mapping[str, bytes | Callable[[], bytes]]) -> None:
         root = self._path
         if root.is_dir() and any(root.iterdir()) and not (root / self.MARKER).is_file():
             raise DatasetError(
-                f"{root} holds files the demo_corpus stage did not write (no {self.MARKER} marker): refusing "
-                "to write the demo corpus into it. paths.demo in conf/base/globals.yml must name a folder only "
-                "the demo writes; your own corpus goes in paths.corpus"
+                f"{root} holds files the {self._stage} stage did not write (no {self.MARKER} marker): refusing "
+                f"to write into it. {self._setting} in conf/base/globals.yml must name a folder only the "
+                f"{self._stage} stage writes; your own corpus goes in paths.corpus"
             )
         if (
             root.is_dir()
@@ -165,7 +166,7 @@ class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         root.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(
-            root / self.MARKER, b"written by the demo_corpus stage; safe to delete and rebuild\n"
+            root / self.MARKER, f"written by the {self._stage} stage; safe to delete and rebuild\n".encode()
         )
         for relative, content in data.items():
             target = (root / relative).resolve()

@@ -16,8 +16,10 @@ import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from asr_pipeline.demo.synthesis import Voice, draw_voice, split_voices, synthesize
+from asr_pipeline.options import options_from_dict
 from asr_pipeline.pron.espeak_phones import espeak_input
 from asr_pipeline.pron.mispronounce import ERROR_KINDS, SpokenWord, say
 
@@ -36,6 +38,10 @@ class PronDemoParams:
         default_factory=lambda: {"near": 0.4, "far": 0.2, "deletion": 0.2, "insertion": 0.2}
     )
     seed: int = 0
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> PronDemoParams:
+        return options_from_dict(cls, dict(raw or {}), "params.yaml pron.demo")
 
     def __post_init__(self) -> None:
         where = "params.yaml pron.demo"

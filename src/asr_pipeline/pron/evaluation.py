@@ -40,11 +40,19 @@ def correlations(
 ) -> dict[str, Any]:
     """{"items", "spearman", "spearman_ci", "pearson", "pearson_ci"}: the statistics and their 95% intervals."""
     pred, gold = _checked(predicted, human)
-    draws = np.random.default_rng(seed).integers(0, len(pred), size=(resamples, len(pred)))
     result: dict[str, Any] = {"items": len(pred)}
+    if np.ptp(pred) == 0 or np.ptp(gold) == 0:  # no correlation is defined: say so rather than report NaN
+        constant = "human" if np.ptp(gold) == 0 else "predicted"
+        return {
+            **result,
+            **dict.fromkeys(("spearman", "spearman_ci", "pearson", "pearson_ci")),
+            "note": f"constant {constant} scores",
+        }
+    draws = np.random.default_rng(seed).integers(0, len(pred), size=(resamples, len(pred)))
     for name, statistic in (("spearman", _rho), ("pearson", _r)):
-        samples = np.array([statistic(pred[d], gold[d]) for d in draws])
-        samples = samples[np.isfinite(samples)]  # a constant resample has no correlation
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples = np.array([statistic(pred[d], gold[d]) for d in draws])
+        samples = samples[np.isfinite(samples)]  # a resample of one repeated item has no correlation
         result[name] = round(statistic(pred, gold), 4)
         result[f"{name}_ci"] = [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])]
     return result

@@ -10,7 +10,8 @@ The transcripts' audio is featurized with that frontend (clean, no augmentation)
 are the ``pron_phones`` stage's phone ids (``pron.aligner_data``); the SpeechAligner trains on train, validates on
 dev, and its phone error rate is measured on test, whose voices neither saw. Layout under ``paths.pron``/aligners/
 <name>: ``features/{train,dev,test}/``, ``run/`` and ``metrics.json`` (PER on dev and test, parameters, the best
-epoch, training time).
+epoch, training time, and the GOP baseline: the aligner's goodness of pronunciation against the labels of the
+pronunciation demo set's test split, Spearman and Pearson with bootstrap intervals per level).
 """
 
 from __future__ import annotations
@@ -24,11 +25,16 @@ import polars as pl
 
 from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.frontends import frontend_named
+from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import list_shards, shard_name, write_shard
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
+from asr_pipeline.pron.gop_evaluation import gop_agreement
 from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
+from asr_pipeline.pron.speechocean import iter_speechocean
 from asr_pipeline.training.config import deep_merge, resolve_config
 from asr_pipeline.training.events import EVENTS_FILE
 from asr_pipeline.training.launch import launch_options, run_training
@@ -82,6 +88,16 @@ def greedy_phone_error_rate(
     return {"per": round(phone_error_rate(refs, hyps), 3), "utterances": len(refs), "checkpoint": checkpoint}
 
 
+def gop_baseline(model, demo_dir: Path, frontend: str, features_params: dict) -> dict[str, Any]:
+    """The GOP baseline (``pron.gop_evaluation``) on the pronunciation demo set's test split (held-out voices):
+    Spearman/Pearson with 95% bootstrap intervals per level, and what was skipped."""
+    read, scored = SkipReport(strict=False), SkipReport(strict=False)
+    fbank = FbankOptions.from_dict(features_params.get("fbank"))
+    utterances = iter_speechocean(demo_dir, "test", read)
+    agreement = gop_agreement(model, utterances, frontend_named(frontend, fbank), scored)
+    return {**agreement, "read": read.to_dict(), "scored": scored.to_dict()}
+
+
 def train_aligner(
     train_manifest: pl.DataFrame,
     dev_manifest: pl.DataFrame,
@@ -95,6 +111,7 @@ def train_aligner(
     train_params: dict[str, Any],
     params: dict[str, Any],
     pron_dir: Path,
+    pron_demo_dir: Path,
 ) -> dict[str, Any]:
     """Featurize, train the aligner through torchrun and score its PER (module docstring); returns the metrics
     it writes to ``aligners/<name>/metrics.json``."""
@@ -151,6 +168,7 @@ def train_aligner(
         "dev": greedy_phone_error_rate(run_dir, shards["dev"], dev_phones, best),
         "test": greedy_phone_error_rate(run_dir, shards["test"], test_phones, best),
         "utterances_without_phones": dropped,
+        "gop": gop_baseline(run.model, pron_demo_dir, frontend, features_params),
         "steps": final.get("steps"),
         "best_epoch": json.loads((run_dir / "checkpoint_best.json").read_text())["epoch"]
         if best == "best"
@@ -162,4 +180,4 @@ def train_aligner(
     return metrics
 
 
-__all__ = ["aligner_entry", "greedy_phone_error_rate", "phone_shards", "train_aligner"]
+__all__ = ["aligner_entry", "gop_baseline", "greedy_phone_error_rate", "phone_shards", "train_aligner"]

@@ -21,6 +21,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:train",
                     "params:pron",
                     "pron_dir",
+                    "pron_demo_dir",
                 ],
                 outputs=None,
                 name="train_aligner",
