@@ -30,6 +30,7 @@ ALL_STAGES = {
     "conditions",
     "index",
     "lm",
+    "pron_corpus",
     "pron_phones",
     "train",
     "tune_decoding",
@@ -38,6 +39,7 @@ ALL_STAGES = {
 TINY_PARAMS = {
     "demo_corpus": {"train_size": 24, "dev_size": 6, "test_size": 6, "max_duration_sec": 6.0},
     "tokenizer": {"vocab_size": 48},
+    "pron": {"demo": {"train_size": 3, "test_size": 2}},
     "features": {"shard_size": 16},
     "train": {
         "launch": {"nproc_per_node": 2},

@@ -116,8 +116,9 @@ def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_inta
             json.loads((project / "data" / "metrics" / f"evaluate_{split}.json").read_text())["utterances"]
             == 6
         )
-    # Never run: the demo, and the pronunciation scoring's phone targets, which the evaluation does not need.
-    never_run = {"demo_corpus", "pron_phones"}
+    # Never run: the demo, and the pronunciation scoring's demo set and phone targets, which the evaluation
+    # does not need.
+    never_run = {"demo_corpus", "pron_corpus", "pron_phones"}
     assert set(json.loads(run(["dvc", "status", "--json"], project).stdout)) == never_run
     assert run(["git", "status", "--porcelain", "data/01_raw"], project).stdout == "", (
         "the data stays out of git"
@@ -128,7 +129,9 @@ def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_inta
     assert (project / "data" / "01_raw" / "demo" / "dev.jsonl").is_file()
     assert digests(corpus) == before
     stale = set(json.loads(run(["dvc", "status", "--json"], project).stdout))
-    assert stale == {"pron_phones"}, "the stages read your corpus, not the demo (pron_phones was never run)"
+    assert stale == {"pron_corpus", "pron_phones"}, (
+        "the stages read your corpus, not the demo (the pron_* never ran)"
+    )
 
 
 def test_pointing_the_demo_at_your_data_fails_the_stage_and_deletes_nothing(tmp_path):
