@@ -219,3 +219,54 @@ def test_freezing_then_unfreezing_under_ddp_keeps_the_ranks_in_step(
         (0, True),
         (1, False),
     ]
+
+
+def hugging_face_w2v_bert(tmp_path, vocab_size: int | None, with_head: bool = True) -> Path:
+    """A random-weight Hugging Face W2V-BERT folder, as one downloaded would be (nothing can be)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Wav2Vec2BertConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        conv_depthwise_kernel_size=5,
+        feature_projection_input_dim=NUM_BINS,
+        vocab_size=vocab_size or 32,
+    )
+    torch.manual_seed(0)
+    model_class = transformers.Wav2Vec2BertForCTC if with_head else transformers.Wav2Vec2BertModel
+    folder = tmp_path / "hf"
+    model_class(config).save_pretrained(folder)
+    return folder
+
+
+def test_lora_adapts_a_hugging_face_w2v_bert_folder_and_loads_from_it(corpus, tokenizer_path, tmp_path):
+    from asr_pipeline.text.tokenizer import CTCTokenizer
+
+    vocab = CTCTokenizer.from_file(tokenizer_path).vocab_size
+    folder = hugging_face_w2v_bert(tmp_path, vocab)
+    config = tiny_config(corpus, tokenizer_path, tmp_path / "run", seed=2)
+    config["model"] = {
+        "architecture": "w2v-bert",
+        "pretrained_dir": str(folder),
+        "load_pretrained_weights": True,
+    }
+    config["optim"] |= {"epochs": 1, "learning_rate": 5e-3}
+    config["finetune"] = {"method": "lora", "lora_rank": 2}
+    run(config)
+
+    saved = load_file(tmp_path / "run" / "checkpoint_latest" / "model.safetensors")
+    assert saved and all("lora_" in key for key in saved)
+    [event] = events(tmp_path / "run", "finetune")
+    assert event["values"]["base_model"] == str(folder) and event["values"]["lora"]["adapted_modules"] == 16
+    with torch.no_grad():
+        adapted = load_run_model(tmp_path / "run").model(*features())[0]
+    assert torch.isfinite(adapted).all()
+
+    headless = hugging_face_w2v_bert(tmp_path / "headless", vocab, with_head=False)
+    config["model"]["pretrained_dir"] = str(headless)
+    config["run"]["output_dir"] = str(tmp_path / "run2")
+    with pytest.raises(
+        ValueError, match=r"lora trains adapters only, but .*headless/hf does not fit.*lm_head"
+    ):
+        run(config)

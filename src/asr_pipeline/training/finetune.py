@@ -64,15 +64,16 @@ def base_model_name(config: TrainConfig) -> str | None:
     return None
 
 
-def check_lora_base(init_report: dict[str, Any] | None) -> None:
-    """A LoRA run trains no base weight, so its base must have supplied every one (``init_from_weights``'s
-    report): a skipped or missing tensor would stay at its random initial value for good."""
-    if init_report is None:
+def check_lora_base(report: dict[str, Any] | None, source: str) -> None:
+    """A LoRA run trains no base weight, so its base must have supplied every one (the report of
+    ``init_from_weights`` or of a pretrained import): a skipped or missing tensor would stay at its random
+    initial value for good."""
+    if report is None:
         return
-    left = sorted(init_report["skipped"]) + list(init_report["not_in_source"])
+    left = sorted(report["skipped"]) + list(report.get("not_in_source", report.get("left_at_init", [])))
     if left:
         raise ValueError(
-            f"finetune.method lora trains adapters only, but {init_report['path']} does not fit this model: "
+            f"finetune.method lora trains adapters only, but {source} does not fit this model: "
             f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''} would stay untrained (a changed "
             "vocabulary or size?); fine-tune with method full, or use the base run's tokenizer and model"
         )
@@ -127,15 +128,16 @@ class Freezing:
 
 
 def prepare_model(
-    model: nn.Module, config: TrainConfig, init_report: dict[str, Any] | None
+    model: nn.Module, config: TrainConfig, base_report: dict[str, Any] | None
 ) -> tuple[Freezing | None, dict[str, Any]]:
-    """Set ``model`` up for ``config.finetune`` after its starting weights are in: LoRA adapters injected,
-    or the freezing plan made (applied per epoch by the Trainer). Returns the plan and the "finetune" event."""
+    """Set ``model`` up for ``config.finetune`` after its starting weights are in (``base_report``: what loading
+    them reported): LoRA adapters injected, or the freezing plan made (applied per epoch by the Trainer).
+    Returns the plan and the "finetune" event."""
     finetune, architecture = config.finetune, config.model.architecture
     values: dict[str, Any] = {"method": finetune.method, "base_model": base_model_name(config)}
     freezing = None
     if finetune.method == "lora":
-        check_lora_base(init_report)
+        check_lora_base(base_report, str(base_model_name(config)))
         adapted = add_lora(model, architecture, lora_settings(finetune))
         values["lora"] = {**asdict(lora_settings(finetune)), "adapted_modules": len(adapted)}
     elif finetune.freezes:

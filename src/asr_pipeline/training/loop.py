@@ -146,20 +146,20 @@ class Trainer:
         # The checkpoint wins over the starting weights, except a LoRA run's, which holds only the adapters.
         lora = config.finetune.method == "lora"
         starting = not config.run.resume_from or lora
+        base_report = None
         if config.model.load_pretrained_weights and starting:
             model = config.model
-            report = load_pretrained_weights(
+            base_report = load_pretrained_weights(
                 self.model, model.architecture, model.pretrained_dir, ctx.is_main
             )
             if not config.run.resume_from:
-                events.write("pretrained", 0, 0, report)
-        init_report = None
+                events.write("pretrained", 0, 0, base_report)
         if config.run.init_from and starting:  # the same file on every rank
-            init_report = init_from_weights(self.model, config.run.init_from, ctx.is_main)
+            base_report = init_from_weights(self.model, config.run.init_from, ctx.is_main)
             if not config.run.resume_from:
-                events.write("init_from", 0, 0, init_report)
+                events.write("init_from", 0, 0, base_report)
         # LoRA adapters injected (drawn from the seeded RNG, alike on every rank), or the freezing plan made.
-        self.freezing, finetune_values = prepare_model(self.model, config, init_report)
+        self.freezing, finetune_values = prepare_model(self.model, config, base_report)
         if is_finetuning(config) and not config.run.resume_from:
             events.write("finetune", 0, 0, describe(self.model, finetune_values, self.freezing))
         optim = config.optim
