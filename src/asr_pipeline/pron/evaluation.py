@@ -35,6 +35,24 @@ def _checked(*columns: Sequence[float]) -> list[np.ndarray]:
     return arrays
 
 
+def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row pair of (R, N) arrays; NaN for a constant row."""
+    x = x - x.mean(axis=1, keepdims=True)
+    y = y - y.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (x * y).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+
+
+def _bootstrap(pred: np.ndarray, gold: np.ndarray, draws: np.ndarray, rank: bool) -> np.ndarray:
+    """The statistic over each resample (rows of ``draws``): Spearman when ``rank`` (Pearson of average ranks,
+    as scipy computes it), else Pearson; resamples without a defined value dropped."""
+    a, b = pred[draws], gold[draws]  # (R, N)
+    if rank:
+        a, b = stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+    values = _rowwise_pearson(a, b)
+    return values[np.isfinite(values)]
+
+
 def correlations(
     predicted: Sequence[float], human: Sequence[float], resamples: int = RESAMPLES, seed: int = 0
 ) -> dict[str, Any]:
@@ -43,16 +61,11 @@ def correlations(
     result: dict[str, Any] = {"items": len(pred)}
     if np.ptp(pred) == 0 or np.ptp(gold) == 0:  # no correlation is defined: say so rather than report NaN
         constant = "human" if np.ptp(gold) == 0 else "predicted"
-        return {
-            **result,
-            **dict.fromkeys(("spearman", "spearman_ci", "pearson", "pearson_ci")),
-            "note": f"constant {constant} scores",
-        }
+        nothing = dict.fromkeys(("spearman", "spearman_ci", "pearson", "pearson_ci"))
+        return {**result, **nothing, "note": f"constant {constant} scores"}
     draws = np.random.default_rng(seed).integers(0, len(pred), size=(resamples, len(pred)))
-    for name, statistic in (("spearman", _rho), ("pearson", _r)):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            samples = np.array([statistic(pred[d], gold[d]) for d in draws])
-        samples = samples[np.isfinite(samples)]  # a resample of one repeated item has no correlation
+    for name, statistic, rank in (("spearman", _rho, True), ("pearson", _r, False)):
+        samples = _bootstrap(pred, gold, draws, rank)
         result[name] = round(statistic(pred, gold), 4)
         result[f"{name}_ci"] = [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])]
     return result
@@ -68,7 +81,10 @@ def paired_difference(
     """Spearman rho of a minus that of b on the same items, with its paired 95% bootstrap interval."""
     a, b, gold = _checked(predicted_a, predicted_b, human)
     draws = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
-    samples = np.array([_rho(a[d], gold[d]) - _rho(b[d], gold[d]) for d in draws])
+    golds = stats.rankdata(gold[draws], axis=1)
+    samples = _rowwise_pearson(stats.rankdata(a[draws], axis=1), golds) - _rowwise_pearson(
+        stats.rankdata(b[draws], axis=1), golds
+    )
     samples = samples[np.isfinite(samples)]
     return {
         "difference": round(_rho(a, gold) - _rho(b, gold), 4),
