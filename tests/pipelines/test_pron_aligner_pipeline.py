@@ -59,7 +59,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     }
     params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
     pron_demo = tmp_path / "pron_demo"
-    demo = PronDemoParams(train_size=1, test_size=6, max_words=2, mispronounced_share=0.5, seed=3)
+    demo = PronDemoParams(train_size=12, test_size=6, max_words=2, mispronounced_share=0.5, seed=3)
     for name, content in build_pron_demo_set(demo).items():
         (pron_demo / name).parent.mkdir(parents=True, exist_ok=True)
         (pron_demo / name).write_bytes(content)
@@ -71,6 +71,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
             "data": {"adaptive_batch_unit": "padded-attention", "adaptive_batch_budget": 200_000},
             "run": {"dvclive": False, "threads_per_rank": 1},
         },
+        "scoring": {"epochs": 2, "batch_size": 4, "val_share": 0.3},
     }
     run_stage(
         create_pipeline(),
@@ -107,6 +108,11 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     assert gop["read"]["kept"] == 6 and gop["scored"]["seen"] == 6
     assert gop["scored"]["kept"] + gop["scored"]["skipped"] == 6
     assert gop["phone"]["items"] > gop["word"]["items"] >= gop["utterance"]["items"] == gop["scored"]["kept"]
+    scoring = metrics["scoring"]
+    assert scoring["read"]["train"]["kept"] == 12 and scoring["read"]["test"]["kept"] == 6
+    for weight in ("ctc_weight_0", "ctc_weight_0.5"):
+        assert len(scoring[weight]["epochs"]) == 2 and scoring[weight]["test"]["phone"]["items"] > 0
+    assert "difference_ci" in scoring["ctc_weight_0_minus_ctc_weight_0.5"]
     config = json.loads((folder / "run" / "training_config.json").read_text())
     assert config["model"]["architecture"] == "speech-aligner" and config["model"]["vocab_size"] == 41
 

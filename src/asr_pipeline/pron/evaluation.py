@@ -53,6 +53,13 @@ def _bootstrap(pred: np.ndarray, gold: np.ndarray, draws: np.ndarray, rank: bool
     return values[np.isfinite(values)]
 
 
+def _interval(samples: np.ndarray) -> list[float] | None:
+    """The 2.5th and 97.5th percentiles; None when no resample had a defined value (a handful of items)."""
+    if samples.size == 0:
+        return None
+    return [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])]
+
+
 def correlations(
     predicted: Sequence[float], human: Sequence[float], resamples: int = RESAMPLES, seed: int = 0
 ) -> dict[str, Any]:
@@ -67,7 +74,7 @@ def correlations(
     for name, statistic, rank in (("spearman", _rho, True), ("pearson", _r, False)):
         samples = _bootstrap(pred, gold, draws, rank)
         result[name] = round(statistic(pred, gold), 4)
-        result[f"{name}_ci"] = [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])]
+        result[f"{name}_ci"] = _interval(samples)
     return result
 
 
@@ -80,6 +87,8 @@ def paired_difference(
 ) -> dict[str, Any]:
     """Spearman rho of a minus that of b on the same items, with its paired 95% bootstrap interval."""
     a, b, gold = _checked(predicted_a, predicted_b, human)
+    if min(np.ptp(a), np.ptp(b), np.ptp(gold)) == 0:
+        return {"difference": None, "difference_ci": None, "note": "constant scores: no rank correlation"}
     draws = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
     golds = stats.rankdata(gold[draws], axis=1)
     samples = _rowwise_pearson(stats.rankdata(a[draws], axis=1), golds) - _rowwise_pearson(
@@ -88,7 +97,7 @@ def paired_difference(
     samples = samples[np.isfinite(samples)]
     return {
         "difference": round(_rho(a, gold) - _rho(b, gold), 4),
-        "difference_ci": [round(float(v), 4) for v in np.percentile(samples, [2.5, 97.5])],
+        "difference_ci": _interval(samples),
     }
 
 

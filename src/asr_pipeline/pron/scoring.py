@@ -257,6 +257,7 @@ def train_scoring_head(
     aligner.load_state_dict(aligner_state)
     pairs = predict(aligner, head, test)
     return {
+        "predictions": pairs,  # {level: (predicted, human)} on test: for paired comparisons
         "best_epoch": best_epoch,
         "epochs": history,
         "peak_learning_rate": options.peak_learning_rate,

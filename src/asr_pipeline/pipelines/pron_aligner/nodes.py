@@ -10,8 +10,10 @@ The transcripts' audio is featurized with that frontend (clean, no augmentation)
 are the ``pron_phones`` stage's phone ids (``pron.aligner_data``); the SpeechAligner trains on train, validates on
 dev, and its phone error rate is measured on test, whose voices neither saw. Layout under ``paths.pron``/aligners/
 <name>: ``features/{train,dev,test}/``, ``run/`` and ``metrics.json`` (PER on dev and test, parameters, the best
-epoch, training time, and the GOP baseline: the aligner's goodness of pronunciation against the labels of the
-pronunciation demo set's test split, Spearman and Pearson with bootstrap intervals per level).
+epoch, training time; the GOP baseline: the aligner's goodness of pronunciation against the labels of the
+pronunciation demo set's test split, Spearman and Pearson with bootstrap intervals per level; and the scoring
+head trained on the set's train split once per CTC weight of ``scoring.ctc_weights``, default 0 and 0.5, with
+the paired difference of their phone-level Spearman).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import polars as pl
 
 from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
 from asr_pipeline.io.report import SkipReport
@@ -32,8 +35,10 @@ from asr_pipeline.io.shards import list_shards, shard_name, write_shard
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
+from asr_pipeline.pron.evaluation import paired_difference
 from asr_pipeline.pron.gop_evaluation import gop_agreement
 from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
+from asr_pipeline.pron.scoring import ScoringOptions, examples_from, train_scoring_head
 from asr_pipeline.pron.speechocean import iter_speechocean
 from asr_pipeline.training.config import deep_merge, resolve_config
 from asr_pipeline.training.events import EVENTS_FILE
@@ -96,6 +101,41 @@ def gop_baseline(model, demo_dir: Path, frontend: str, features_params: dict) ->
     utterances = iter_speechocean(demo_dir, "test", read)
     agreement = gop_agreement(model, utterances, frontend_named(frontend, fbank), scored)
     return {**agreement, "read": read.to_dict(), "scored": scored.to_dict()}
+
+
+def scoring_heads(
+    model, demo_dir: Path, frontend: str, features_params: dict, params: dict
+) -> dict[str, Any]:
+    """The scoring head (``pron.scoring``) on the demo set's train split, scored on its test split, once per CTC
+    weight of ``params["ctc_weights"]`` (default 0 and 0.5), with the paired difference of the first two at the
+    phone level; ``params`` holds ``ScoringOptions`` fields besides."""
+    params = dict(params)
+    weights = [float(w) for w in params.pop("ctc_weights", [0.0, 0.5])]
+    fbank = FbankOptions.from_dict(features_params.get("fbank"))
+    front = frontend_named(frontend, fbank)
+
+    def featurize(path: str):
+        outcome = featurize_audio(path, front, None)
+        return outcome.features, outcome.skip_reason
+
+    splits, reports = {}, {}
+    for split in ("train", "test"):
+        read = SkipReport(strict=False)
+        splits[split], skipped = examples_from(iter_speechocean(demo_dir, split, read), featurize)
+        reports[split] = {**read.to_dict(), "not_featurized": len(skipped)}
+    runs = {}
+    for weight in weights:
+        options = ScoringOptions.from_dict({**params, "ctc_weight": weight})
+        runs[f"ctc_weight_{weight:g}"] = train_scoring_head(model, splits["train"], splits["test"], options)
+    result: dict[str, Any] = {"read": reports}
+    for name, outcome in runs.items():
+        result[name] = {key: value for key, value in outcome.items() if key != "predictions"}
+    if len(runs) >= 2:
+        (first, a), (second, b) = list(runs.items())[:2]
+        pa, pb = a["predictions"]["phone"], b["predictions"]["phone"]
+        if pa[1] == pb[1]:  # the same test phones in the same order (both align the same utterances)
+            result[f"{first}_minus_{second}"] = paired_difference(pa[0], pb[0], pa[1])
+    return result
 
 
 def train_aligner(
@@ -169,6 +209,9 @@ def train_aligner(
         "test": greedy_phone_error_rate(run_dir, shards["test"], test_phones, best),
         "utterances_without_phones": dropped,
         "gop": gop_baseline(run.model, pron_demo_dir, frontend, features_params),
+        "scoring": scoring_heads(
+            run.model, pron_demo_dir, frontend, features_params, entry.get("scoring") or {}
+        ),
         "steps": final.get("steps"),
         "best_epoch": json.loads((run_dir / "checkpoint_best.json").read_text())["epoch"]
         if best == "best"
