@@ -49,7 +49,7 @@ def phone_table(manifest: pl.DataFrame, skip: str | None = None) -> pl.DataFrame
     return pl.DataFrame(rows, schema=PHONE_SCHEMA)
 
 
-@pytest.mark.parametrize("frontend, width", [("mfcc", 39), ("fbank", 80)])
+@pytest.mark.parametrize("frontend, width", [("mfcc", 39), pytest.param("fbank", 80, marks=pytest.mark.slow)])
 def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_rate(
     tmp_path, spm_model, frontend, width
 ):
