@@ -16,6 +16,7 @@ from asr_pipeline.pipelines.pron_phones.nodes import PHONE_SCHEMA
 from asr_pipeline.pron.aligner_data import phone_error_rate
 from asr_pipeline.pron.demo_set import PronDemoParams, build_pron_demo_set
 from tests.conftest import PROJECT_ROOT
+from tests.factories import untrained_run
 from tests.pipelines.conftest import run_stage
 from tests.pipelines.test_features_pipeline import _manifest
 
@@ -58,6 +59,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
         for split in ("train", "dev", "test")
     }
     params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+    asr_run = untrained_run(tmp_path / "asr")  # an ASR run whose encoder feeds a head too (richer features)
     pron_demo = tmp_path / "pron_demo"
     demo = PronDemoParams(train_size=12, test_size=6, max_words=2, mispronounced_share=0.5, seed=3)
     for name, content in build_pron_demo_set(demo).items():
@@ -71,7 +73,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
             "data": {"adaptive_batch_unit": "padded-attention", "adaptive_batch_budget": 200_000},
             "run": {"dvclive": False, "threads_per_rank": 1},
         },
-        "scoring": {"epochs": 2, "batch_size": 4, "val_share": 0.3},
+        "scoring": {"epochs": 2, "batch_size": 4, "val_share": 0.3, "representations": [str(asr_run)]},
     }
     run_stage(
         create_pipeline(),
@@ -113,6 +115,11 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     for weight in ("ctc_weight_0", "ctc_weight_0.5"):
         assert len(scoring[weight]["epochs"]) == 2 and scoring[weight]["test"]["phone"]["items"] > 0
     assert "difference_ci" in scoring["ctc_weight_0_minus_ctc_weight_0.5"]
+    assert (
+        scoring[f"encoder:{asr_run}"]["test"]["phone"]["items"]
+        == scoring["ctc_weight_0"]["test"]["phone"]["items"]
+    )
+    assert f"ctc_weight_0_minus_encoder:{asr_run}" in scoring
     config = json.loads((folder / "run" / "training_config.json").read_text())
     assert config["model"]["architecture"] == "speech-aligner" and config["model"]["vocab_size"] == 41
 

@@ -86,3 +86,26 @@ def test_a_ctc_weight_trains_the_aligner_too_and_too_few_utterances_are_refused(
 
     with pytest.raises(ValueError, match="the scoring head needs more"):
         train_scoring_head(aligner, synthetic_examples(2, seed=5), synthetic_examples(3, seed=6), options)
+
+
+def test_another_models_representations_at_another_frame_rate_can_feed_the_head(aligner):
+    # A stand-in encoder at half the frame rate and 24 wide: a fixed projection of every other frame.
+    projection = torch.randn(39, 24, generator=torch.Generator().manual_seed(7))
+
+    def encoder(example: Example) -> torch.Tensor:
+        return example.features[::2] @ projection  # (T / 2, 24)
+
+    options = ScoringOptions(
+        epochs=12, batch_size=4, reference_batch_size=4, learning_rate=3e-3, warmup_steps=4
+    )
+    result = train_scoring_head(
+        aligner, synthetic_examples(50, seed=1), synthetic_examples(25, seed=2), options, encoder=encoder
+    )
+
+    assert result["test"]["phone"]["spearman"] > 0.8
+    with pytest.raises(
+        ValueError, match="ctc_weight trains the aligner, whose representations an encoder replaces"
+    ):
+        train_scoring_head(
+            aligner, synthetic_examples(20, seed=3), [], ScoringOptions(ctc_weight=0.5), encoder=encoder
+        )

@@ -63,6 +63,7 @@ HUBERT = ArchitectureSpec(
     load_pretrained=load_pretrained,
     encoder_blocks=_encoder_layers,
     frontend_modules=("hubert.feature_extractor", "hubert.encoder.feature_projection"),
+    ctc_head="ctc_head",
     lora_targets=r".*\.transformer\.layers\.\d+\.(attention\.(q|k|v|out)_proj|feed_forward\.(intermediate|output)_dense)",
     feature_masking=False,
 )
@@ -75,4 +76,5 @@ HUBERT_PRETRAIN = dataclasses.replace(
     builder=build_hubert_pretrain,
     peak_learning_rate=lambda variant: PRETRAIN_PEAK_LR,
     output="hubert",
+    ctc_head=None,
 )

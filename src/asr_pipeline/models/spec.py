@@ -57,6 +57,10 @@ class ArchitectureSpec:
     # attention and feed-forward projections that LoRA adapts (models.lora; None: name them yourself).
     frontend_modules: tuple[str, ...] = ()
     lora_targets: str | None = None
+    # The module that turns the encoder's last hidden states into CTC logits: its input is the representation
+    # other models read (models.representations; the pronunciation scoring head's "richer features"). None:
+    # the architecture has no such head (Paraformer's decoder, HuBERT pretraining).
+    ctc_head: str | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:

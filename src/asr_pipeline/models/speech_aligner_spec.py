@@ -34,5 +34,6 @@ SPEECH_ALIGNER = ArchitectureSpec(
     # The conv stack is the front-end; the attention block is the one encoder block.
     encoder_blocks=lambda model: [model.attention],
     frontend_modules=("blocks",),
+    ctc_head="ctc_head",
     # No LoRA targets: nn.MultiheadAttention reads its projections' weights directly, past any adapter.
 )

@@ -61,6 +61,7 @@ SQUEEZEFORMER = ArchitectureSpec(
     output="ctc",
     encoder_blocks=lambda model: list(model.blocks),
     frontend_modules=("subsampling",),
+    ctc_head="output",
     lora_targets=r"blocks\.\d+\.(attention\.module\.(qkv|out)_proj|(attention_ff|conv_ff)\.module\.linear_(in|out))",
     narrow=lambda config, fraction: narrow_by_heads(config, fraction, ("subsampling_channels",)),
 )

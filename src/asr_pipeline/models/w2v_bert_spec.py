@@ -42,6 +42,7 @@ W2V_BERT = ArchitectureSpec(
     load_pretrained=load_pretrained,
     encoder_blocks=lambda model: list(model.wav2vec2_bert.encoder.layers),
     frontend_modules=("wav2vec2_bert.feature_projection",),
+    ctc_head="lm_head",
     lora_targets=r".*\.encoder\.layers\.\d+\.(self_attn\.linear_(q|k|v|out)|ffn[12]\.(intermediate|output)_dense)",
     narrow=lambda config, fraction: narrow_by_heads(
         config, fraction, ("intermediate_size", "output_hidden_size")

@@ -55,6 +55,7 @@ ZIPFORMER = ArchitectureSpec(
     output="ctc",
     encoder_blocks=lambda model: [layer for stack in model.stacks for layer in stack.layers],
     frontend_modules=("encoder_embed",),
+    ctc_head="output",
     lora_targets=r"stacks\.\d+\.layers\.\d+\.(self_attn_weights\.in_proj|(self_attn[12]|feed_forward[123])\.(in|out)_proj)",
     narrow=narrow,
 )

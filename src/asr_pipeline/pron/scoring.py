@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,7 @@ class Example:
     phone_labels: list[float]  # 0-2
     word_labels: list[float]  # 0-10
     utterance_label: float  # 0-10
+    audio_path: str = ""  # where the features came from: another encoder featurizes it its own way
 
 
 def examples_from(
@@ -96,6 +97,7 @@ def examples_from(
                 phone_labels=[float(s) for word in utterance.words for s in word.phone_accuracy],
                 word_labels=[float(word.accuracy) for word in utterance.words],
                 utterance_label=float(utterance.scores["accuracy"]),
+                audio_path=utterance.audio_path,
             )
         )
     return examples, skipped
@@ -132,16 +134,28 @@ class ScoringHead(nn.Module):
         return {level: torch.sigmoid(self.outputs[level](hidden[level]).squeeze(-1)) for level in LEVELS}
 
 
-def phone_vectors(aligner: nn.Module, example: Example) -> tuple[Tensor, Tensor] | None:
+Encoder = Callable[[Example], Tensor]  # an utterance -> another model's frame representations (T', D)
+
+
+def phone_vectors(
+    aligner: nn.Module, example: Example, encoder: Encoder | None = None
+) -> tuple[Tensor, Tensor] | None:
     """(P, D + 2) phone vectors (module docstring) and the utterance's CTC log-probs (T, V); None when its frames
-    cannot hold its phones."""
+    cannot hold its phones. ``encoder``: pool another model's representations instead of the aligner's, over the
+    same stretch of time (the aligner's segment frames mapped to the encoder's frame rate by the ratio of the two
+    sequences' lengths)."""
     outputs = aligner.heads(example.features[None], torch.tensor([example.features.shape[0]]))
     log_probs = outputs.ctc_log_probs[0]  # (T, V)
     scores = gop_scores(log_probs.detach(), example.phones)
     if scores is None:
         return None
-    hidden = outputs.hidden[0]  # (T, D)
-    rows = [torch.cat([hidden[s.start : s.end].mean(0), hidden.new_tensor([s.lpp, s.gop])]) for s in scores]
+    hidden = outputs.hidden[0] if encoder is None else encoder(example)  # (T', D)
+    ratio = hidden.shape[0] / log_probs.shape[0]
+    rows = []
+    for s in scores:
+        start = min(int(s.start * ratio), hidden.shape[0] - 1)
+        end = max(start + 1, min(math.ceil(s.end * ratio), hidden.shape[0]))
+        rows.append(torch.cat([hidden[start:end].mean(0), hidden.new_tensor([s.lpp, s.gop])]))
     return torch.stack(rows), log_probs
 
 
@@ -186,11 +200,20 @@ def predict(
 
 
 def train_scoring_head(
-    aligner: nn.Module, train: Sequence[Example], test: Sequence[Example], options: ScoringOptions
+    aligner: nn.Module,
+    train: Sequence[Example],
+    test: Sequence[Example],
+    options: ScoringOptions,
+    encoder: Encoder | None = None,
 ) -> dict[str, Any]:
     """Train the head (and, with ``ctc_weight`` > 0, the aligner) on ``train`` minus its validation part; every
     epoch scored on the validation part by phone-level Spearman; the best epoch's weights scored on ``test``.
-    Returns {"best_epoch", "epochs": [per-epoch validation rho and loss], "test": {level: correlations}}."""
+    ``encoder``: the head reads that model's representations (frozen) instead of the aligner's, which still
+    aligns. Returns {"best_epoch", "epochs": [per-epoch validation rho and loss], "test": {level: correlations}}."""
+    if encoder is not None and options.ctc_weight > 0:
+        raise ValueError(
+            "pron.scoring ctc_weight trains the aligner, whose representations an encoder replaces: use 0"
+        )
     torch.manual_seed(options.seed)
     fitting = [e for e in train if not validation_part(e.id, options.val_share)]
     validation = [e for e in train if validation_part(e.id, options.val_share)]
@@ -203,14 +226,16 @@ def train_scoring_head(
     aligner = copy.deepcopy(aligner)
     for parameter in aligner.parameters():
         parameter.requires_grad_(trains_aligner)
-    head = ScoringHead(aligner.config.d_model, options)
+    width = aligner.config.d_model if encoder is None else int(encoder(train[0]).shape[-1])
+    head = ScoringHead(width, options)
     parameters = list(head.parameters()) + (list(aligner.parameters()) if trains_aligner else [])
     optimizer = torch.optim.AdamW(
         parameters, lr=options.peak_learning_rate, weight_decay=options.weight_decay
     )
     steps_per_epoch = math.ceil(len(fitting) / options.batch_size)
     total_steps, step = steps_per_epoch * options.epochs, 0
-    cached = None if trains_aligner else {e.id: _frozen_vectors(aligner, e) for e in [*fitting, *validation]}
+    frozen = [*fitting, *validation]
+    cached = None if trains_aligner else {e.id: _frozen_vectors(aligner, e, encoder) for e in frozen}
     generator = torch.Generator().manual_seed(options.seed)
     history, best = [], (-math.inf, -1, None)
     for epoch in range(options.epochs):
@@ -255,7 +280,8 @@ def train_scoring_head(
     _, best_epoch, (head_state, aligner_state) = best
     head.load_state_dict(head_state)
     aligner.load_state_dict(aligner_state)
-    pairs = predict(aligner, head, test)
+    tested = {e.id: _frozen_vectors(aligner, e, encoder) for e in test} if encoder is not None else None
+    pairs = predict(aligner, head, test, tested)
     return {
         "predictions": pairs,  # {level: (predicted, human)} on test: for paired comparisons
         "best_epoch": best_epoch,
@@ -268,13 +294,16 @@ def train_scoring_head(
 
 
 @torch.no_grad()
-def _frozen_vectors(aligner: nn.Module, example: Example) -> tuple[Tensor, Tensor] | None:
+def _frozen_vectors(
+    aligner: nn.Module, example: Example, encoder: Encoder | None = None
+) -> tuple[Tensor, Tensor] | None:
     aligner.eval()
-    return phone_vectors(aligner, example)
+    return phone_vectors(aligner, example, encoder)
 
 
 __all__ = [
     "LEVELS",
+    "Encoder",
     "Example",
     "ScoringHead",
     "ScoringOptions",

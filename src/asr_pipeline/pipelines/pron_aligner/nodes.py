@@ -13,7 +13,8 @@ dev, and its phone error rate is measured on test, whose voices neither saw. Lay
 epoch, training time; the GOP baseline: the aligner's goodness of pronunciation against the labels of the
 pronunciation demo set's test split, Spearman and Pearson with bootstrap intervals per level; and the scoring
 head trained on the set's train split once per CTC weight of ``scoring.ctc_weights``, default 0 and 0.5, with
-the paired difference of their phone-level Spearman).
+the paired difference of their phone-level Spearman; ``scoring.representations`` adds a head on the encoder of
+each run named there, an ASR or fine-tuned HuBERT run: the richer features).
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import torch
 
 from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.greedy import greedy_decode
+from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import list_shards, shard_name, write_shard
+from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.models.representations import encoder_states
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
@@ -106,11 +111,14 @@ def gop_baseline(model, demo_dir: Path, frontend: str, features_params: dict) ->
 def scoring_heads(
     model, demo_dir: Path, frontend: str, features_params: dict, params: dict
 ) -> dict[str, Any]:
-    """The scoring head (``pron.scoring``) on the demo set's train split, scored on its test split, once per CTC
-    weight of ``params["ctc_weights"]`` (default 0 and 0.5), with the paired difference of the first two at the
-    phone level; ``params`` holds ``ScoringOptions`` fields besides."""
+    """The scoring head (``pron.scoring``) on the demo set's train split, scored on its test split: on the aligner's
+    representations once per CTC weight of ``params["ctc_weights"]`` (default 0 and 0.5), and on the encoder of
+    each run in ``params["representations"]`` (ASR or fine-tuned HuBERT run dirs or exports; the aligner still
+    aligns); each with its paired phone-level difference from the first aligner head. ``params`` holds
+    ``ScoringOptions`` fields besides."""
     params = dict(params)
     weights = [float(w) for w in params.pop("ctc_weights", [0.0, 0.5])]
+    encoders = [str(path) for path in params.pop("representations", [])]
     fbank = FbankOptions.from_dict(features_params.get("fbank"))
     front = frontend_named(frontend, fbank)
 
@@ -127,15 +135,37 @@ def scoring_heads(
     for weight in weights:
         options = ScoringOptions.from_dict({**params, "ctc_weight": weight})
         runs[f"ctc_weight_{weight:g}"] = train_scoring_head(model, splits["train"], splits["test"], options)
+    for path in encoders:
+        options = ScoringOptions.from_dict({**params, "ctc_weight": 0.0})
+        encoder = run_encoder(path)
+        runs[f"encoder:{path}"] = train_scoring_head(model, splits["train"], splits["test"], options, encoder)
     result: dict[str, Any] = {"read": reports}
     for name, outcome in runs.items():
         result[name] = {key: value for key, value in outcome.items() if key != "predictions"}
     if len(runs) >= 2:
-        (first, a), (second, b) = list(runs.items())[:2]
-        pa, pb = a["predictions"]["phone"], b["predictions"]["phone"]
-        if pa[1] == pb[1]:  # the same test phones in the same order (both align the same utterances)
-            result[f"{first}_minus_{second}"] = paired_difference(pa[0], pb[0], pa[1])
+        (first, a), *others = list(runs.items())
+        for second, b in others:
+            pa, pb = a["predictions"]["phone"], b["predictions"]["phone"]
+            if pa[1] == pb[1]:  # the same test phones in the same order (both align the same utterances)
+                result[f"{first}_minus_{second}"] = paired_difference(pa[0], pb[0], pa[1])
     return result
+
+
+def run_encoder(path: str):
+    """An ``Encoder`` (``pron.scoring``): the run's own frontend on the utterance's audio, then its encoder's last
+    hidden states (``models.representations``)."""
+    run = load_run_model(path)
+    front = run_frontend(run)
+
+    def encode(example) -> torch.Tensor:
+        features = featurize_audio(example.audio_path, front, None).features
+        if features is None:
+            raise ValueError(f"{example.audio_path}: the {run.architecture} frontend made no features of it")
+        frames = torch.from_numpy(features)[None]  # (1, T, F)
+        hidden, _ = encoder_states(run.model, run.architecture, frames, torch.tensor([frames.shape[1]]))
+        return hidden[0]  # (T', D)
+
+    return encode
 
 
 def train_aligner(
