@@ -54,6 +54,24 @@ def test_an_utterance_scores_the_same_alone_and_padded_in_a_batch():
     torch.testing.assert_close(batched[0, :23], alone[0], rtol=1e-4, atol=1e-5)
 
 
+def test_every_parameter_that_trains_gets_a_gradient_from_the_ctc_loss():
+    # DDP fails a run whose trainable parameters take no part in the loss: the frame and boundary heads, which
+    # CTC training does not reach, are frozen.
+    model = SpeechAligner(speech_aligner_config("tiny"))
+    log_probs, lengths = model(torch.randn(2, 30, 39), torch.tensor([30, 22]))
+    torch.nn.functional.ctc_loss(
+        log_probs.transpose(0, 1), torch.tensor([[3, 4], [5, 6]]), lengths, torch.tensor([2, 2])
+    ).backward()
+
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+    assert {n for n, p in model.named_parameters() if not p.requires_grad} == {
+        "phone_head.weight",
+        "phone_head.bias",
+        "boundary_head.weight",
+        "boundary_head.bias",
+    }
+
+
 def test_the_ctc_head_learns_a_tiny_batch():
     torch.manual_seed(0)
     model = SpeechAligner(speech_aligner_config("tiny", dropout=0.0))

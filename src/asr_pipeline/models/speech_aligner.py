@@ -13,8 +13,8 @@
 The frame rate is kept (no subsampling): a phone lasts 3-20 frames at 100 Hz and GOP scores phone segments from
 frame posteriors. ``forward`` returns ``(ctc_log_probs, lengths)``, the output every CTC model of ours gives, so
 the training engine trains its CTC head like any CTC model's; ``heads`` gives all three heads and the hidden
-states. The frame and boundary heads are trained from forced alignments (issue 16's GOP and scoring stages), which
-CTC training leaves as initialised.
+states. The frame and boundary heads are to be trained from forced alignments; CTC training leaves them as
+initialised and frozen (``requires_grad`` off: DDP reduces only parameters that take part in the loss).
 
 Squeeze-excitation: Hu et al. 2018 ("Squeeze-and-Excitation Networks"): channel gates from the time-averaged
 block output (padding excluded).
@@ -132,6 +132,10 @@ class SpeechAligner(nn.Module):
         self.phone_head = nn.Linear(config.d_model, config.vocab_size)
         self.boundary_head = nn.Linear(config.d_model, 1)
         self.ctc_head = nn.Linear(config.d_model, config.vocab_size)
+        # CTC training (``forward``) never reaches the frame and boundary heads: frozen until a stage that trains them
+        # turns them on, or DDP would wait for their gradients forever ("parameters that were not used").
+        for head in (self.phone_head, self.boundary_head):
+            head.requires_grad_(False)
 
     def encode(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """(B, T, F), (B,) -> hidden (B, T, D), lengths (B,) (the frame rate is kept)."""
