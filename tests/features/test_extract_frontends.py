@@ -85,8 +85,8 @@ def test_an_input_dim_the_frontend_cannot_make_stops_at_the_first_audio_row(rows
     [
         (
             {"architecture": "conformer"},
-            "architecture must be one of squeezeformer, zipformer, paraformer, w2v-bert, hubert, hubert-pretrain, got "
-            "'conformer'",
+            "architecture must be one of squeezeformer, zipformer, paraformer, w2v-bert, hubert, hubert-pretrain, "
+            "speech-aligner, got 'conformer'",
         ),
         ({"feature_dtype": "bfloat16"}, "feature_dtype must be one of float32, float16, got 'bfloat16'"),
         ({"input_dim": 0}, "input_dim must be >= 1 or null, got 0"),
