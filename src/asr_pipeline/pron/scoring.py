@@ -2,9 +2,9 @@
 
     aligner (frozen unless ctc_weight > 0)      hidden (T, D), CTC log-probs (T, V)
     forced alignment of the canonical phones    one segment per phone (pron.gop)
-    phone vector   [mean hidden over the segment; LPP; GOP]              -> phone MLP  -> 2 * sigmoid  (0-2)
-    word vector    mean of its phones' MLP features                      -> word MLP   -> 10 * sigmoid (0-10)
-    utterance      mean of its words' vectors                            -> utt MLP    -> 10 * sigmoid (0-10)
+    phone vector   [mean hidden over the segment; LPP; GOP]              -> phone MLP  -> score / 2    (0-2)
+    word vector    mean of its phones' MLP features                      -> word MLP   -> score / 10   (0-10)
+    utterance      mean of its words' vectors                            -> utt MLP    -> score / 10   (0-10)
 
 Loss: mean squared error at each level (scores scaled to 0-1 so the levels weigh alike), plus ``ctc_weight`` times
 the aligner's CTC loss on the canonical phones; the reference's lesson is that the CTC loss must be off (weight 0,
@@ -114,24 +114,34 @@ def _mlp(width_in: int, hidden: int, dropout: float) -> nn.Sequential:
     )
 
 
+GOP_SCALE = 5.0  # LPP and GOP run from about -10 to 0: scaled to about unit size beside the normalised states
+
+
 class ScoringHead(nn.Module):
     def __init__(self, d_model: int, options: ScoringOptions) -> None:
         super().__init__()
+        # The encoder's states can be large (a residual stream's): normalised, or the first layer saturates the
+        # output sigmoids and the head never moves (the first real run stayed at rho ~0 until this).
+        self.norm = nn.LayerNorm(d_model)
         self.phone_mlp = _mlp(d_model + 2, options.hidden, options.dropout)  # + LPP, GOP
         self.word_mlp = _mlp(options.hidden, options.hidden, options.dropout)
         self.utterance_mlp = _mlp(options.hidden, options.hidden, options.dropout)
         self.outputs = nn.ModuleDict({level: nn.Linear(options.hidden, 1) for level in LEVELS})
 
     def forward(self, phone_vectors: Tensor, phones_per_word: Sequence[int]) -> dict[str, Tensor]:
-        """(P, D + 2) phone vectors of one utterance -> scores in 0-1: phone (P,), word (W,), utterance (1,)."""
-        phone_hidden = self.phone_mlp(phone_vectors)  # (P, H)
+        """(P, D + 2) phone vectors of one utterance -> scores on a 0-1 scale (unbounded: a regression): phone (P,),
+        word (W,), utterance (1,)."""
+        states, gop = phone_vectors[:, :-2], phone_vectors[:, -2:] / GOP_SCALE  # (P, D), (P, 2)
+        phone_hidden = self.phone_mlp(torch.cat([self.norm(states), gop], dim=-1))  # (P, H)
         words = torch.stack(
             [part.mean(0) for part in torch.split(phone_hidden, list(phones_per_word))]
         )  # (W, H)
         word_hidden = self.word_mlp(words)  # (W, H)
         utterance_hidden = self.utterance_mlp(word_hidden.mean(0, keepdim=True))  # (1, H)
         hidden = {"phone": phone_hidden, "word": word_hidden, "utterance": utterance_hidden}
-        return {level: torch.sigmoid(self.outputs[level](hidden[level]).squeeze(-1)) for level in LEVELS}
+        # Linear outputs: most labels sit at the top of the scale (a correct phone is 2 of 2), and a sigmoid chasing
+        # exactly 1 saturates and stops every gradient (the first real run's head never moved).
+        return {level: self.outputs[level](hidden[level]).squeeze(-1) for level in LEVELS}
 
 
 Encoder = Callable[[Example], Tensor]  # an utterance -> another model's frame representations (T', D)
