@@ -84,6 +84,15 @@ def init_weights_path(source: str | Path) -> Path:
     return path
 
 
+def best_or_latest(run_dir: str | Path) -> tuple[str, dict[str, Any]]:
+    """Which checkpoint stands for the run's result, and its pointer: ``best`` (``checkpoint_best``, the best
+    validation score) when the run validated, else ``latest``."""
+    best = Path(run_dir) / BEST_POINTER
+    if best.is_file():
+        return "best", json.loads(best.read_text())
+    return "latest", read_checkpoint_pointer(run_dir)
+
+
 def read_checkpoint_pointer(run_dir: str | Path) -> dict[str, Any]:
     """``checkpoint_latest.json``: {"step", "epoch", "model_config", "metrics"}."""
     path = Path(run_dir) / CHECKPOINT_POINTER
@@ -135,6 +144,7 @@ __all__ = [
     "METRICS_FILE",
     "TOKENIZER_FILE",
     "WEIGHTS_FILE",
+    "best_or_latest",
     "committed_dir",
     "init_weights_path",
     "kept_checkpoints",

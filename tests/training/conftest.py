@@ -3,7 +3,6 @@ targets are that tokenizer's encoding of random words, so validation can score t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +99,10 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
 
 
 def events(run_dir: Path, kind: str | None = None) -> list[dict]:
-    """The run's ``events.jsonl`` entries, of one ``kind`` when given."""
-    lines = (Path(run_dir) / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if kind is None or e["type"] == kind]
+    """The run's ``events.jsonl`` entries, of one ``kind`` when given (``training.events.read_events``)."""
+    from asr_pipeline.training.events import read_events
+
+    return read_events(run_dir, kind)
 
 
 def run_in_process(config_dict: dict) -> dict:

@@ -124,4 +124,10 @@ class EventLog:
             self._file = None
 
 
-__all__ = ["EVENTS_FILE", "EventListener", "EventLog"]
+def read_events(run_dir: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """A run's ``events.jsonl`` entries in order, of one ``kind`` when given."""
+    lines = (Path(run_dir) / EVENTS_FILE).read_text().splitlines()
+    return [event for event in map(json.loads, lines) if kind is None or event["type"] == kind]
+
+
+__all__ = ["EVENTS_FILE", "EventListener", "EventLog", "read_events"]

@@ -31,12 +31,12 @@ from torch import nn
 from asr_pipeline.models.lora import LoraSettings, add_lora, parameter_counts
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.run_layout import (
-    BEST_POINTER,
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
     TOKENIZER_FILE,
     WEIGHTS_FILE,
+    best_or_latest,
     read_checkpoint_pointer,
     require_checkpoint,
     run_tokenizer,
@@ -177,14 +177,11 @@ def merge_run(
         raise ValueError(
             f"{run_dir} is not a LoRA run (finetune.method is not lora): there is nothing to merge"
         )
-    if checkpoint == "best" and not (run_dir / BEST_POINTER).is_file():
-        checkpoint = "latest"
+    if checkpoint == "best":
+        checkpoint, pointer = best_or_latest(run_dir)
+    else:
+        pointer = read_checkpoint_pointer(run_dir)
     loaded = load_run_model(run_dir, checkpoint)  # base + adapters, merged
-    pointer = (
-        json.loads((run_dir / BEST_POINTER).read_text())
-        if checkpoint == "best"
-        else read_checkpoint_pointer(run_dir)
-    )
     output = Path(output)
     staging = output.with_name(f".{output.name}.merge-tmp")
     shutil.rmtree(staging, ignore_errors=True)

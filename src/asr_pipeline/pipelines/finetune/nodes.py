@@ -38,12 +38,13 @@ from asr_pipeline.run_layout import (
     CONFIG_FILE,
     METRICS_FILE,
     TOKENIZER_FILE,
+    best_or_latest,
     require_checkpoint,
     run_tokenizer,
 )
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import deep_merge, resolve_config
-from asr_pipeline.training.events import EVENTS_FILE
+from asr_pipeline.training.events import read_events
 from asr_pipeline.training.launch import launch_options, run_training
 
 STAGE_METRICS = "metrics.json"  # <name>/metrics.json: before/after scores, parameters, time, memory
@@ -171,10 +172,9 @@ def finetune_run(
     )
     final = run_training(config, **launch_options(train_params.get("launch") or {}))
 
-    events = [json.loads(line) for line in (run_dir / EVENTS_FILE).read_text().splitlines()]
-    described = next((e["values"] for e in events if e["type"] == "finetune"), {})
-    summary = next(e["values"] for e in events if e["type"] == "summary")
-    best = "best" if (run_dir / "checkpoint_best.json").is_file() else "latest"
+    described = next((e["values"] for e in read_events(run_dir, "finetune")), {})
+    [summary] = (e["values"] for e in read_events(run_dir, "summary"))
+    best, _ = best_or_latest(run_dir)
     before = greedy_scores(base_dir, evaluate, "latest") if base_dir is not None else None
     after = greedy_scores(run_dir, evaluate, best)
     metrics = {

@@ -35,7 +35,7 @@ from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import list_shards, shard_name, write_shard
-from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.models.representations import encoder_states
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
@@ -45,8 +45,9 @@ from asr_pipeline.pron.gop_evaluation import gop_agreement
 from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
 from asr_pipeline.pron.scoring import ScoringOptions, examples_from, train_scoring_head
 from asr_pipeline.pron.speechocean import iter_speechocean
+from asr_pipeline.run_layout import best_or_latest
 from asr_pipeline.training.config import deep_merge, resolve_config
-from asr_pipeline.training.events import EVENTS_FILE
+from asr_pipeline.training.events import read_events
 from asr_pipeline.training.launch import launch_options, run_training
 
 ARCHITECTURE = "speech-aligner"
@@ -82,12 +83,9 @@ def phone_shards(
     return [str(path) for path in list_shards(output)], dropped
 
 
-def greedy_phone_error_rate(
-    run_dir: Path, shards: list[str], phones: pl.DataFrame, checkpoint: str
-) -> dict[str, Any]:
-    """Greedy phone error rate (percent) of the run's ``checkpoint`` on ``shards``."""
+def greedy_phone_error_rate(run: RunModel, shards: list[str], phones: pl.DataFrame) -> dict[str, Any]:
+    """Greedy phone error rate (percent) of the loaded ``run`` on ``shards``."""
     references = dict(zip(phones["id"].to_list(), phones["phone_ids"].to_list(), strict=True))
-    run = load_run(run_dir, checkpoint)  # type: ignore[arg-type]
     refs, hyps = [], []
     for batch in run_log_probs(run, shards):
         for utterance, ids in zip(
@@ -95,7 +93,7 @@ def greedy_phone_error_rate(
         ):
             refs.append(references[utterance])
             hyps.append(ids)
-    return {"per": round(phone_error_rate(refs, hyps), 3), "utterances": len(refs), "checkpoint": checkpoint}
+    return {"per": round(phone_error_rate(refs, hyps), 3), "utterances": len(refs)}
 
 
 def gop_baseline(model, demo_dir: Path, frontend: str, features_params: dict) -> dict[str, Any]:
@@ -226,26 +224,23 @@ def train_aligner(
         }
     )
     final = run_training(config, **launch_options(train_params.get("launch") or {}))
-    events = [json.loads(line) for line in (run_dir / EVENTS_FILE).read_text().splitlines()]
-    summary = next(e["values"] for e in events if e["type"] == "summary")
-    best = "best" if (run_dir / "checkpoint_best.json").is_file() else "latest"
+    [summary] = (e["values"] for e in read_events(run_dir, "summary"))
+    best, pointer = best_or_latest(run_dir)
     run = load_run(run_dir, best)  # type: ignore[arg-type]
     metrics = {
         "name": name,
         "frontend": frontend,
         "input_dim": FRONTEND_WIDTHS[frontend],
         "parameters": sum(p.numel() for p in run.model.parameters()),
-        "dev": greedy_phone_error_rate(run_dir, shards["dev"], dev_phones, best),
-        "test": greedy_phone_error_rate(run_dir, shards["test"], test_phones, best),
+        "dev": {**greedy_phone_error_rate(run, shards["dev"], dev_phones), "checkpoint": best},
+        "test": {**greedy_phone_error_rate(run, shards["test"], test_phones), "checkpoint": best},
         "utterances_without_phones": dropped,
         "gop": gop_baseline(run.model, pron_demo_dir, frontend, features_params),
         "scoring": scoring_heads(
             run.model, pron_demo_dir, frontend, features_params, entry.get("scoring") or {}
         ),
         "steps": final.get("steps"),
-        "best_epoch": json.loads((run_dir / "checkpoint_best.json").read_text())["epoch"]
-        if best == "best"
-        else None,
+        "best_epoch": pointer["epoch"] if best == "best" else None,
         "train_sec": round(summary["wall_sec"], 1),
         "peak_rss_mb": summary.get("peak_rss_mb"),
     }
