@@ -49,6 +49,22 @@ def test_output_shapes_and_lengths_on_prime_lengths():
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 23))
 
 
+@pytest.mark.parametrize(
+    ("factor", "expected"), [(1, [45, 27, 8, 1]), (2, [23, 14, 4, 1]), (4, [12, 7, 2, 1])]
+)
+def test_output_downsampling_factor_sets_the_ctc_frame_rate(factor, expected):
+    # The 50 Hz lengths 45, 27, 8, 1 divided by the factor, rounded up; factor 1 has no output downsampling
+    # module at all (CTC at 50 Hz, for fast speech in near-character pieces).
+    model = tiny(output_downsampling_factor=factor).eval()
+    lengths = torch.tensor([97, 61, 23, 9])
+
+    log_probs, out_lengths = model(torch.randn(4, 97, 20), lengths)
+
+    assert out_lengths.tolist() == expected == model.output_lengths(lengths).tolist()
+    assert log_probs.shape == (4, expected[0], 11)
+    assert (model.downsample_output is None) == (factor == 1)
+
+
 def test_each_stack_runs_at_its_downsampling_factor_and_its_own_width():
     model = tiny().eval()
     layer_inputs, stack_outputs = [], []
@@ -65,11 +81,13 @@ def test_each_stack_runs_at_its_downsampling_factor_and_its_own_width():
     assert stack_outputs == [(45, 32), (45, 48), (45, 48), (45, 48), (45, 48), (45, 32)]
 
 
-@pytest.mark.parametrize("normalization", ["utterance", None])
-def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(normalization):
+@pytest.mark.parametrize(
+    ("normalization", "output_factor"), [("utterance", 2), (None, 2), ("utterance", 1), ("utterance", 3)]
+)
+def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(normalization, output_factor):
     # Without input normalization the loud padding reaches the front end itself. 50 Hz lengths 45, 27, 8,
     # 1 are odd, so every downsampling has a group straddling the end of each utterance.
-    model = tiny(input_normalization=normalization).eval()
+    model = tiny(input_normalization=normalization, output_downsampling_factor=output_factor).eval()
     lengths = torch.tensor([97, 61, 23, 9])
     features = torch.randn(4, 97, 20)
     for b, length in enumerate(lengths.tolist()):
@@ -248,6 +266,8 @@ def test_config_round_trips_through_json():
         ({"input_normalization": "global"}, "input_normalization"),
         ({"input_dim": 5}, "at least 7 feature bins"),
         ({"feature_mask_prob": 1.0}, r"must lie in \[0, 1\)"),
+        ({"output_downsampling_factor": 0}, "output_downsampling_factor must be an integer >= 1"),
+        ({"output_downsampling_factor": 1.5}, "output_downsampling_factor must be an integer >= 1"),
     ],
 )
 def test_invalid_configs_are_rejected_with_a_hint(overrides, message):

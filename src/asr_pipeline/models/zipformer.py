@@ -15,7 +15,9 @@ What makes it a Zipformer, and where it lives:
 
 Frame rates with 10 ms features: Conv2dSubsampling takes T frames to (T-7)//2 at 20 ms (50 Hz); stack i
 runs at 20 ms x downsampling_factor[i] (20, 40, 80, 160, 80, 40 ms by default), each stack's output is
-upsampled back to 50 Hz, and the combined output is downsampled by 2 to 40 ms (25 Hz) for CTC. An
+upsampled back to 50 Hz, and the combined output is downsampled by ``output_downsampling_factor`` (icefall's
+name; 2 by default: 40 ms, 25 Hz) for CTC. With near-character pieces a fast speaker says ~20 pieces a
+second, which 25 Hz frames can barely hold with CTC's blanks; factor 1 keeps the CTC head at 50 Hz. An
 utterance needs at least 9 input frames (90 ms); shorter ones are refused with a ValueError.
 
 Padding never leaks into real frames: the front end's time convs are valid convs (and its ConvNeXt reads
@@ -97,6 +99,8 @@ class ZipformerConfig:
     feature_mask_prob: float = 0.125
     swoosh: str = "paper"  # "paper": SwooshL/R as published; "sigmoid": x * sigmoid(x - 4 or 1)
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
+    # The CTC head's frame rate: 50 Hz / this (icefall's --output-downsampling-factor; 2: 25 Hz).
+    output_downsampling_factor: int = 2
 
     def __post_init__(self) -> None:
         for field in fields(self):  # JSON gives lists back; keep the config hashable and comparable
@@ -139,6 +143,13 @@ class ZipformerConfig:
             )
         if self.input_dim < 7:
             raise ValueError(f"input_dim={self.input_dim}: the front end needs at least 7 feature bins")
+        if int(self.output_downsampling_factor) != self.output_downsampling_factor or (
+            self.output_downsampling_factor < 1
+        ):
+            raise ValueError(
+                f"output_downsampling_factor must be an integer >= 1 (1: CTC at 50 Hz, 2: 25 Hz), "
+                f"got {self.output_downsampling_factor}"
+            )
         if self.swoosh not in SWOOSH_FORMS:
             raise ValueError(f"swoosh must be one of {SWOOSH_FORMS}, got {self.swoosh!r}")
         if self.input_normalization not in ("utterance", None):
@@ -235,7 +246,7 @@ class Zipformer(nn.Module):
         config: ZipformerConfig,
         encoder_embed: nn.Module,
         stacks: nn.ModuleList,
-        downsample_output: nn.Module,
+        downsample_output: nn.Module | None,
     ) -> None:
         super().__init__()
         self.config = config
@@ -245,10 +256,11 @@ class Zipformer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)  # icefall's ctc_output starts with Dropout(0.1)
         self.output = nn.Linear(config.output_dim, config.vocab_size)
 
-    @staticmethod
-    def output_lengths(feature_lengths: Tensor) -> Tensor:
-        """(L - 7) // 2 at 50 Hz, then ceil(. / 2) at 25 Hz."""
-        return downsampled_lengths(embed_output_lengths(feature_lengths), 2)
+    def output_lengths(self, feature_lengths: Tensor) -> Tensor:
+        """(L - 7) // 2 at 50 Hz, then ceil(. / output_downsampling_factor)."""
+        return downsampled_lengths(
+            embed_output_lengths(feature_lengths), self.config.output_downsampling_factor
+        )
 
     def feature_masks(self, x: Tensor) -> list[Tensor | None]:
         """icefall's get_feature_masks: in training, per utterance, zero the channels past
@@ -281,7 +293,7 @@ class Zipformer(nn.Module):
 
     def forward(self, features: Tensor, feature_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """features: (B, T, F) float; feature_lengths: (B,) int64, each >= 9.
-        Returns CTC log-probabilities (B, T'', V) at 25 Hz and their (B,) lengths; frames past a length are
+        Returns CTC log-probabilities (B, T'', V) at 50 Hz / output_downsampling_factor and their (B,) lengths; frames past a length are
         padding."""
         if features.dim() != 3 or features.size(-1) != self.config.input_dim:
             raise ValueError(
@@ -304,8 +316,10 @@ class Zipformer(nn.Module):
         ):
             x = stack(convert_num_channels(x, dim), lengths, feature_mask)  # (B, T', D_i)
             outputs.append(x)
-        x = self.downsample_output(self.full_dim_output(outputs), lengths)  # (B, ceil(T'/2), max D)
-        lengths = downsampled_lengths(lengths, 2)
+        x = self.full_dim_output(outputs)  # (B, T', max D) at 50 Hz
+        if self.downsample_output is not None:
+            x = self.downsample_output(x, lengths)  # (B, ceil(T'/factor), max D)
+            lengths = downsampled_lengths(lengths, self.config.output_downsampling_factor)
         # float32 log-probs even under bf16/fp16 autocast: CTC sums probabilities over many alignments.
         return self.output(self.dropout(x)).float().log_softmax(dim=-1), lengths  # (B, T'', V), (B,)
 
@@ -324,7 +338,8 @@ def build_zipformer(config: ZipformerConfig) -> Zipformer:
     embed = Conv2dSubsampling(
         config.input_dim, config.encoder_dim[0], config.embed_channels, config.dropout, config.swoosh
     )
-    return Zipformer(config, embed, stacks, downsample_output=PairwiseDownsample(2))
+    factor = config.output_downsampling_factor
+    return Zipformer(config, embed, stacks, PairwiseDownsample(factor) if factor > 1 else None)
 
 
 # Named sizes. S, M and L are icefall's LibriSpeech models (egs/librispeech/ASR/RESULTS.md, "zipformer
