@@ -293,8 +293,8 @@ class Zipformer(nn.Module):
 
     def forward(self, features: Tensor, feature_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """features: (B, T, F) float; feature_lengths: (B,) int64, each >= 9.
-        Returns CTC log-probabilities (B, T'', V) at 50 Hz / output_downsampling_factor and their (B,) lengths; frames past a length are
-        padding."""
+        Returns CTC log-probabilities (B, T'', V) at 50 Hz / output_downsampling_factor and their (B,)
+        lengths; frames past a length are padding."""
         if features.dim() != 3 or features.size(-1) != self.config.input_dim:
             raise ValueError(
                 f"expected features of shape (B, T, {self.config.input_dim}), got {tuple(features.shape)}; "
