@@ -42,6 +42,14 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     ]
 
 
+def adamw(model: nn.Module, weight_decay: float, lr: float) -> torch.optim.AdamW:
+    """AdamW over ``decay_groups``, fused (one kernel over all tensors) where torch has it: on the CPU the
+    default per-tensor loop cost the demo Zipformer's 416 tensors ~30 ms a step, the fused step ~8 ms
+    (benchmarks/NOTES.md, issue 11)."""
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
+    return torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, fused=fused)
+
+
 class Optimization:
     """AdamW over ``model`` (unwrapped: DDP wraps the same parameters), its scaler, rate and EMA."""
 
@@ -51,7 +59,7 @@ class Optimization:
         optim = config.optim
         self.config = optim
         self.peak_lr = peak_learning_rate(config)
-        self.optimizer = torch.optim.AdamW(decay_groups(model, optim.weight_decay), lr=self.peak_lr)
+        self.optimizer = adamw(model, optim.weight_decay, self.peak_lr)
         # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
         # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
         self.scaler = torch.amp.GradScaler(device.type, enabled=config.run.precision == "f16")
@@ -67,7 +75,7 @@ class Optimization:
         AdamW with the same settings, and a new EMA; with ``carry``, the old state copied into them
         (``growth.widen_optimizer``, ``growth.widen_ema``)."""
         old = self.optimizer
-        self.optimizer = torch.optim.AdamW(decay_groups(model, self.config.weight_decay), lr=self.peak_lr)
+        self.optimizer = adamw(model, self.config.weight_decay, self.peak_lr)
         if carry:
             widen_optimizer(old, self.optimizer, old_model, model)
         if self.ema is not None:
