@@ -54,7 +54,9 @@ def main() -> None:
             *np.percentile(rate, [50, 90, 99]), rate.max()
         )
     )
-    print("| output rate | needed / frames: median | p90 | p99 | max | > 0.8 | infeasible |")
+    print(
+        "| output rate | needed / frames: median | p90 | p99 | max | > 0.8 | infeasible (needed > frames) |"
+    )
     print("|---|---|---|---|---|---|---|")
     embedded = embed_output_lengths(torch.from_numpy(frames))
     for factor in args.factors:
@@ -62,7 +64,7 @@ def main() -> None:
         density = needed / np.maximum(out, 1)
         p50, p90, p99 = np.percentile(density, [50, 90, 99])
         print(
-            f"| {100 / (2 * factor * args.frame_shift_ms / 10):g} Hz | {p50:.2f} | {p90:.2f} | {p99:.2f} | "
+            f"| {1000 / (2 * factor * args.frame_shift_ms):g} Hz | {p50:.2f} | {p90:.2f} | {p99:.2f} | "
             f"{density.max():.2f} | {(density > 0.8).sum()} | {(needed > out).sum()} |"
         )
 
