@@ -48,10 +48,12 @@ def test_an_utterance_scores_the_same_alone_and_padded_in_a_batch():
     batch = torch.zeros(2, 41, 80)
     batch[0, :23], batch[1] = short[0], long[0]
 
-    alone, _ = model(short, torch.tensor([23]))
-    batched, _ = model(batch, torch.tensor([23, 41]))
+    alone = model.heads(short, torch.tensor([23]))
+    batched = model.heads(batch, torch.tensor([23, 41]))
 
-    torch.testing.assert_close(batched[0, :23], alone[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched.ctc_log_probs[0, :23], alone.ctc_log_probs[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched.phone_logits[0, :23], alone.phone_logits[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched.boundary[0, :23], alone.boundary[0], rtol=1e-4, atol=1e-5)
 
 
 def test_every_parameter_that_trains_gets_a_gradient_from_the_ctc_loss():
@@ -79,7 +81,7 @@ def test_the_ctc_head_learns_a_tiny_batch():
     targets, target_lengths = torch.tensor([[5, 9, 12, 5], [7, 3, 0, 0]]), torch.tensor([4, 2])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
-    for _ in range(150):
+    for _ in range(250):
         log_probs, out_lengths = model(features, lengths)
         loss = torch.nn.functional.ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
         optimizer.zero_grad()

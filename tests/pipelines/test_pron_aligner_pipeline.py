@@ -8,13 +8,17 @@ import json
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import torch
 import yaml
 
 from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.pipelines.pron_aligner import create_pipeline
 from asr_pipeline.pipelines.pron_phones.nodes import PHONE_SCHEMA
 from asr_pipeline.pron.aligner_data import phone_error_rate
+from asr_pipeline.pron.aligner_heads import load_aligner
 from asr_pipeline.pron.demo_set import PronDemoParams, build_pron_demo_set
+from asr_pipeline.run_layout import best_or_latest
 from tests.conftest import PROJECT_ROOT
 from tests.factories import untrained_run
 from tests.pipelines.conftest import run_stage
@@ -42,7 +46,7 @@ def phone_table(manifest: pl.DataFrame, skip: str | None = None) -> pl.DataFrame
                 "id": utterance,
                 "text": text,
                 "words": text.split(),
-                "word_phones": [],
+                "word_phones": [len(PHONES[word]) for word in text.split()],
                 "phones": [],
                 "phone_ids": ids,
             }
@@ -74,6 +78,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
             "run": {"dvclive": False, "threads_per_rank": 1},
         },
         "scoring": {"epochs": 2, "batch_size": 4, "val_share": 0.3, "representations": [str(asr_run)]},
+        "heads": {"epochs": 2, "batch_size": 2},
     }
     run_stage(
         create_pipeline(),
@@ -122,6 +127,18 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     assert f"ctc_weight_0_minus_encoder:{asr_run}" in scoring
     config = json.loads((folder / "run" / "training_config.json").read_text())
     assert config["model"]["architecture"] == "speech-aligner" and config["model"]["vocab_size"] == 41
+    heads = metrics["heads"]
+    assert heads["without_word_phones"] == {"train": 0, "test": 0} and heads["file"] == "aligner.safetensors"
+    assert heads["train_utterances"] + heads["unaligned"]["train"] == 3
+    assert len(heads["epochs"]) == 2 and 0 <= heads["test"]["frame_accuracy"] <= 1
+    aligner = load_aligner(folder / "aligner.safetensors")
+    assert aligner.config.input_dim == width
+    trained = dict(aligner.named_parameters())
+    untrained = load_run_model(folder / "run", best_or_latest(folder / "run")[0]).model
+    assert not torch.equal(trained["phone_head.weight"], untrained.phone_head.weight), "the heads trained"
+    assert torch.equal(trained["ctc_head.weight"], untrained.ctc_head.weight), (
+        "the trunk and CTC head did not"
+    )
 
 
 def test_the_phone_error_rate_is_edits_over_reference_phones():

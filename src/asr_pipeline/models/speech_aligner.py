@@ -7,14 +7,16 @@
       -> hidden (B, T, D)                   the representation the scoring head reads (``encode``)
       -> three heads
            phone_logits (B, T, V)           frame-wise phone classes (blank 0, SIL 1, 39 ARPABET: pron.phones)
-           boundary (B, T)                  probability that a word starts at the frame (sigmoid)
+           boundary (B, T)                  probability that a word starts at the frame (sigmoid of a k=3
+                                            convolution: a start is a change, seen from the frames beside it)
            ctc_log_probs (B, T, V)          log-softmax over the same classes, trained with CTC
 
 The frame rate is kept (no subsampling): a phone lasts 3-20 frames at 100 Hz and GOP scores phone segments from
 frame posteriors. ``forward`` returns ``(ctc_log_probs, lengths)``, the output every CTC model of ours gives, so
 the training engine trains its CTC head like any CTC model's; ``heads`` gives all three heads and the hidden
-states. The frame and boundary heads are to be trained from forced alignments; CTC training leaves them as
-initialised and frozen (``requires_grad`` off: DDP reduces only parameters that take part in the loss).
+states. The frame and boundary heads train from the aligner's own forced alignments (``pron.aligner_heads``)
+after CTC training, which leaves them as initialised and frozen (``requires_grad`` off: DDP reduces only
+parameters that take part in the loss).
 
 Squeeze-excitation: Hu et al. 2018 ("Squeeze-and-Excitation Networks"): channel gates from the time-averaged
 block output (padding excluded).
@@ -130,7 +132,7 @@ class SpeechAligner(nn.Module):
         )
         self.attention = AttentionBlock(config.d_model, config.num_heads, config.dropout)
         self.phone_head = nn.Linear(config.d_model, config.vocab_size)
-        self.boundary_head = nn.Linear(config.d_model, 1)
+        self.boundary_head = nn.Conv1d(config.d_model, 1, kernel_size=3, padding=1)
         self.ctc_head = nn.Linear(config.d_model, config.vocab_size)
         # CTC training (``forward``) never reaches the frame and boundary heads: frozen until a stage that trains them
         # turns them on, or DDP would wait for their gradients forever ("parameters that were not used").
@@ -152,12 +154,18 @@ class SpeechAligner(nn.Module):
             x = block(x, mask)
         return self.attention(x.transpose(1, 2), padding), lengths  # (B, T, D)
 
+    def boundary_logits(self, hidden: Tensor, lengths: Tensor) -> Tensor:
+        """(B, T, D) hidden states -> (B, T) word-start logits; padded frames are zeroed first, so a frame's
+        score does not depend on the batch's padding."""
+        real = torch.arange(hidden.shape[1], device=hidden.device)[None, :] < lengths[:, None]  # (B, T)
+        return self.boundary_head((hidden * real.unsqueeze(-1)).transpose(1, 2)).squeeze(1)
+
     def heads(self, features: Tensor, lengths: Tensor) -> AlignerOutputs:
         hidden, lengths = self.encode(features, lengths)
         return AlignerOutputs(
             hidden=hidden,
             phone_logits=self.phone_head(hidden),
-            boundary=torch.sigmoid(self.boundary_head(hidden).squeeze(-1)),
+            boundary=torch.sigmoid(self.boundary_logits(hidden, lengths)),
             ctc_log_probs=self.ctc_head(hidden).float().log_softmax(-1),
             lengths=lengths,
         )

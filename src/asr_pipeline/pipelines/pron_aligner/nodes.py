@@ -14,7 +14,10 @@ epoch, training time; the GOP baseline: the aligner's goodness of pronunciation 
 pronunciation demo set's test split, Spearman and Pearson with bootstrap intervals per level; and the scoring
 head trained on the set's train split once per CTC weight of ``scoring.ctc_weights``, default 0 and 0.5, with
 the paired difference of their phone-level Spearman; ``scoring.representations`` adds a head on the encoder of
-each run named there, an ASR or fine-tuned HuBERT run: the richer features).
+each run named there, an ASR or fine-tuned HuBERT run: the richer features). The aligner's frame-phone and
+word-boundary heads then train on the train split's forced alignments (``pron.aligner_heads``; options under the
+entry's ``heads``), scored on test's, and the whole aligner, its three heads trained, is written as
+``aligner.safetensors`` (``pron.aligner_heads.load_aligner``).
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.io.shards import list_shards, shard_name, write_shard
+from asr_pipeline.io.shards import iter_examples, list_shards, shard_name, write_shard
 from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.models.representations import encoder_states
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
+from asr_pipeline.pron.aligner_heads import HeadExample, HeadOptions, save_aligner, train_heads
 from asr_pipeline.pron.evaluation import paired_difference
 from asr_pipeline.pron.gop_evaluation import gop_agreement
 from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
@@ -53,6 +57,7 @@ from asr_pipeline.training.launch import launch_options, run_training
 ARCHITECTURE = "speech-aligner"
 FRONTEND_WIDTHS = {"mfcc": 39, "fbank": 80}  # MFCC-39, log-mel-80 (features.fbank.num_mel_bins)
 STAGE_METRICS = "metrics.json"
+ALIGNER_FILE = "aligner.safetensors"  # the aligner with its frame and boundary heads trained
 
 
 def aligner_entry(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -149,6 +154,43 @@ def scoring_heads(
     return result
 
 
+def head_examples(shards: list[str], phones: pl.DataFrame) -> tuple[list[HeadExample], list[str]]:
+    """The utterances of ``shards`` with their phones and words (the pron_phones table); the ids of those whose
+    words do not hold their phones (no word boundaries to learn) are left out and returned."""
+    words = dict(zip(phones["id"].to_list(), phones["word_phones"].to_list(), strict=True))
+    examples, left_out = [], []
+    for path in shards:
+        for row in iter_examples(path):
+            per_word = list(words.get(row["id"]) or [])
+            if sum(per_word) != len(row["tokens"]):
+                left_out.append(row["id"])
+                continue
+            examples.append(
+                HeadExample(
+                    row["id"], torch.from_numpy(row["features"].copy()), list(row["tokens"]), per_word
+                )
+            )
+    return examples, left_out
+
+
+def aligner_heads(
+    model,
+    shards: dict[str, list[str]],
+    train_phones: pl.DataFrame,
+    test_phones: pl.DataFrame,
+    params: dict,
+    path: Path,
+) -> dict[str, Any]:
+    """Train the aligner's frame and boundary heads (``pron.aligner_heads``) on the train split, score them on test,
+    write the aligner with them to ``path``; the report."""
+    train, train_left_out = head_examples(shards["train"], train_phones)
+    test, test_left_out = head_examples(shards["test"], test_phones)
+    trained, report = train_heads(model, train, test, HeadOptions.from_dict(params))
+    save_aligner(trained, path)
+    left_out = {"train": len(train_left_out), "test": len(test_left_out)}
+    return {**report, "without_word_phones": left_out, "file": path.name}
+
+
 def run_encoder(path: str):
     """An ``Encoder`` (``pron.scoring``): the run's own frontend on the utterance's audio, then its encoder's last
     hidden states (``models.representations``)."""
@@ -239,6 +281,9 @@ def train_aligner(
         "scoring": scoring_heads(
             run.model, pron_demo_dir, frontend, features_params, entry.get("scoring") or {}
         ),
+        "heads": aligner_heads(
+            run.model, shards, train_phones, test_phones, entry.get("heads") or {}, root / ALIGNER_FILE
+        ),
         "steps": final.get("steps"),
         "best_epoch": pointer["epoch"] if best == "best" else None,
         "train_sec": round(summary["wall_sec"], 1),
@@ -248,4 +293,12 @@ def train_aligner(
     return metrics
 
 
-__all__ = ["aligner_entry", "gop_baseline", "greedy_phone_error_rate", "phone_shards", "train_aligner"]
+__all__ = [
+    "aligner_entry",
+    "aligner_heads",
+    "gop_baseline",
+    "greedy_phone_error_rate",
+    "head_examples",
+    "phone_shards",
+    "train_aligner",
+]
