@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr_pipeline.demo.phones import EspeakPhones, PhoneSegment, align_utterances, segments_from_onsets
+from asr_pipeline.demo.phones import (
+    EspeakPhones,
+    PhoneAlignment,
+    PhoneSegment,
+    align_utterances,
+    segments_from_onsets,
+)
 from asr_pipeline.demo.synthesis import Voice, synthesize
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
@@ -48,6 +54,23 @@ def test_the_alignment_is_synthesized_from_the_same_samples_as_the_command_lines
     other = Voice("en-gb-scotland", "f2", 201, 70)  # another rate: another file, and the check sees it
     audio, _ = sf.read(io.BytesIO(synthesize(REQUESTS[0][0], other)), dtype="int16")
     assert not alignments[0].matches(audio)
+
+
+def test_a_word_starts_at_the_first_phone_after_its_word_event():
+    segments = segments_from_onsets([(0, "_"), (40, "D"), (90, "@"), (200, "k"), (260, "w"), (300, "_")], 320)
+    alignment = PhoneAlignment(np.zeros(320, np.int16), segments, word_events=(0, 150, 200, 310))
+    # "the" at its first phone (not the pause); "quick"'s event falls inside "@": its word starts at "k";
+    # a second event at the same phone and one with no phone after it add no word
+    assert alignment.word_starts() == [40, 200]
+
+
+@needs_espeak
+def test_every_spoken_word_gets_a_start_at_a_phone_onset():
+    for (text, _), alignment in zip(REQUESTS, align_utterances(REQUESTS, jobs=2), strict=True):
+        onsets = {s.start for s in alignment.segments if not s.is_pause}
+        starts = alignment.word_starts()
+        assert len(starts) == len(text.split()), text
+        assert set(starts) <= onsets and starts == sorted(starts)
 
 
 @needs_espeak

@@ -4,6 +4,7 @@ shards whose CTC targets are phones, trains the SpeechAligner on them and report
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -11,7 +12,8 @@ import pytest
 import torch
 import yaml
 
-from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.demo.synthesis import Voice, synthesize
+from asr_pipeline.io.datasets import DirectoryDataset, Manifest
 from asr_pipeline.models.loading import load_run_model
 from asr_pipeline.pipelines.pron_aligner import create_pipeline
 from asr_pipeline.pipelines.pron_phones.nodes import PHONE_SCHEMA
@@ -33,6 +35,22 @@ PHONES = {
     "sat": [30, 3, 32],
     "ran": [29, 3, 24],
 }
+
+
+def voiced_test_split(root: Path) -> tuple[pl.DataFrame, Manifest]:
+    """TEXTS spoken by espeak-ng as the demo corpus lays out a split: the transcripts-stage manifest and the raw
+    JSONL naming each voice (so the stage can resynthesize them for their true word starts)."""
+    (root / "test").mkdir(parents=True)
+    raw, manifest = [], _manifest(root, "test", [(None, text, None) for text in TEXTS])
+    for i, text in enumerate(TEXTS):
+        voice = Voice("en-us", ["m3", None][i % 2], 150 + 20 * i, 50)
+        path = root / "test" / f"test-{i}.wav"
+        path.write_bytes(synthesize(text, voice))
+        raw.append({"id": f"test-{i}", "audio_path": f"test/{path.name}", "text": text,
+                    "speaker": voice.espeak_name, "rate_wpm": voice.rate_wpm, "pitch": voice.pitch})  # fmt: skip
+    (root / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in raw))
+    paths = [str(root / "test" / f"test-{i}.wav") for i in range(len(TEXTS))]
+    return manifest.with_columns(pl.Series("audio_path", paths)), Manifest(root / "test.jsonl")
 
 
 def phone_table(manifest: pl.DataFrame, skip: str | None = None) -> pl.DataFrame:
@@ -60,8 +78,9 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
 ):
     manifests = {
         split: _manifest(tmp_path, split, [(0.5 + 0.1 * i, text, None) for i, text in enumerate(TEXTS)])
-        for split in ("train", "dev", "test")
+        for split in ("train", "dev")
     }
+    manifests["test"], test_raw = voiced_test_split(tmp_path / "corpus")
     params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
     asr_run = untrained_run(tmp_path / "asr")  # an ASR run whose encoder feeds a head too (richer features)
     pron_demo = tmp_path / "pron_demo"
@@ -87,6 +106,7 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
             "train.phones": phone_table(manifests["train"], skip="train-3"),  # no phones: left out, counted
             "dev.phones": phone_table(manifests["dev"]),
             "test.phones": phone_table(manifests["test"]),
+            "test.raw_manifest": test_raw,
             "tokenizer_model": spm_model,
         },
         {
@@ -131,6 +151,10 @@ def test_an_aligner_entry_trains_on_phone_targets_and_reports_its_phone_error_ra
     assert heads["without_word_phones"] == {"train": 0, "test": 0} and heads["file"] == "aligner.safetensors"
     assert heads["train_utterances"] + heads["unaligned"]["train"] == 3
     assert len(heads["epochs"]) == 2 and 0 <= heads["test"]["frame_accuracy"] <= 1
+    truth = heads["test_word_starts"]  # every test utterance resynthesized: its true word starts are known
+    assert truth["synthesizer"]["kept"] == 4 and truth["true"] == sum(len(t.split()) for t in TEXTS)
+    for source in ("forced_alignment", "head"):
+        assert 0 <= truth[source]["f1"] <= 1 and "median_offset_frames" in truth[source]
     aligner = load_aligner(folder / "aligner.safetensors")
     assert aligner.config.input_dim == width
     trained = dict(aligner.named_parameters())

@@ -15,8 +15,10 @@ from asr_pipeline.pron.aligner_heads import (
     boundary_hits,
     frame_labels,
     load_aligner,
+    matched_boundaries,
     peaks,
     save_aligner,
+    score_word_starts,
     train_heads,
 )
 from asr_pipeline.pron.phones import SILENCE_ID
@@ -56,6 +58,7 @@ def test_peaks_are_local_maxima_above_the_threshold_and_hits_match_each_true_bou
     assert boundary_hits([2, 6, 8], [3, 9], tolerance=1) == 2
     assert boundary_hits([2, 3], [3], tolerance=2) == 1  # one true boundary, one hit
     assert boundary_hits([0, 10], [5], tolerance=2) == 0
+    assert matched_boundaries([4, 5], [5, 9], tolerance=4) == [(4, 5), (5, 9)]  # the nearest free one
 
 
 def synthetic_examples(count: int, seed: int) -> list[HeadExample]:
@@ -123,6 +126,20 @@ def test_the_heads_learn_the_alignment_and_the_trunk_and_ctc_head_stay_as_they_w
         "the caller's model is left alone"
     )
     assert not any(p.requires_grad for p in trained.parameters())
+
+    # Against the true word starts (frame 4 + 6 per phone before the word): the forced alignment's spikes sit at
+    # the phones' onsets here, and the head learnt them from it
+    test = synthetic_examples(24, seed=2)
+    truth = {e.id: [4 + 6 * sum(e.phones_per_word[:w]) for w in range(len(e.phones_per_word))] for e in test}
+    scored = score_word_starts(trained, test, truth, options)
+    assert scored["utterances"] == 24 and scored["true"] == sum(len(t) for t in truth.values())
+    assert (
+        scored["forced_alignment"]["f1"] > 0.9
+        and abs(scored["forced_alignment"]["median_offset_frames"]) <= 1
+    )
+    assert scored["head"]["f1"] > 0.5
+    late = score_word_starts(trained, test, {k: [f + 6 for f in v] for k, v in truth.items()}, options)
+    assert late["forced_alignment"]["f1"] < 0.2 and late["forced_alignment"]["median_offset_frames"] <= -4
 
 
 def test_training_needs_an_utterance_the_aligner_can_align(ctc_trained_aligner):

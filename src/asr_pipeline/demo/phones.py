@@ -4,8 +4,9 @@ libespeak-ng reports a phoneme event, with the sample where its audio starts, fo
 (``espeakINITIALIZE_PHONEME_EVENTS``). Synthesizing an utterance again through the library with the voice,
 rate and pitch the demo corpus used gives the same samples as the ``espeak-ng --stdout`` file, up to the
 library's last buffer (the command line's file goes on with the final pause's tail), so the events are the
-file's exact phone boundaries: no forced aligner, no acoustic model. ``PhoneAlignment.audio`` carries the
-library's samples, so a caller can check them against the file before trusting the boundaries. Phone names are espeak-ng's ASCII mnemonics (``D``, ``@2``, ``aU``...); ``_`` and ``_:``
+file's exact phone boundaries: no forced aligner, no acoustic model; its word events say where each word starts.
+``PhoneAlignment.audio`` carries the library's samples, so a caller can check them against the file before
+trusting the boundaries. Phone names are espeak-ng's ASCII mnemonics (``D``, ``@2``, ``aU``...); ``_`` and ``_:``
 are pauses.
 
 The library keeps one global synthesizer per process, and its synthesis carries state from one utterance
@@ -30,7 +31,7 @@ PAUSES = frozenset({"_", "_:", "_!", "_^", "||", "|"})  # espeak-ng's pause and 
 
 _AUDIO_OUTPUT_RETRIEVAL = 1  # samples handed to the callback, nothing played
 _INITIALIZE_PHONEME_EVENTS = 0x0001
-_EVENT_LIST_TERMINATED, _EVENT_PHONEME = 0, 7
+_EVENT_LIST_TERMINATED, _EVENT_WORD, _EVENT_PHONEME = 0, 1, 7
 _RATE, _PITCH = 1, 3  # espeak_PARAMETER
 _POS_CHARACTER, _CHARS_UTF8 = 1, 1
 
@@ -87,10 +88,22 @@ class PhoneAlignment:
     audio: np.ndarray  # (samples,) int16: the library's samples, a prefix of the command line's file
     segments: tuple[PhoneSegment, ...]
     sample_rate: int = SAMPLE_RATE
+    word_events: tuple[int, ...] = ()  # the sample of each of espeak-ng's word events, in order
 
     @property
     def samples(self) -> int:
         return len(self.audio)
+
+    def word_starts(self) -> list[int]:
+        """The sample where each spoken word starts: the onset of the first phone at or after its word event (the
+        library reports a word up to ~50 ms before its first phone, inside the previous word's last one)."""
+        onsets = [segment.start for segment in self.segments if not segment.is_pause]
+        starts: list[int] = []
+        for event in self.word_events:
+            following = next((onset for onset in onsets if onset >= event), None)
+            if following is not None and (not starts or following > starts[-1]):
+                starts.append(following)
+        return starts
 
     def matches(self, audio: np.ndarray) -> bool:
         """Whether ``audio`` (int16, the file's samples) starts with exactly this synthesis."""
@@ -115,6 +128,7 @@ class EspeakPhones:
             )
         self._chunks: list[np.ndarray] = []
         self._events: list[tuple[int, str]] = []
+        self._words: list[int] = []
         self._callback = _Callback(self._receive)  # kept referenced: the library calls it later
         self._lib.espeak_SetSynthCallback(self._callback)
 
@@ -127,6 +141,8 @@ class EspeakPhones:
             if event.type == _EVENT_PHONEME:
                 name = bytes(event.id.string).split(b"\0")[0].decode("utf-8", "replace")
                 self._events.append((event.sample, name))
+            elif event.type == _EVENT_WORD:
+                self._words.append(event.sample)
             i += 1
         return 0  # go on
 
@@ -141,7 +157,7 @@ class EspeakPhones:
                 raise ValueError(f"espeak-ng has no voice {voice.espeak_name!r}")
         self._lib.espeak_SetParameter(_RATE, voice.rate_wpm, 0)
         self._lib.espeak_SetParameter(_PITCH, voice.pitch, 0)
-        self._chunks, self._events = [], []
+        self._chunks, self._events, self._words = [], [], []
         encoded = text.encode("utf-8")
         status = self._lib.espeak_Synth(
             encoded, len(encoded) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None
@@ -150,7 +166,8 @@ class EspeakPhones:
             raise RuntimeError(f"espeak_Synth failed with status {status} for {text!r}")
         self._lib.espeak_Synchronize()
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, dtype=np.int16)
-        return PhoneAlignment(audio, segments_from_onsets(self._events, len(audio)))
+        segments = segments_from_onsets(self._events, len(audio))
+        return PhoneAlignment(audio, segments, word_events=tuple(self._words))
 
 
 def align_utterances(requests: Sequence[tuple[str, Voice]], jobs: int = 1) -> Iterator[PhoneAlignment]:

@@ -22,7 +22,8 @@ set). The labels are computed once; the hidden states are recomputed per batch (
 memory). ``evaluate_heads`` scores held-out utterances against their own forced-alignment labels: frame accuracy,
 and boundary precision / recall / F1 where a predicted boundary is a frame whose probability is above 0.5 and the
 highest within ``peak_radius_frames`` either side, and counts as a hit within ``tolerance_frames`` of an unmatched
-true boundary.
+true boundary. Where the true word starts are known (the demo corpus: espeak-ng's own word events,
+``demo.phones``), ``score_word_starts`` scores the forced alignment's and the head's against them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import dataclasses
 import itertools
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class HeadOptions:
     weight_decay: float = 0.0
     tolerance_frames: int = 2  # a predicted word start within this many frames of a true one is a hit (20 ms)
     peak_radius_frames: int = 5  # a predicted word start is the highest probability within this many frames
+    jobs: int = 1  # processes resynthesizing the test split for its true word starts (the demo corpus)
     seed: int = 0
 
     @classmethod
@@ -171,19 +173,34 @@ def peaks(probabilities: Tensor, threshold: float = 0.5, radius: int = 5) -> lis
     return torch.nonzero((probabilities > threshold) & (probabilities >= highest) & first).flatten().tolist()
 
 
-def boundary_hits(predicted: Sequence[int], true: Sequence[int], tolerance: int) -> int:
-    """How many predictions match a distinct true boundary within ``tolerance`` frames (greedy, in time order;
-    each true boundary matches once)."""
+def matched_boundaries(
+    predicted: Sequence[int], true: Sequence[int], tolerance: int
+) -> list[tuple[int, int]]:
+    """(predicted, true) pairs within ``tolerance`` frames: each prediction, in time order, takes the nearest true
+    boundary not taken yet."""
     used = [False] * len(true)
-    hits = 0
+    pairs = []
     for frame in predicted:
         candidates = [
             (abs(frame - t), i) for i, t in enumerate(true) if not used[i] and abs(frame - t) <= tolerance
         ]
         if candidates:
-            used[min(candidates)[1]] = True
-            hits += 1
-    return hits
+            index = min(candidates)[1]
+            used[index] = True
+            pairs.append((frame, true[index]))
+    return pairs
+
+
+def boundary_hits(predicted: Sequence[int], true: Sequence[int], tolerance: int) -> int:
+    """How many predictions match a distinct true boundary within ``tolerance`` frames (``matched_boundaries``)."""
+    return len(matched_boundaries(predicted, true, tolerance))
+
+
+def _rates(hits: int, predicted: int, true: int) -> dict[str, float]:
+    precision = hits / predicted if predicted else 0.0
+    recall = hits / true if true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
 
 
 @torch.no_grad()
@@ -209,21 +226,71 @@ def evaluate_heads(
             hits += boundary_hits(predicted, true, options.tolerance_frames)
             predicted_count += len(predicted)
             true_count += len(true)
-    precision = hits / predicted_count if predicted_count else 0.0
-    recall = hits / true_count if true_count else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {
         "utterances": len(pairs),
         "frame_accuracy": round(correct / max(frames, 1), 4),
         "boundary": {
-            "precision": round(precision, 4),
-            "recall": round(recall, 4),
-            "f1": round(f1, 4),
+            **_rates(hits, predicted_count, true_count),
             "tolerance_frames": options.tolerance_frames,
             "true": true_count,
             "predicted": predicted_count,
         },
     }
+
+
+@torch.no_grad()
+def score_word_starts(
+    model: SpeechAligner,
+    examples: Sequence[HeadExample],
+    truth: Mapping[str, Sequence[int]],
+    options: HeadOptions,
+) -> dict[str, Any]:
+    """Word starts against the true ones (``truth``: frames by utterance id; the synthesizer's for the demo
+    corpus): the forced alignment's (the heads' training targets) and the boundary head's peaks, each with precision
+    / recall / F1 within ``tolerance_frames`` and the median signed distance (frames; positive: late) from each
+    predicted start to the nearest true one, matched or not."""
+    chosen = [e for e in examples if e.id in truth]
+    targets = alignment_targets(model, chosen, options.batch_size)
+    counts = {"forced_alignment": [0, 0], "head": [0, 0]}  # hits, predictions
+    offsets: dict[str, list[int]] = {"forced_alignment": [], "head": []}
+    true_count = scored = 0
+    for start in range(0, len(chosen), options.batch_size):
+        batch = [
+            (e, t) for e, t in zip(chosen[start : start + options.batch_size], targets[start:], strict=False)
+        ]
+        batch = [(e, t) for e, t in batch if t is not None]
+        if not batch:
+            continue
+        _, boundary_logits, valid = _head_outputs(model, [e for e, _ in batch])
+        for row, (example, target) in enumerate(batch):
+            true = list(truth[example.id])
+            length = int(valid[row].sum())
+            predictions = {
+                "forced_alignment": torch.nonzero(target.boundaries).flatten().tolist(),
+                "head": peaks(
+                    torch.sigmoid(boundary_logits[row, :length]), radius=options.peak_radius_frames
+                ),
+            }
+            for name, predicted in predictions.items():
+                counts[name][0] += len(matched_boundaries(predicted, true, options.tolerance_frames))
+                counts[name][1] += len(predicted)
+                if true:
+                    offsets[name].extend(min((p - t for t in true), key=abs) for p in predicted)
+            true_count += len(true)
+            scored += 1
+    result: dict[str, Any] = {
+        "utterances": scored,
+        "true": true_count,
+        "tolerance_frames": options.tolerance_frames,
+    }
+    for name, (hits, predicted) in counts.items():
+        median = statistics.median(offsets[name]) if offsets[name] else None
+        result[name] = {
+            **_rates(hits, predicted, true_count),
+            "predicted": predicted,
+            "median_offset_frames": median,
+        }
+    return result
 
 
 def train_heads(
@@ -325,7 +392,9 @@ __all__ = [
     "evaluate_heads",
     "frame_labels",
     "load_aligner",
+    "matched_boundaries",
     "peaks",
     "save_aligner",
+    "score_word_starts",
     "train_heads",
 ]

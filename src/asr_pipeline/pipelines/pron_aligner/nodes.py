@@ -17,7 +17,9 @@ the paired difference of their phone-level Spearman; ``scoring.representations``
 each run named there, an ASR or fine-tuned HuBERT run: the richer features). The aligner's frame-phone and
 word-boundary heads then train on the train split's forced alignments (``pron.aligner_heads``; options under the
 entry's ``heads``), scored on test's, and the whole aligner, its three heads trained, is written as
-``aligner.safetensors`` (``pron.aligner_heads.load_aligner``).
+``aligner.safetensors`` (``pron.aligner_heads.load_aligner``). Where the test split's raw manifest names each
+utterance's espeak-ng voice (the demo corpus), the heads' word starts and the forced alignment's are also scored
+against the synthesizer's own.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
+from asr_pipeline.hubert.phone_items import align_split, voiced_utterances
+from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import iter_examples, list_shards, shard_name, write_shard
 from asr_pipeline.models.loading import RunModel, load_run_model
@@ -43,7 +47,13 @@ from asr_pipeline.models.representations import encoder_states
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
-from asr_pipeline.pron.aligner_heads import HeadExample, HeadOptions, save_aligner, train_heads
+from asr_pipeline.pron.aligner_heads import (
+    HeadExample,
+    HeadOptions,
+    save_aligner,
+    score_word_starts,
+    train_heads,
+)
 from asr_pipeline.pron.evaluation import paired_difference
 from asr_pipeline.pron.gop_evaluation import gop_agreement
 from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
@@ -173,22 +183,59 @@ def head_examples(shards: list[str], phones: pl.DataFrame) -> tuple[list[HeadExa
     return examples, left_out
 
 
+def synthesizer_word_starts(
+    raw_manifest: Manifest, features_params: dict, jobs: int
+) -> tuple[dict[str, list[int]], dict[str, Any]]:
+    """Each utterance's true word starts as feature frames, when the raw manifest names its espeak-ng voice (the
+    demo corpus; ``demo.phones``: the synthesizer's own word events), and the alignment's skip report. A frame
+    stands for the time at its centre (``fbank`` frame shift and length)."""
+    skips = SkipReport(strict=False)
+    manifest = Path(raw_manifest.path)
+    utterances = voiced_utterances(manifest, skips) if manifest.suffix == ".jsonl" else []
+    alignments = align_split(utterances, skips, jobs=jobs) if utterances else {}
+    fbank = FbankOptions.from_dict(features_params.get("fbank"))
+    shift, length = fbank.frame_shift_ms, fbank.frame_length_ms
+    truth = {
+        utterance: [
+            max(0, round((1000 * sample / alignment.sample_rate - length / 2) / shift))
+            for sample in alignment.word_starts()
+        ]
+        for utterance, alignment in alignments.items()
+    }
+    return truth, skips.to_dict()
+
+
 def aligner_heads(
     model,
     shards: dict[str, list[str]],
     train_phones: pl.DataFrame,
     test_phones: pl.DataFrame,
+    test_raw_manifest: Manifest,
+    features_params: dict,
     params: dict,
     path: Path,
 ) -> dict[str, Any]:
-    """Train the aligner's frame and boundary heads (``pron.aligner_heads``) on the train split, score them on test,
-    write the aligner with them to ``path``; the report."""
+    """Train the aligner's frame and boundary heads (``pron.aligner_heads``) on the train split, score them on test
+    (against the synthesizer's word starts too, where its raw manifest names the voices), write the aligner with
+    them to ``path``; the report."""
+    options = HeadOptions.from_dict(params)
     train, train_left_out = head_examples(shards["train"], train_phones)
     test, test_left_out = head_examples(shards["test"], test_phones)
-    trained, report = train_heads(model, train, test, HeadOptions.from_dict(params))
+    trained, report = train_heads(model, train, test, options)
     save_aligner(trained, path)
+    truth, aligned = synthesizer_word_starts(test_raw_manifest, features_params, options.jobs)
+    against_truth = (
+        score_word_starts(trained, test, truth, options)
+        if truth
+        else {"reason": f"{test_raw_manifest.path}: no utterance names an espeak-ng voice its audio matches"}
+    )
     left_out = {"train": len(train_left_out), "test": len(test_left_out)}
-    return {**report, "without_word_phones": left_out, "file": path.name}
+    return {
+        **report,
+        "test_word_starts": {**against_truth, "synthesizer": aligned},
+        "without_word_phones": left_out,
+        "file": path.name,
+    }
 
 
 def run_encoder(path: str):
@@ -215,6 +262,7 @@ def train_aligner(
     train_phones: pl.DataFrame,
     dev_phones: pl.DataFrame,
     test_phones: pl.DataFrame,
+    test_raw_manifest: Manifest,
     tokenizer_model: bytes,
     features_params: dict,
     tokenizer_params: dict,
@@ -282,7 +330,14 @@ def train_aligner(
             run.model, pron_demo_dir, frontend, features_params, entry.get("scoring") or {}
         ),
         "heads": aligner_heads(
-            run.model, shards, train_phones, test_phones, entry.get("heads") or {}, root / ALIGNER_FILE
+            run.model,
+            shards,
+            train_phones,
+            test_phones,
+            test_raw_manifest,
+            features_params,
+            entry.get("heads") or {},
+            root / ALIGNER_FILE,
         ),
         "steps": final.get("steps"),
         "best_epoch": pointer["epoch"] if best == "best" else None,
@@ -300,5 +355,6 @@ __all__ = [
     "greedy_phone_error_rate",
     "head_examples",
     "phone_shards",
+    "synthesizer_word_starts",
     "train_aligner",
 ]

@@ -15,6 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "train.phones",
                     "dev.phones",
                     "test.phones",
+                    "test.raw_manifest",
                     "tokenizer_model",
                     "params:features",
                     "params:tokenizer",
