@@ -250,17 +250,16 @@ def score_word_starts(
     / recall / F1 within ``tolerance_frames`` and the median signed distance (frames; positive: late) from each
     predicted start to the nearest true one, matched or not."""
     chosen = [e for e in examples if e.id in truth]
-    targets = alignment_targets(model, chosen, options.batch_size)
+    pairs = [
+        (e, t)
+        for e, t in zip(chosen, alignment_targets(model, chosen, options.batch_size), strict=True)
+        if t is not None
+    ]
     counts = {"forced_alignment": [0, 0], "head": [0, 0]}  # hits, predictions
     offsets: dict[str, list[int]] = {"forced_alignment": [], "head": []}
-    true_count = scored = 0
-    for start in range(0, len(chosen), options.batch_size):
-        batch = [
-            (e, t) for e, t in zip(chosen[start : start + options.batch_size], targets[start:], strict=False)
-        ]
-        batch = [(e, t) for e, t in batch if t is not None]
-        if not batch:
-            continue
+    true_count = 0
+    for start in range(0, len(pairs), options.batch_size):
+        batch = pairs[start : start + options.batch_size]
         _, boundary_logits, valid = _head_outputs(model, [e for e, _ in batch])
         for row, (example, target) in enumerate(batch):
             true = list(truth[example.id])
@@ -277,9 +276,8 @@ def score_word_starts(
                 if true:
                     offsets[name].extend(min((p - t for t in true), key=abs) for p in predicted)
             true_count += len(true)
-            scored += 1
     result: dict[str, Any] = {
-        "utterances": scored,
+        "utterances": len(pairs),
         "true": true_count,
         "tolerance_frames": options.tolerance_frames,
     }
