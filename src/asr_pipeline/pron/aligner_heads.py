@@ -16,9 +16,13 @@ Frame labels from a path (``frame_labels``):
     boundary target                                       1 at the first frame of each word's first phone, else 0
 
 The trunk stays frozen (its hidden states and CTC outputs are what GOP and the scoring head read; they do not
-move), and the two heads (a linear layer per frame; a k=3 convolution for the boundary) learn on its hidden states: cross-entropy for the frames, binary cross-entropy with
-the boundary class weighted by how rare it is (``pos_weight`` = non-boundary / boundary frames of the training
-set). The labels are computed once; the hidden states are recomputed per batch (a corpus' states do not fit in
+move), and the two heads (a linear layer per frame; a k=3 convolution for the boundary) learn on its hidden
+states: cross-entropy for the frames, binary cross-entropy with the boundary class weighted by how rare it is
+(``pos_weight`` w = non-boundary / boundary frames of the training set). So ``heads().boundary`` is the probability
+of a word start as if starts and other frames were equally common (the weighting shifts the logit by log w); a
+decision at 0.5 on it, among the peaks, is a balanced one. (Taking log w off the bias instead, for the true class
+balance, was tried: a word start's probability spreads over the few frames around it, none then reaches 0.5, and
+recall on the synthetic test fell from ~0.65 to 0.05.) The labels are computed once; the hidden states are recomputed per batch (a corpus' states do not fit in
 memory). ``evaluate_heads`` scores held-out utterances against their own forced-alignment labels: frame accuracy,
 and boundary precision / recall / F1 where a predicted boundary is a frame whose probability is above 0.5 and the
 highest within ``peak_radius_frames`` either side, and counts as a hit within ``tolerance_frames`` of an unmatched
