@@ -103,6 +103,15 @@ def align_split(
     return aligned
 
 
+def align_manifest(
+    manifest: Path, report: SkipReport, jobs: int = 1
+) -> tuple[list[VoicedUtterance], dict[str, PhoneAlignment]]:
+    """The voiced rows of a raw JSONL manifest and the phone alignment of each whose audio is its resynthesis
+    (``voiced_utterances`` then ``align_split``); another kind of manifest names no voices: none."""
+    utterances = voiced_utterances(manifest, report) if Path(manifest).suffix == ".jsonl" else []
+    return utterances, (align_split(utterances, report, jobs) if utterances else {})
+
+
 def covers_a_frame(onset: float, offset: float, frequency: int) -> bool:
     """Whether [onset, offset) s holds a frame centre at ``frequency`` Hz (fastabx's rule for which frames a
     phone takes: a phone with none cannot be scored, and fastabx refuses the whole item file)."""
@@ -179,6 +188,7 @@ __all__ = [
     "ITEM_HEADER",
     "SILENCE",
     "VoicedUtterance",
+    "align_manifest",
     "align_split",
     "covers_a_frame",
     "frame_phones",

@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from asr_pipeline.decoding.forced_alignment import forced_paths
 from asr_pipeline.models.registry import build_from_config
@@ -115,10 +116,7 @@ def frame_labels(path: Sequence[int], phones_per_word: Sequence[int], blank: int
 
 def _padded(examples: Sequence[HeadExample]) -> tuple[Tensor, Tensor]:
     lengths = torch.tensor([e.features.shape[0] for e in examples])
-    features = torch.zeros(len(examples), int(lengths.max()), examples[0].features.shape[1])
-    for row, example in enumerate(examples):
-        features[row, : lengths[row]] = example.features
-    return features, lengths
+    return pad_sequence([e.features for e in examples], batch_first=True), lengths
 
 
 @torch.no_grad()

@@ -33,12 +33,11 @@ from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.hubert.abx import layer_features
 from asr_pipeline.hubert.phone_items import (
-    align_split,
+    align_manifest,
     frame_phones,
     item_lines,
     phone_inventory,
     summary,
-    voiced_utterances,
 )
 from asr_pipeline.hubert.runs import dev_loader, load_kept_model
 from asr_pipeline.hubert.units import (
@@ -131,8 +130,7 @@ def phone_alignments(
     output = hubert_dir / name / "units"
     skips = SkipReport(strict=False)
     manifest = Path(dev_raw_manifest.path)
-    utterances = voiced_utterances(manifest, skips) if manifest.suffix == ".jsonl" else []
-    alignments = align_split(utterances, skips, jobs=int(params.get("jobs", 1))) if utterances else {}
+    utterances, alignments = align_manifest(manifest, skips, jobs=int(params.get("jobs", 1)))
     if not alignments:
         reason = f"{manifest}: no utterance could be aligned (it names no espeak-ng voices, or none matched)"
         report["phones"] = {**skips.to_dict(), "reason": reason}

@@ -38,7 +38,7 @@ from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
-from asr_pipeline.hubert.phone_items import align_split, voiced_utterances
+from asr_pipeline.hubert.phone_items import align_manifest
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import iter_examples, list_shards, shard_name, write_shard
@@ -190,9 +190,7 @@ def synthesizer_word_starts(
     demo corpus; ``demo.phones``: the synthesizer's own word events), and the alignment's skip report. A frame
     stands for the time at its centre (``fbank`` frame shift and length)."""
     skips = SkipReport(strict=False)
-    manifest = Path(raw_manifest.path)
-    utterances = voiced_utterances(manifest, skips) if manifest.suffix == ".jsonl" else []
-    alignments = align_split(utterances, skips, jobs=jobs) if utterances else {}
+    _, alignments = align_manifest(Path(raw_manifest.path), skips, jobs)
     fbank = FbankOptions.from_dict(features_params.get("fbank"))
     shift, length = fbank.frame_shift_ms, fbank.frame_length_ms
     truth = {
