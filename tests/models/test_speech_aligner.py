@@ -3,6 +3,7 @@ do not depend on the padding of a batch, and a CTC head that learns a tiny batch
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from asr_pipeline.models.registry import get_spec
@@ -54,6 +55,28 @@ def test_an_utterance_scores_the_same_alone_and_padded_in_a_batch():
     torch.testing.assert_close(batched.ctc_log_probs[0, :23], alone.ctc_log_probs[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(batched.phone_logits[0, :23], alone.phone_logits[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(batched.boundary[0, :23], alone.boundary[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_per_channel_offset_and_gain_on_the_input_do_not_change_the_outputs():
+    # Utterance CMVN: log-mel-80's channels sit at +10..16 and a recording's gain moves them all; the aligner sees
+    # the same normalized input whatever they are (padding excluded from the statistics).
+    torch.manual_seed(0)
+    model = SpeechAligner(speech_aligner_config("tiny", input_dim=80)).eval()
+    features, lengths = torch.randn(2, 41, 80), torch.tensor([41, 23])
+    offset, gain = 13.6 + 3 * torch.randn(1, 1, 80), 9.4 * torch.rand(1, 1, 80) + 0.5
+    shifted = features * gain + offset
+    shifted[1, 23:] = 1e3  # whatever sits in the padding
+
+    plain, moved = model.heads(features, lengths), model.heads(shifted, lengths)
+
+    torch.testing.assert_close(moved.ctc_log_probs[0], plain.ctc_log_probs[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(moved.ctc_log_probs[1, :23], plain.ctc_log_probs[1, :23], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(moved.boundary[1, :23], plain.boundary[1, :23], rtol=1e-4, atol=1e-4)
+    raw = SpeechAligner(speech_aligner_config("tiny", input_dim=80, input_normalization=None)).eval()
+    raw.load_state_dict(model.state_dict())  # CMVN has no parameters: the same weights load either way
+    assert (raw.heads(shifted, lengths).ctc_log_probs[0] - plain.ctc_log_probs[0]).abs().max() > 1e-2
+    with pytest.raises(ValueError, match="input_normalization"):
+        speech_aligner_config("tiny", input_normalization="global")
 
 
 def test_every_parameter_that_trains_gets_a_gradient_from_the_ctc_loss():

@@ -1,6 +1,7 @@
 """SpeechAligner: the pronunciation scorer's phoneme aligner (issue 16; the reference Burn trainer's model).
 
     features (B, T, F)                      MFCC-39 (13 + deltas + delta-deltas) or log-mel-80, 100 Hz
+      -> utterance CMVN                     mean/variance over each utterance's real frames (``input_normalization``)
       -> 4 conv blocks                      Conv1d k=3 -> BatchNorm -> GELU -> squeeze-excitation, plus a 1x1
                                             residual projection; 39 -> 64 -> 128 -> 256 -> 512 channels by default
       -> self-attention block               pre-norm multi-head attention with a residual, key padding masked
@@ -20,6 +21,11 @@ parameters that take part in the loss).
 
 Squeeze-excitation: Hu et al. 2018 ("Squeeze-and-Excitation Networks"): channel gates from the time-averaged
 block output (padding excluded).
+
+Why the input is normalized: each block adds a 1x1 projection of its input to the conv branch, so the first block
+passes the raw features on. MFCC-39 sits near zero, but every log-mel-80 channel sits at +10..16 (log energies),
+strongly correlated, and without CMVN the log-mel aligner did not leave the blank plateau in 8 epochs (test PER
+94.5 % against MFCC's 22.8 %; benchmarks/NOTES.md, issue 16, session 15).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.modules.masks import utterance_normalize
 from asr_pipeline.pron.phones import NUM_CLASSES
 
 
@@ -43,6 +50,13 @@ class SpeechAlignerConfig:
     num_heads: int = 4
     se_reduction: int = 8  # squeeze-excitation bottleneck: channels // se_reduction
     dropout: float = 0.1
+    input_normalization: str | None = "utterance"  # per-utterance CMVN of the input features, or None
+
+    def __post_init__(self) -> None:
+        if self.input_normalization not in ("utterance", None):
+            raise ValueError(
+                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
+            )
 
     @property
     def d_model(self) -> int:
@@ -149,6 +163,8 @@ class SpeechAligner(nn.Module):
         frames = torch.arange(features.shape[1], device=features.device)
         padding = frames[None, :] >= lengths[:, None]  # (B, T)
         mask = (~padding).unsqueeze(1).to(features.dtype)  # (B, 1, T)
+        if self.config.input_normalization == "utterance":
+            features = utterance_normalize(features, lengths)  # (B, T, F); padded frames come out as zeros
         x = features.transpose(1, 2) * mask  # (B, F, T)
         for block in self.blocks:
             x = block(x, mask)
