@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from asr_pipeline.training.events import EVENTS_FILE, read_events
+
 ARMS = {
     "ft-frozen-cnn": {"init": True, "flags": ["--freeze-frontend"]},
     "ft": {"init": True, "flags": []},
@@ -49,16 +51,14 @@ def train_command(args: argparse.Namespace, arm: str, run_dir: Path) -> list[str
 
 def best_dev(run_dir: Path) -> tuple[float | None, int | None]:
     """The lowest validation CER of the run's epochs and its epoch (events.jsonl)."""
-    best: tuple[float | None, int | None] = (None, None)
-    events = run_dir / "events.jsonl"
-    if not events.exists():
-        return best
-    for line in events.read_text().splitlines():
-        event = json.loads(line)
-        cer = event.get("values", {}).get("val_cer")
-        if event.get("type") == "validation" and cer is not None and (best[0] is None or cer < best[0]):
-            best = (cer, event["epoch"])
-    return best
+    if not (run_dir / EVENTS_FILE).exists():
+        return None, None
+    scores = [
+        (e["values"]["val_cer"], e["epoch"])
+        for e in read_events(run_dir, "validation")
+        if "val_cer" in e["values"]
+    ]
+    return min(scores, default=(None, None))
 
 
 def main() -> None:
@@ -87,10 +87,10 @@ def main() -> None:
     start = time.time()
     processes = {}
     for arm in args.arms:
-        log = (args.out / f"{arm}.log").open("w")
-        processes[arm] = subprocess.Popen(
-            train_command(args, arm, args.out / arm), stdout=log, stderr=subprocess.STDOUT
-        )
+        with (args.out / f"{arm}.log").open("w") as log:  # the child keeps its own copy of the handle
+            processes[arm] = subprocess.Popen(
+                train_command(args, arm, args.out / arm), stdout=log, stderr=subprocess.STDOUT
+            )
     results = {}
     for arm, process in processes.items():
         try:

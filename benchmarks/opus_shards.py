@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import soundfile
 
@@ -41,12 +42,12 @@ def decode(data: bytes, num_samples: int) -> np.ndarray:
 
 def pack(source: Path, target: Path, jobs: int) -> None:
     tables = []
-    for shard in sorted(source.glob("*.parquet")):
-        table = pq.read_table(shard)
-        with ProcessPoolExecutor(jobs) as pool:
+    with ProcessPoolExecutor(jobs) as pool:
+        for shard in sorted(source.glob("*.parquet")):
+            table = pq.read_table(shard)
             opus = list(pool.map(encode, table.column("features").to_pylist(), chunksize=16))
-        table = table.append_column("shard", pa.array([shard.name] * table.num_rows))
-        tables.append(table.drop_columns(["features"]).append_column("opus", pa.array(opus, pa.binary())))
+            table = table.drop_columns(["features"]).append_column("opus", pa.array(opus, pa.binary()))
+            tables.append(table.append_column("shard", pa.array([shard.name] * table.num_rows)))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.concat_tables(tables), target)
     print(
@@ -54,41 +55,21 @@ def pack(source: Path, target: Path, jobs: int) -> None:
     )
 
 
-def _decode_row(args: tuple[bytes, int]) -> np.ndarray:
-    return decode(*args)
-
-
 def unpack(source: Path, target: Path, jobs: int) -> None:
+    """The shards as they were: the same names, rows and columns, ``features`` second as extraction writes it."""
     table = pq.read_table(source)
-    target.mkdir(parents=True, exist_ok=True)
-    rows, cols = table.column("rows").to_pylist(), table.column("cols").to_pylist()
+    num_samples = pc.multiply(table.column("rows"), table.column("cols")).to_pylist()
     with ProcessPoolExecutor(jobs) as pool:
-        samples = list(
-            pool.map(
-                _decode_row,
-                zip(
-                    table.column("opus").to_pylist(),
-                    [r * c for r, c in zip(rows, cols, strict=True)],
-                    strict=True,
-                ),
-                chunksize=16,
-            )
-        )
-    features = pa.array([s.tolist() for s in samples], pa.list_(pa.float32()))
-    columns = [n for n in table.column_names if n not in ("opus", "shard")]
-    shards = table.column("shard").to_pylist()
-    for name in sorted(set(shards)):
-        keep = [i for i, s in enumerate(shards) if s == name]
-        out = table.take(keep).select(columns)
-        out = pa.table(
-            {
-                "id": out.column("id"),
-                "features": features.take(pa.array(keep)),
-                **{c: out.column(c) for c in columns if c != "id"},
-            }
-        )
-        pq.write_table(out, target / name)
-    print(f"{source} -> {target}: {len(shards)} utterances in {len(set(shards))} shards")
+        samples = list(pool.map(decode, table.column("opus").to_pylist(), num_samples, chunksize=16))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in samples])]).astype(np.int32)
+    features = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(samples)))
+    table = table.drop_columns(["opus"]).add_column(1, "features", features)
+    target.mkdir(parents=True, exist_ok=True)
+    names = table.column("shard").unique().to_pylist()
+    for name in sorted(names):
+        shard = table.filter(pc.equal(table.column("shard"), name)).drop_columns(["shard"])
+        pq.write_table(shard, target / name)
+    print(f"{source} -> {target}: {table.num_rows} utterances in {len(names)} shards")
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositi
 from asr_pipeline.modules.conformer import ConformerBlock
 from asr_pipeline.modules.cross_attention import CrossAttention
 from asr_pipeline.modules.feed_forward import FeedForward
-from asr_pipeline.modules.masks import padding_mask, utterance_normalize
+from asr_pipeline.modules.masks import check_input_normalization, normalize_input, padding_mask
 from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling
 
 ALIGNMENT_MODES = ("cif", "viterbi", "greedy", "uniform")
@@ -130,10 +130,7 @@ class ParaformerConfig:
                 f"alignment_mode={self.alignment_mode!r} builds its decoder queries from the CTC head, which "
                 f"ctc_weight={self.ctc_weight} leaves untrained; give ctc_weight > 0 (e.g. 0.3)"
             )
-        if self.input_normalization not in ("utterance", None):
-            raise ValueError(
-                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
-            )
+        check_input_normalization(self.input_normalization)
         if self.conv_kernel_size % 2 != 1:
             raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
         if not 0 <= self.blank_id < self.vocab_size or self.vocab_size < 2:
@@ -272,8 +269,7 @@ class Paraformer(nn.Module):
                 f"expected features of shape (B, T, {self.config.input_dim}), got {tuple(features.shape)}; "
                 "check that the feature extractor and the model config agree on input_dim"
             )
-        if self.config.input_normalization == "utterance":
-            features = utterance_normalize(features, feature_lengths)  # (B, T, F)
+        features = normalize_input(features, feature_lengths, self.config.input_normalization)  # (B, T, F)
         x, lengths = self.subsampling(features, feature_lengths)  # (B, T', D)
         x = self.input_dropout(x)
         pos_emb = self.positions(x.size(1))  # (2T'-1, D)

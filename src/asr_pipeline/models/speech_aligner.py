@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr_pipeline.modules.masks import utterance_normalize
+from asr_pipeline.modules.masks import check_input_normalization, normalize_input
 from asr_pipeline.pron.phones import NUM_CLASSES
 
 
@@ -53,10 +53,7 @@ class SpeechAlignerConfig:
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the input features, or None
 
     def __post_init__(self) -> None:
-        if self.input_normalization not in ("utterance", None):
-            raise ValueError(
-                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
-            )
+        check_input_normalization(self.input_normalization)
 
     @property
     def d_model(self) -> int:
@@ -163,8 +160,8 @@ class SpeechAligner(nn.Module):
         frames = torch.arange(features.shape[1], device=features.device)
         padding = frames[None, :] >= lengths[:, None]  # (B, T)
         mask = (~padding).unsqueeze(1).to(features.dtype)  # (B, 1, T)
-        if self.config.input_normalization == "utterance":
-            features = utterance_normalize(features, lengths)  # (B, T, F); padded frames come out as zeros
+        # (B, T, F); with utterance CMVN the padded frames come out as zeros
+        features = normalize_input(features, lengths, self.config.input_normalization)
         x = features.transpose(1, 2) * mask  # (B, F, T)
         for block in self.blocks:
             x = block(x, mask)

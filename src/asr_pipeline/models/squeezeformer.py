@@ -28,7 +28,7 @@ from asr_kernels.residual_add_mask import residual_add_mask_time
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
-from asr_pipeline.modules.masks import padding_mask, utterance_normalize
+from asr_pipeline.modules.masks import check_input_normalization, normalize_input, padding_mask
 from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling, TimeRecovery, TimeReduction
 
 
@@ -61,10 +61,7 @@ class SqueezeformerConfig:
                 f"d_model={self.d_model} must be even (sinusoidal positions) and divisible by "
                 f"num_heads={self.num_heads}"
             )
-        if self.input_normalization not in ("utterance", None):
-            raise ValueError(
-                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
-            )
+        check_input_normalization(self.input_normalization)
         if self.conv_kernel_size % 2 != 1:
             raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
         reduce, recover = self.time_reduce_idx, self.time_recover_idx
@@ -162,8 +159,7 @@ class Squeezeformer(nn.Module):
                 f"expected features of shape (B, T, {self.config.input_dim}), got {tuple(features.shape)}; "
                 "check that the feature extractor and the model config agree on input_dim"
             )
-        if self.config.input_normalization == "utterance":
-            features = utterance_normalize(features, feature_lengths)  # (B, T, F)
+        features = normalize_input(features, feature_lengths, self.config.input_normalization)  # (B, T, F)
         x, lengths = self.subsampling(features, feature_lengths)  # (B, T/4, D)
         x = self.input_norm(self.input_dropout(x))
         pos_emb = self.positions(x.size(1))

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from asr_kernels.pairwise_downsample import PairwiseDownsample
 from asr_kernels.residual_add_mask import residual_add_mask_time
 from asr_kernels.swoosh import SWOOSH_FORMS, Swoosh
-from asr_pipeline.modules.masks import utterance_normalize
+from asr_pipeline.modules.masks import check_input_normalization, normalize_input
 from asr_pipeline.modules.zipformer_blocks import (
     BiasNorm,
     Bypass,
@@ -152,10 +152,7 @@ class ZipformerConfig:
             )
         if self.swoosh not in SWOOSH_FORMS:
             raise ValueError(f"swoosh must be one of {SWOOSH_FORMS}, got {self.swoosh!r}")
-        if self.input_normalization not in ("utterance", None):
-            raise ValueError(
-                f"input_normalization must be 'utterance' or None, got {self.input_normalization!r}"
-            )
+        check_input_normalization(self.input_normalization)
         if not (0.0 <= self.dropout < 1.0 and 0.0 <= self.feature_mask_prob < 1.0):
             raise ValueError(
                 f"dropout={self.dropout} and feature_mask_prob={self.feature_mask_prob} must lie in [0, 1)"
@@ -307,8 +304,7 @@ class Zipformer(nn.Module):
                 f"utterance, got a length of {min(shortest, features.size(1))}: its front end turns L frames "
                 "into (L - 7) // 2. Drop shorter utterances (a minimum duration in the data config) or pad them."
             )
-        if self.config.input_normalization == "utterance":
-            features = utterance_normalize(features, feature_lengths)  # (B, T, F)
+        features = normalize_input(features, feature_lengths, self.config.input_normalization)  # (B, T, F)
         x, lengths = self.encoder_embed(features, feature_lengths)  # (B, T', D0) at 50 Hz
         outputs = []
         for stack, dim, feature_mask in zip(
