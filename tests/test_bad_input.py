@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +25,7 @@ import pytest
 from asr_pipeline.cli import main
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import InputError
+from asr_pipeline.options import ConfigError
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.transcripts.nodes import normalize_manifest
 from tests.conftest import make_wav
@@ -233,3 +236,122 @@ def test_a_bom_and_crlf_line_ends_are_accepted_in_both_modes(strict, tmp_path, s
     manifest.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
     transcripts, features = run_stages(manifest, strict=strict, tokenizer_model=spm_model)
     assert (transcripts["seen"], transcripts["kept"], features["kept"], features["skipped"]) == (2, 2, 2, 0)
+
+
+# Flags, paths and params a person gets wrong (issue 34): each ends the command with one line naming the flag
+# or the params.yaml key and what is allowed, before any work is done (the one bad record here would
+# otherwise fail the run first, with "all 1 records were skipped").
+
+
+def broken_manifest(folder: Path) -> Path:
+    """One record whose audio is not audio: reached only if the command starts extracting."""
+    (folder / "bad.wav").write_bytes(b"not audio at all" * 8)
+    path = folder / "m.jsonl"
+    path.write_text(json.dumps({"id": "bad", "audio_path": "bad.wav", "text": "a dog"}) + "\n")
+    return path
+
+
+def existing_file(folder: Path) -> str:
+    (folder / "notes.txt").write_text("a user's file")
+    return str(folder / "notes.txt")
+
+
+FLAG_CASES = {
+    "--tokenizer naming an audio file": (
+        lambda f: ["--tokenizer", str(f / "bad.wav"), "--output", str(f / "out")],
+        "--tokenizer {f}/bad.wav: not a SentencePiece model",
+    ),
+    "--output naming an existing file": (
+        lambda f: ["--output", existing_file(f)],
+        "--output {f}/notes.txt is an existing file, not a folder",
+    ),
+    "--output below a file": (
+        lambda f: ["--output", existing_file(f) + "/shards"],
+        "--output {f}/notes.txt/shards: {f}/notes.txt is a file, so no folder can be made there",
+    ),
+    "--shard-size 0": (
+        lambda f: ["--output", str(f / "out"), "--shard-size", "0"],
+        "argument --shard-size: must be above 0, got 0",
+    ),
+    "--max-audio-duration-sec -5": (
+        lambda f: ["--output", str(f / "out"), "--max-audio-duration-sec", "-5"],
+        "argument --max-audio-duration-sec: must be above 0, got -5",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FLAG_CASES)
+def test_a_bad_extract_features_flag_exits_2_with_one_line_naming_it_before_any_work(
+    name, tmp_path, spm_model
+):
+    build, expected = FLAG_CASES[name]
+    (tmp_path / "tok.model").write_bytes(spm_model)
+    argv = ["extract-features", "--input", str(broken_manifest(tmp_path))]
+    argv += ["--tokenizer", str(tmp_path / "tok.model"), *build(tmp_path)]  # a later --tokenizer wins
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        status = main(argv)
+    assert status == 2
+    [line] = [line for line in err.getvalue().splitlines() if "error:" in line]
+    assert f"extract-features: error: {expected.format(f=tmp_path)}" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only (mode 555) folder anyway")
+def test_a_read_only_output_folder_exits_2_before_any_work(tmp_path, spm_model):
+    (tmp_path / "tok.model").write_bytes(spm_model)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    argv = ["extract-features", "--input", str(broken_manifest(tmp_path)), "--tokenizer"]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        status = main([*argv, str(tmp_path / "tok.model"), "--output", str(locked / "shards")])
+    assert status == 2
+    assert f"--output {locked}/shards: cannot write in {locked}" in err.getvalue()
+
+
+def typo_in_demo_corpus() -> None:
+    from asr_pipeline.pipelines.demo_corpus.nodes import synthesize_demo_corpus
+
+    synthesize_demo_corpus({"train_sizez": 3})
+
+
+def wrong_type_in_train() -> None:
+    from asr_pipeline.training.config import resolve_config
+
+    resolve_config({"data": {"train_manifests": ["train.jsonl"]}, "optim": {"epochs": "one"}})
+
+
+def vocab_size_not_a_number() -> None:
+    from asr_pipeline.pipelines.tokenizer.nodes import train_tokenizer
+
+    train_tokenizer("the cat\n", {"vocab_size": "lots"}, {})
+
+
+def unknown_train_architecture() -> None:
+    next(extract_features(pl.DataFrame(), b"", {"architecture": None}, {}, train_architecture="transformerz"))
+
+
+PARAMS_CASES = {
+    "a typo (train_sizez)": (
+        typo_in_demo_corpus,
+        "params.yaml demo_corpus: unknown option(s) ['train_sizez']; the known options are ['train_size',",
+    ),
+    "a wrong type (epochs: one)": (wrong_type_in_train, "optim.epochs: expected int, got 'one'"),
+    "vocab_size: lots": (
+        vocab_size_not_a_number,
+        "params.yaml tokenizer.vocab_size: expected int, got 'lots'",
+    ),
+    "an unknown train.model.architecture": (
+        unknown_train_architecture,
+        "params.yaml train.model.architecture: must be one of squeezeformer, zipformer,",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PARAMS_CASES)
+def test_a_bad_params_value_is_a_config_error_naming_its_key(name):
+    fail, expected = PARAMS_CASES[name]
+    with pytest.raises(ConfigError) as error:
+        fail()
+    assert str(error.value).startswith(expected) and "\n" not in str(error.value)

@@ -94,6 +94,15 @@ def test_strict_mode_stops_at_the_broken_file_naming_it(workdir, capsys):
     assert "d_broken.wav" in err and "undecodable audio" in err
 
 
+def test_every_input_skipped_exits_1_with_one_line_naming_the_skipped_file(workdir, capsys):
+    status, out, err = transcribe(capsys, workdir / "audio" / "d_broken.wav", "--run-dir", workdir / "run")
+
+    assert status == 1 and out == ""
+    [line] = [line for line in err.splitlines() if "error:" in line]
+    assert line.startswith("asr-pipeline transcribe: error: transcribe: all 1 records were skipped")
+    assert "undecodable audio: 1" in line and "d_broken.wav" in line
+
+
 def test_a_manifest_names_its_rows_by_id_and_txt_shows_the_source_with_several_inputs(
     workdir, tmp_path, capsys
 ):

@@ -7,14 +7,17 @@ goes to stderr); ``kernel-bench`` prints its table there instead, and writes the
 
 Exit status: 0 done; 2 a usage error (an unknown flag, a bad combination, an input path that does not
 exist), printed as one line; 1 the library rejected the input (bad records in ``--strict`` mode, a
-failed training run, ...), printed as ``asr-pipeline <command>: error: <message>`` without a traceback.
+failed training run, ...), printed as ``asr-pipeline <command>: error: <message>`` on one line without a
+traceback; ``--debug`` (or ``ASR_PIPELINE_DEBUG=1``) prints the traceback and the whole message too.
 Heavy libraries (torch, kedro) are imported inside the commands, so ``--help`` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 
 import click
 
@@ -32,6 +35,7 @@ from asr_pipeline.cli import (
 )
 from asr_pipeline.cli.common import LIBRARY_ERRORS, PROG, UsageError
 from asr_pipeline.cli.train import train_config_from_args
+from asr_pipeline.options import DEBUG_ENV, debugging
 
 __all__ = ["build_parser", "cli", "main", "train_config_from_args"]
 
@@ -54,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Speech recognition pipeline: tokenizer, features, index, training, decoding."
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback behind an error, not just its one line (or set {DEBUG_ENV}=1)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(subparsers)
@@ -72,12 +81,24 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help or an argparse error (already printed)
         return exit_.code if isinstance(exit_.code, int) else 2
+    if args.debug:
+        os.environ[DEBUG_ENV] = "1"  # the torchrun workers and Kedro hooks see it too
     prefix = f"{PROG} {args.command}: error:"
     try:
         return args.handler(args)
     except UsageError as error:
-        print(f"{prefix} {error}", file=sys.stderr)
+        _print_error(prefix, error)
         return 2
     except LIBRARY_ERRORS as error:
-        print(f"{prefix} {error}", file=sys.stderr)
+        _print_error(prefix, error)
         return 1
+
+
+def _print_error(prefix: str, error: BaseException) -> None:
+    """One line (a training failure's rank traceback dropped); with --debug the traceback, then all of it."""
+    message = str(error)
+    if debugging():
+        traceback.print_exc()
+    else:
+        message = message.split("\n", 1)[0]
+    print(f"{prefix} {message}", file=sys.stderr)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from asr_pipeline.training.launch import TrainingFailedError
@@ -32,6 +35,51 @@ def existing_path(path: str, flag: str) -> Path:
     if not Path(path).exists():
         raise UsageError(f"{flag} {path}: no such file or folder")
     return Path(path)
+
+
+def positive(convert: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse ``type`` taking numbers above 0 only (``positive(int)``, ``positive(float)``): argparse
+    names the flag in its one-line error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {convert.__name__} above 0, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {convert.__name__}"
+    return parse
+
+
+def writable_output(path: str, flag: str, folder: bool) -> Path:
+    """``path`` as an output a command can write, checked before any work: its ``folder`` (``path`` itself,
+    or its parent for a file), or the nearest folder above it that exists, must be a folder this process can
+    create files in. ``path`` must not be an existing file when it names a folder."""
+    output = Path(path)
+    if folder and output.exists() and not output.is_dir():
+        raise UsageError(
+            f"{flag} {path} is an existing file, not a folder; give a folder (or a .parquet file)"
+        )
+    target = output if folder else output.parent
+    existing = next(parent for parent in (target, *target.parents) if parent.exists() or parent == Path("."))
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {path}: {existing} is a file, so no folder can be made there")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # also a read-only file system, which access() misses
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise UsageError(
+            f"{flag} {path}: cannot write in {existing} ({reason}); choose a writable folder"
+        ) from None
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"{flag} {path}: cannot write in {existing} (permission denied); choose a writable folder"
+        )
+    return output
 
 
 def shard_paths(inputs: list[str], flag: str, tokenizer: str | Path | None = None) -> list[str]:

@@ -15,7 +15,15 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.cli.common import (
+    PROG,
+    HelpFormatter,
+    UsageError,
+    existing_path,
+    positive,
+    print_json,
+    writable_output,
+)
 from asr_pipeline.executors import EXECUTOR_KINDS, ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions
 from asr_pipeline.features.frontends import ARCHITECTURES
@@ -24,6 +32,7 @@ from asr_pipeline.io.shards import FEATURE_DTYPES
 
 if TYPE_CHECKING:
     from asr_pipeline.features.extract import AudioOutcome
+    from asr_pipeline.text.tokenizer import CTCTokenizer
     from asr_pipeline.tui import LiveView
 
 
@@ -68,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--blank-id", type=int, default=0, help="CTC blank id the tokenizer maps around")
     parser.add_argument(
         "--max-audio-duration-sec",
-        type=float,
+        type=positive(float),
         default=_default("max_audio_duration_sec"),
         help="skip (and count) longer utterances; read from the audio header before decoding where it can be",
     )
@@ -85,7 +94,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--shard-size",
-        type=int,
+        type=positive(int),
         default=_default("shard_size"),
         help="examples per shard when --output is a folder",
     )
@@ -147,11 +156,11 @@ def run(args: argparse.Namespace) -> int:
     from asr_pipeline.executors import start_worker_server
     from asr_pipeline.features.extract import extract_records
     from asr_pipeline.text.normalize import NormalizationOptions, normalization_for_model
-    from asr_pipeline.text.tokenizer import CTCTokenizer
     from asr_pipeline.tui import LiveView
 
     inputs = [existing_path(path, "--input") for path in args.input]
     tokenizer_path = existing_path(args.tokenizer, "--tokenizer") if args.tokenizer else None
+    output = writable_output(args.output, "--output", folder=Path(args.output).suffix != ".parquet")
     if args.max_samples is not None and args.max_samples < 1:
         raise UsageError("--max-samples must be >= 1")
     if args.jobs < 1:
@@ -179,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if tokenizer_path is None:
         tokenizer, normalization = None, NormalizationOptions()
     else:
-        tokenizer = CTCTokenizer.from_file(tokenizer_path, blank_id=args.blank_id)
+        tokenizer = load_tokenizer(tokenizer_path, "--tokenizer", args.blank_id)
         # Transcripts are normalized as the tokenizer's were (its <prefix>.json sidecar), else the defaults.
         normalization = normalization_for_model(tokenizer_path)
     rows, read_report = _read_manifest_rows(inputs, strict=args.strict, normalization=normalization.to_dict())
@@ -192,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         )
         records = _count_frames(islice(extracted, args.max_samples), totals)  # islice(.., None): all
         try:
-            written = _write_records(records, Path(args.output), options.shard_size, options.feature_dtype)
+            written = _write_records(records, output, options.shard_size, options.feature_dtype)
         except NothingKeptError:
             # Raised again with the manifest-reading skips too: the one line names every reason.
             _combine_reports(read_report, extraction_report).require_kept("extract-features")
@@ -212,6 +221,19 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+def load_tokenizer(path: Path, flag: str, blank_id: int) -> CTCTokenizer:
+    """The SentencePiece model at ``path``; a file that is not one is a usage error naming ``flag``."""
+    from asr_pipeline.text.tokenizer import CTCTokenizer
+
+    try:
+        return CTCTokenizer.from_file(path, blank_id=blank_id)
+    except RuntimeError as error:  # sentencepiece's parse failure: "INTERNAL: ... ParseFromArray ..."
+        raise UsageError(
+            f"{flag} {path}: not a SentencePiece model ({str(error).strip() or type(error).__name__}); "
+            f"give the .model file that `{PROG} tokenizer` or the tokenizer stage wrote"
+        ) from None
 
 
 def _write_records(

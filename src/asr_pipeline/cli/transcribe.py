@@ -29,7 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Decode audio files of any supported format and rate with the run's own frontend and "
         "model, long ones in windows (cut at silences by default), and print or write the text. Inputs: "
         "audio files, folders of them, or manifests (JSONL/JSON/TSV/Parquet rows with audio paths). "
-        "Unreadable audio is skipped and counted (--strict: an error naming the file).",
+        "Unreadable audio is skipped and counted (--strict: an error naming the file); when every input is "
+        "skipped the command fails (exit 1) with the skips by reason and file.",
     )
     parser.add_argument(
         "audio", nargs="+", metavar="AUDIO", help="audio files, folders of them, or manifests"
@@ -134,4 +135,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({**summary, "output": args.output_path})
     else:
         print(json.dumps(summary), file=sys.stderr)
+    if written == 0:  # every input skipped: a failure naming the skips, not "transcribed: 0" and exit 0
+        report.seen = max(report.seen, report.skipped)  # manifest rows skipped before decoding were seen too
+        report.require_kept("transcribe")
     return 0

@@ -32,6 +32,7 @@ from asr_pipeline.models.architectures import (
     check_variant,
     default_input_dim,
 )
+from asr_pipeline.options import ConfigError
 from asr_pipeline.training.epoch_schedule import (
     CurriculumConfig,
     EpochSettings,
@@ -546,14 +547,18 @@ def _section_keys(cls: type) -> set[str]:
 def resolve_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> TrainConfig:
     """``base`` deep-merged with ``overrides`` and checked, as a ``TrainConfig``.
 
-    Raises ValueError naming every unknown key (with the keys that section accepts), every missing
-    required key, and the first value of the wrong type.
+    Raises ConfigError (a ValueError, shown as one line) naming every unknown key (with the keys that
+    section accepts), every missing required key, the first value of the wrong type, or the first value a
+    section refuses.
     """
     merged = deep_merge(_expand_dotted(base), _expand_dotted(overrides or {}))
     unknown = _unknown_keys(TrainConfig, merged, "")
     if unknown:
-        raise ValueError(f"unknown training config keys: {', '.join(unknown)}")
-    return _build(TrainConfig, merged, "")
+        raise ConfigError(f"unknown training config keys: {', '.join(unknown)}")
+    try:
+        return _build(TrainConfig, merged, "")
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
