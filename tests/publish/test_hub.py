@@ -63,6 +63,24 @@ def test_publish_refuses_a_folder_that_is_not_an_export_and_names_a_bad_repo_id(
     assert hub.commits == []
 
 
+def test_publish_without_a_token_says_where_it_looks_and_sends_no_request(
+    hub, export_dir, tmp_path, monkeypatch, capsys
+):
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token-here"))
+
+    status = main(["publish", "--export-dir", str(export_dir), "--repo-id", "team/tiny"])
+
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert line.startswith("asr-pipeline publish: error: no Hugging Face token found: set HF_TOKEN, or run")
+    assert str(tmp_path / "no-token-here") in line
+    assert hub.requests == []
+
+
 def test_a_failed_checkpoint_commit_is_retried_and_one_that_keeps_failing_is_recorded_not_raised(hub):
     hub.fail_commits = 1
     uploader = CheckpointUploader(HubTarget("team/run"), retries=3, first_pause_sec=0.01)

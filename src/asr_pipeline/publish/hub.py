@@ -47,6 +47,19 @@ def hub_api() -> Any:
     return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
 
 
+def require_token() -> None:
+    """Refuse to upload without a token, before any request: the Hub would answer an anonymous upload with
+    "401 Invalid username or password", which does not say that no token was sent. The token itself is never
+    read here beyond asking whether there is one."""
+    from huggingface_hub import constants, get_token
+
+    if get_token() is None:
+        raise PermissionError(
+            "no Hugging Face token found: set HF_TOKEN, or run `hf auth login` (it writes "
+            f"{constants.HF_TOKEN_PATH}; HF_HOME or HF_TOKEN_PATH move that file); nothing was uploaded"
+        )
+
+
 def ensure_repo(api: Any, target: HubTarget) -> None:
     """The model repo (created private when asked; an existing one is kept as it is) and the revision's
     branch when it is not main."""
@@ -63,6 +76,7 @@ def publish_folder(folder: str | Path, target: HubTarget, message: str | None = 
             f"{folder} is not an exported model folder (no config.json of asr_pipeline-export); make one with "
             "`asr-pipeline export --run-dir RUN --output DIR`"
         )
+    require_token()
     api = hub_api()
     try:
         ensure_repo(api, target)
@@ -145,4 +159,12 @@ class CheckpointUploader:
         )
 
 
-__all__ = ["CheckpointUploader", "HubTarget", "UploadResult", "ensure_repo", "hub_api", "publish_folder"]
+__all__ = [
+    "CheckpointUploader",
+    "HubTarget",
+    "UploadResult",
+    "ensure_repo",
+    "hub_api",
+    "publish_folder",
+    "require_token",
+]
