@@ -1,13 +1,15 @@
 """The README's "Train on your own data", done as written on a small corpus that is not the demo, with the real
-`dvc add` / `dvc repro`: every original file of the corpus is intact afterwards, and the demo
-never writes into it."""
+`dvc add` / `dvc import-url` / `dvc repro`: the corpus is a DVC input like any other (checkout, gc, push and
+pull keep it), every original file of it is intact afterwards, and the demo never writes into it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +17,10 @@ import pytest
 import soundfile as sf
 
 from asr_pipeline.pipelines.splits import EVAL_SPLITS
+from tests.conftest import PROJECT_ROOT, make_wav
 from tests.test_dvc_pipeline import TINY_PARAMS, copy_project, git_commit, run, stages_run
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng (make setup)")
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng (make setup)")
 
 SENTENCES = [
     "the river runs past the mill",
@@ -75,6 +78,102 @@ def digests(root: Path) -> dict[str, str]:
     }
 
 
+def readme_step_1() -> tuple[list[str], list[str]]:
+    """Step 1 of the README's "Train on your own data", as written there: its commands (copy the recordings in,
+    `dvc add`, `git add`) and the commands for data that lives elsewhere (`dvc import-url`)."""
+    section = (PROJECT_ROOT / "README.md").read_text().split("## Train on your own data", 1)[1]
+    step = section.split("# 1.", 1)[1].split("# 2.", 1)[0]
+    commands = [
+        line.strip() for line in step.splitlines()[1:] if line.strip() and not line.strip().startswith("#")
+    ]
+    elsewhere = step.split("data that lives elsewhere:", 1)[1].split(")", 1)[0]
+    return commands, re.findall(r"`([^`]+)`", elsewhere)
+
+
+def make_small_corpus(root: Path) -> Path:
+    """A few short WAV files in nested folders, a manifest naming them, and a file no stage reads."""
+    for i in range(4):
+        path = root / "train" / f"speaker{i % 2}" / f"utt{i}.wav"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(make_wav(0.2, freq=300.0 + 50 * i))
+    rows = [json.dumps({"audio_path": f"train/speaker{i % 2}/utt{i}.wav", "text": "a b"}) for i in range(4)]
+    (root / "train.jsonl").write_text("\n".join(rows) + "\n")
+    (root / "README.txt").write_text("recorded in the lab, 2026; do not delete\n")
+    return root
+
+
+def dvc_stages(project: Path) -> list[str]:
+    """What DVC's index holds: the README's check, `Repo().index.stages`, run in the project."""
+    code = "from dvc.repo import Repo; print('\\n'.join(s.addressing for s in Repo().index.stages))"
+    return run([sys.executable, "-c", code], project).stdout.split()
+
+
+def assert_a_first_class_dvc_input(
+    project: Path, corpus: str, before: dict[str, str], tmp_path: Path
+) -> None:
+    """``corpus``, committed with its .dvc pointer, is in DVC's index; `dvc checkout` restores it (a lost file
+    back, nothing removed); `dvc gc -w -f` keeps its cache; `dvc push` sends it and a teammate's `dvc pull`
+    gets it, byte for byte."""
+    folder = project / corpus
+    assert f"{corpus}.dvc" in dvc_stages(project), "DVC sees the pointer"
+    assert run(["git", "status", "--porcelain", "-uall", "data"], project).stdout == "", (
+        "the pointer is committed, the data stays out of git and nothing new appears"
+    )
+
+    # A user restores a stage's outputs (or a lost file of the corpus) with a plain `dvc checkout`. Its exit
+    # status is not 0 here: the pipeline's stages never ran, so their outputs are missing.
+    (folder / "train" / "speaker0" / "utt0.wav").unlink()
+    checkout = run(["dvc", "checkout"], project, check=False)
+    assert digests(folder) == before, f"dvc checkout: the corpus restored, not removed\n{checkout.stdout}"
+    assert corpus not in checkout.stderr
+
+    run(["dvc", "gc", "-w", "-f"], project)
+    shutil.rmtree(folder)
+    run(["dvc", "checkout", f"{corpus}.dvc"], project)
+    assert digests(folder) == before, "dvc gc -w kept the corpus's cache"
+
+    run(["dvc", "remote", "add", "-d", "team", str(tmp_path / "remote")], project)
+    git_commit(project, "team remote", ".dvc/config")
+    run(["dvc", "push"], project)
+    teammate = tmp_path / "teammate"
+    run(["git", "clone", "-q", str(project), str(teammate)], tmp_path)
+    pull = run(["dvc", "pull"], teammate, check=False)  # not 0 either: the stages' outputs were never pushed
+    assert (teammate / corpus).is_dir(), f"dvc pull brought the corpus\n{pull.stdout}\n{pull.stderr}"
+    assert digests(teammate / corpus) == before
+    assert corpus not in pull.stderr
+
+
+def test_a_corpus_added_as_the_readme_says_is_kept_by_checkout_and_gc_and_pushed_and_pulled(tmp_path):
+    project = copy_project(tmp_path / "project", OWN_CORPUS_PARAMS)
+    recordings = make_small_corpus(tmp_path / "recordings")
+    before = digests(recordings)
+    commands, _ = readme_step_1()
+    assert any(command.startswith("dvc add data/01_raw/mycorpus") for command in commands), commands
+
+    for command in commands:
+        run(["bash", "-ec", command.replace("/path/to/recordings", str(recordings))], project)
+    git_commit(project, "my corpus", "data/01_raw/mycorpus.dvc")
+
+    assert digests(project / "data" / "01_raw" / "mycorpus") == before
+    assert_a_first_class_dvc_input(project, "data/01_raw/mycorpus", before, tmp_path)
+
+
+def test_a_corpus_imported_with_import_url_is_kept_by_checkout_and_gc_and_pushed_and_pulled(tmp_path):
+    project = copy_project(tmp_path / "project", OWN_CORPUS_PARAMS)
+    elsewhere = make_small_corpus(tmp_path / "mnt" / "corpora" / "mycorpus")
+    before = digests(elsewhere)
+    _, commands = readme_step_1()
+    assert any(command.startswith("dvc import-url") for command in commands), commands
+
+    for command in commands:
+        run(["bash", "-ec", command.replace("/mnt/corpora/mycorpus", str(elsewhere))], project)
+    git_commit(project, "my corpus, imported", "data/01_raw/mycorpus.dvc")
+    elsewhere.rename(elsewhere.with_name("gone"))  # the teammate cannot reach it: the pull is the remote's
+
+    assert digests(project / "data" / "01_raw" / "mycorpus") == before
+    assert_a_first_class_dvc_input(project, "data/01_raw/mycorpus", before, tmp_path)
+
+
 def point_globals_at(project: Path, corpus: str) -> None:
     """Step 2 of the README: the four lines of conf/base/globals.yml."""
     path = project / "conf" / "base" / "globals.yml"
@@ -91,6 +190,7 @@ def point_globals_at(project: Path, corpus: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@needs_espeak
 @pytest.mark.slow  # the whole README route through dvc repro: ~2-3 min
 def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_intact(tmp_path):
     project = copy_project(tmp_path / "project", OWN_CORPUS_PARAMS)
@@ -134,6 +234,7 @@ def test_the_readme_route_trains_on_your_corpus_and_leaves_every_file_of_it_inta
     )
 
 
+@needs_espeak
 def test_pointing_the_demo_at_your_data_fails_the_stage_and_deletes_nothing(tmp_path):
     project = copy_project(tmp_path / "project", TINY_PARAMS)
     corpus = project / "data" / "01_raw" / "mycorpus"
