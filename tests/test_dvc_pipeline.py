@@ -203,6 +203,32 @@ def test_dvc_plots_show_draws_the_training_curves_and_exp_show_lists_params_and_
     }  # fmt: skip
 
 
+def test_a_stage_run_without_the_telemetry_variables_sends_nothing_and_changes_no_tracked_file(tmp_path):
+    """Kedro telemetry is off in the project itself (``.telemetry``: ``consent: false``), not only through the
+    Makefile's and CI's KEDRO_DISABLE_TELEMETRY: with it, every stage tried to reach heapanalytics.com and
+    wrote a ``[tool.kedro_telemetry] project_id`` into pyproject.toml, whose hash is the set-up stamp."""
+    project = copy_project(
+        tmp_path / "project", {"demo_corpus": {"train_size": 2, "dev_size": 1, "test_size": 1}}
+    )
+    pyproject = (project / "pyproject.toml").read_bytes()
+    env = {
+        key: value for key, value in _env().items() if key not in ("KEDRO_DISABLE_TELEMETRY", "DO_NOT_TRACK")
+    }
+
+    result = subprocess.run(
+        ["dvc", "repro", "demo_corpus"], cwd=project, env=env, capture_output=True, text=True
+    )
+
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-6000:]
+    assert stages_run(log) == {"demo_corpus"}
+    assert not re.findall(r".*(?:telemetry|heap|ConnectionError).*", log, re.IGNORECASE)
+    assert (project / "pyproject.toml").read_bytes() == pyproject
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], project).stdout == "", (
+        "no tracked file changed"
+    )
+
+
 def test_teammate_pull_gives_clean_status_and_no_op_repro(origin):
     teammate = clone(origin, "teammate")
     assert "up to date" in run(["dvc", "status"], teammate).stdout
