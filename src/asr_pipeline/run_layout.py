@@ -22,6 +22,7 @@ WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwra
 BEST_DIR = "checkpoint_best"  # the weights of the best validation score so far (training.run_checkpoints)
 BEST_POINTER = "checkpoint_best.json"  # its step, epoch, model_config and metrics, written last
 KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
+LOCK_FILE = ".run.lock"  # held (flock) by the run writing the dir, holding its pid (training.run_dir)
 # An exported model folder (publish.export): config.json (this format's name in "format"), WEIGHTS_FILE,
 # TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
 EXPORT_CONFIG = "config.json"
@@ -141,6 +142,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "INDEX_FILE",
     "KEPT_DIR",
+    "LOCK_FILE",
     "METRICS_FILE",
     "TOKENIZER_FILE",
     "WEIGHTS_FILE",

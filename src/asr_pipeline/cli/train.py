@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -871,6 +870,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="SentencePiece .model; copied into the run dir, sets the vocabulary size and scores text",
     )
     parser.add_argument("--output-dir", help=f"the run dir (default: {DEFAULT_OUTPUT_DIR})")
+    parser.add_argument(
+        "--overwrite-output-dir",
+        action="store_const",
+        const=True,
+        help="start over in an --output-dir that already holds a run: delete that run's files (checkpoints, "
+        "events, config, metrics; nothing else) first. Without it such a folder is refused",
+    )
     for spec in TRAIN_FLAGS:
         shown = _shown_default(spec)
         help_text = spec.help + ("" if shown is None else f" (default: {shown})")
@@ -1096,7 +1102,9 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.run_layout import TOKENIZER_FILE
     from asr_pipeline.training.launch import check_config, check_devices, resolve_nproc_per_node, run_training
+    from asr_pipeline.training.run_dir import check_run_dir
 
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
@@ -1106,16 +1114,23 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     check_devices(config, nproc_per_node)  # a CUDA run this machine cannot start: before anything is written
+    overwrite = bool(args.overwrite_output_dir)
     try:
         check_config(config)  # no vocabulary size, no checkpoint to resume: one line, before torchrun
-    except (ValueError, FileNotFoundError) as error:
+        check_run_dir(config, overwrite=overwrite)  # a folder holding another run
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
         raise UsageError(str(error)) from None
     run_dir = Path(config.run.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve():
-        shutil.copyfile(tokenizer_source, config.run.tokenizer)
+    # The tokenizer is copied in by run_training, under the run dir's lock and after its checks.
+    tokenizer = (
+        {TOKENIZER_FILE: tokenizer_source.read_bytes()}
+        if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve()
+        else None
+    )
     metrics = run_training(
         config,
+        overwrite=overwrite,
+        run_files=tokenizer,
         nproc_per_node=nproc_per_node,
         nnodes=args.nnodes,
         node_rank=args.node_rank,

@@ -322,12 +322,23 @@ def launch_training(
     this process's environment. ``OMP_NUM_THREADS`` is set to the cores per rank unless ``env`` names it,
     so ranks do not each start one OpenMP thread per core and oversubscribe the machine (torchrun's own
     default is 1, which leaves CPU ranks on one core each).
+
+    torchrun and its ranks die with this process, however it dies (``training.lifeline``): torchrun is
+    started through ``lifeline``'s parent-death guard, and the ranks learn this pid (``LAUNCHER_PID_ENV``).
     """
-    child_env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(nproc_per_node)), **(env or {})}
+    from asr_pipeline.training.lifeline import LAUNCHER_PID_ENV
+
+    child_env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(cpu_threads_per_rank(nproc_per_node)),
+        **(env or {}),
+        LAUNCHER_PID_ENV: str(os.getpid()),
+    }
     with tempfile.TemporaryDirectory(prefix="asr-pipeline-torchrun-") as log_dir:
         command = torchrun_command(config_path, nproc_per_node, log_dir=log_dir, **rendezvous)
+        guarded = [sys.executable, "-m", "asr_pipeline.training.lifeline", "--parent", str(os.getpid()), "--"]
         try:
-            subprocess.run(command, env=child_env, check=True)
+            subprocess.run([*guarded, *command], env=child_env, check=True)
         except subprocess.CalledProcessError as error:
             raise TrainingFailedError(error.returncode, config_path, first_rank_failure(log_dir)) from None
 
@@ -351,7 +362,14 @@ __all__ = [
 ]
 
 
-def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launch: Any) -> dict[str, Any]:
+def run_training(
+    config: TrainConfig,
+    nproc_per_node: int | None = None,
+    *,
+    overwrite: bool = False,
+    run_files: Mapping[str, bytes] | None = None,
+    **launch: Any,
+) -> dict[str, Any]:
     """Save ``config`` into its run dir, train there under torchrun, and return the run's final metrics.
 
     The one path from a resolved config to a finished run, shared by the Kedro train node and
@@ -359,10 +377,17 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
     ``launch`` takes the rendezvous options of ``torchrun_command``. The device and config checks run
     first (``check_devices``, ``check_config``), so a run on CUDA where there is none, without a vocabulary
     size or resuming from no checkpoint fails here, naming the fix, and writes nothing.
+
+    The run dir (``training.run_dir``): locked for the whole run, so a second run or resume there is
+    refused with this process's pid; then prepared by ``prepare_run_dir`` (a folder holding another run is
+    refused unless resumed in place or ``overwrite``, which deletes that run's files first; ``run_files``,
+    name -> bytes, are written into it, e.g. the tokenizer). Several nodes: node 0 prepares and rank 0
+    locks (the ranks of one node cannot know which node holds global rank 0 before the rendezvous).
     """
     from asr_pipeline.run_layout import CONFIG_FILE, METRICS_FILE
     from asr_pipeline.training.config import save_json
     from asr_pipeline.training.determinism import environment
+    from asr_pipeline.training.run_dir import LOCK_HOLDER_ENV, locked_run_dir, prepare_run_dir
 
     nproc = resolve_nproc_per_node(config, nproc_per_node)
     check_devices(config, nproc)
@@ -370,6 +395,15 @@ def run_training(config: TrainConfig, nproc_per_node: int | None = None, **launc
     torchrun_command("-", nproc, **launch)  # the rendezvous options' checks, before anything is written
     run_dir = Path(config.run.output_dir)
     config_path = run_dir / CONFIG_FILE
-    save_json(config, config_path)
-    launch_training(config_path, nproc, env=environment(config.run.deterministic), **launch)
+    env = environment(config.run.deterministic)
+    if launch.get("nnodes", 1) > 1:
+        if launch.get("node_rank", 0) == 0:
+            prepare_run_dir(config, overwrite=overwrite, files=run_files)
+        save_json(config, config_path)
+        launch_training(config_path, nproc, env=env, **launch)
+    else:
+        with locked_run_dir(run_dir):
+            prepare_run_dir(config, overwrite=overwrite, files=run_files)
+            save_json(config, config_path)
+            launch_training(config_path, nproc, env={**env, LOCK_HOLDER_ENV: str(os.getpid())}, **launch)
     return json.loads((run_dir / METRICS_FILE).read_text())

@@ -23,6 +23,7 @@ Their public names are re-exported here, where callers and tests have always imp
 from __future__ import annotations
 
 import argparse
+import os
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -36,8 +37,10 @@ from asr_pipeline.training.distributed import (
     teardown_distributed,
 )
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
+from asr_pipeline.training.lifeline import follow_launcher
 from asr_pipeline.training.loaders import DataBundle, build_data
 from asr_pipeline.training.loop import METRICS_FILE, Trainer, train
+from asr_pipeline.training.run_dir import LOCK_HOLDER_ENV, rank_zero_lock
 from asr_pipeline.training.validation import validate
 
 
@@ -46,10 +49,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="training_config.json (training.config.save_json)")
     args = parser.parse_args(argv)
+    follow_launcher()  # started by launch_training: die with torchrun and with the launcher
     config = load_json(args.config)
     ctx = setup_distributed(config)
     try:
-        train(config, ctx)
+        if ctx.is_main:  # one writer per run dir: rank 0 holds its lock, or the launcher does for it
+            holder = os.environ.get(LOCK_HOLDER_ENV)
+            with rank_zero_lock(config.run.output_dir, held_by=int(holder) if holder else None):
+                train(config, ctx)
+        else:
+            train(config, ctx)
     finally:
         teardown_distributed()
 

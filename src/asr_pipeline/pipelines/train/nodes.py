@@ -6,6 +6,7 @@ imports Kedro, so the same training runs from the CLI, from torchrun directly or
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
@@ -29,10 +30,14 @@ def train_model(
     The run directory is made self-contained: it holds the tokenizer and length index it used next
     to ``training_config.json``, the checkpoints and ``events.jsonl``. A failing rank fails torchrun,
     which raises here, so neither Kedro nor DVC records the stage as done.
+
+    The run dir is this stage's output, so a rerun starts over: ``dvc repro`` deletes it first, and a
+    second ``kedro run --pipelines=train`` deletes the previous run's files (only those) before training,
+    as ``asr-pipeline train --overwrite-output-dir`` does (``training.run_dir.prepare_run_dir``). While
+    another training writes the run dir, the node is refused, naming that training's pid.
     """
-    empty_directory(run_dir)
-    (run_dir / TOKENIZER_FILE).write_bytes(tokenizer_model)
-    length_index.write_parquet(run_dir / INDEX_FILE)
+    index = io.BytesIO()
+    length_index.write_parquet(index)
     # Every section of params.yaml train (schedule, curriculum, regularization, grow, ...) but the launch
     # options; an unknown one is refused by resolve_config, naming it.
     sections = {key: value for key, value in params.items() if key != "launch"}
@@ -57,11 +62,17 @@ def train_model(
     )
     # train.launch: nproc_per_node (absent: one per run.device_indices entry, else 1) and the multi-node
     # rendezvous (nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_backend), as torchrun takes them.
-    metrics = run_training(config, **launch_options(params.get("launch") or {}))
+    metrics = run_training(
+        config,
+        overwrite=True,
+        run_files={TOKENIZER_FILE: tokenizer_model, INDEX_FILE: index.getvalue()},
+        **launch_options(params.get("launch") or {}),
+    )
     return metrics, run_dir
 
 
 def empty_directory(path: Path) -> None:
-    """A stage output starts empty (as DVC would leave it), so stale checkpoints never mix in."""
+    """A stage output starts empty (as DVC would leave it), so stale checkpoints never mix in (the HuBERT
+    pretraining node's run dir; the train node prepares its own through ``run_training``)."""
     for child in path.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()
