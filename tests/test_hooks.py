@@ -55,3 +55,26 @@ def test_asr_pipeline_debug_shows_the_traceback_of_the_same_error(project_with_a
 
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "unknown option(s) ['train_sizez']" in result.stderr
+
+
+def test_a_training_stage_failed_by_our_error_on_a_rank_is_one_line_and_a_crash_keeps_its_traceback(
+    monkeypatch,
+):
+    from asr_pipeline.hooks import one_line
+    from asr_pipeline.training.launch import TrainingFailedError
+
+    monkeypatch.delenv("ASR_PIPELINE_DEBUG", raising=False)
+    ours = TrainingFailedError(
+        1, "run/training_config.json", "local rank 0: NothingKeptError: training: all 2\n  File"
+    )
+    crash = TrainingFailedError(
+        1, "run/training_config.json", "local rank 1: RuntimeError: CUDA error\n  File"
+    )
+
+    assert one_line(ours) == (
+        "training failed: torchrun exited with code 1 for config run/training_config.json; the first failure, "
+        "local rank 0: NothingKeptError: training: all 2"
+    )
+    assert one_line(crash) is None
+    monkeypatch.setenv("ASR_PIPELINE_DEBUG", "1")
+    assert one_line(ours) is None

@@ -10,6 +10,7 @@ everything with ``ASR_PIPELINE_DEBUG=1``, keeps the full traceback.
 
 from __future__ import annotations
 
+import re
 import sys
 from types import TracebackType
 from typing import Any
@@ -21,13 +22,24 @@ from asr_pipeline.options import DEBUG_ENV, ConfigError, debugging
 
 # The errors whose message is the whole story: written for a person, naming what to change.
 ONE_LINE_ERRORS = (ConfigError, InputError)
+ONE_LINE_NAMES = ("ConfigError", "InputError", "NothingKeptError")  # their names in a rank's error file
 
 
 def one_line(error: BaseException) -> str | None:
-    """The one line to print for ``error`` instead of its traceback; None: not one of ours, or debugging."""
-    if debugging() or not isinstance(error, ONE_LINE_ERRORS):
+    """The one line to print for ``error`` instead of its traceback; None: not one of ours, or debugging.
+
+    A training stage whose first failing rank raised one of ours (``TrainingFailedError.root_cause``, e.g.
+    "local rank 0: NothingKeptError: ...") is ours too: its first line, without the rank's frames."""
+    if debugging():
         return None
-    return " ".join(str(error).split("\n"))
+    if isinstance(error, ONE_LINE_ERRORS):
+        return " ".join(str(error).split("\n"))
+    root_cause = getattr(error, "root_cause", None)  # training.launch.TrainingFailedError, not imported
+    if isinstance(root_cause, str) and re.match(
+        rf"local rank \d+: ({'|'.join(ONE_LINE_NAMES)}): ", root_cause
+    ):
+        return str(error).split("\n", 1)[0]
+    return None
 
 
 class OneLineErrors:

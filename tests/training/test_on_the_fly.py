@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from asr_pipeline.io.report import NothingKeptError
 from asr_pipeline.training.config import resolve_config, save_json
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.launch import torchrun_command
@@ -163,6 +164,47 @@ def test_a_batch_with_only_undecodable_audio_on_one_rank_does_not_hang_ddp(token
     summary = values(tmp_path / "run", "summary")[0]
     assert epoch["skipped_examples"] == 1
     assert summary["parameter_digests"][0] == summary["parameter_digests"][1]
+
+
+def only_broken_audio(folder: Path, content: bytes) -> dict[str, list[str]]:
+    """A training manifest of one file, ``content`` (a truncated WAV, or not audio at all), and no validation."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "broken.wav").write_bytes(content)
+    manifest = folder / "train.jsonl"
+    manifest.write_text(json.dumps({"id": "broken", "audio_path": "broken.wav", "text": "ab"}) + "\n")
+    return {"train": [str(manifest)], "val": []}
+
+
+TRUNCATED_WAV = make_wav(1.0, 16000)[:16000]  # the header declares 1 s; half of it is there
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["train", "dry-run"])
+def test_a_run_whose_every_example_is_skipped_fails_naming_the_files_and_writes_no_checkpoint(
+    dry_run, tokenizer_path, tmp_path
+):
+    corpus = only_broken_audio(
+        tmp_path / "audio", TRUNCATED_WAV
+    )  # passes the header check: skipped in the loader
+    config = raw_config(corpus, tokenizer_path, tmp_path / "run", batch_size=1)
+    config["run"]["dry_run"] = dry_run
+
+    with pytest.raises(NothingKeptError) as error:
+        run_in_process(config)
+
+    what = "the dry run's epoch" if dry_run else "epoch 1"
+    assert str(error.value).startswith(f"training: all 1 examples of {what} were skipped")
+    assert f"{corpus['train'][0]}:1: truncated audio" in str(error.value) and "\n" not in str(error.value)
+    assert not (tmp_path / "run" / "checkpoint_latest.json").exists()
+
+
+def test_training_manifests_that_keep_no_example_name_the_skipped_files(tokenizer_path, tmp_path):
+    corpus = only_broken_audio(tmp_path / "audio", b"not audio at all" * 8)  # refused by the header check
+    config = resolve_config(raw_config(corpus, tokenizer_path, tmp_path / "run"))
+
+    with pytest.raises(NothingKeptError, match="no training examples left of 0") as error:
+        build_data(config, SINGLE)
+
+    assert f"first: {corpus['train'][0]}:1: undecodable audio" in str(error.value)
 
 
 def test_the_config_knows_exactly_the_samplers_batch_units():

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from asr_pipeline.training.config import TrainConfig
 from asr_pipeline.training.ctc import check_targets, model_losses
 from asr_pipeline.training.distributed import DistributedContext, all_reduce_sum
+from asr_pipeline.training.loaders import SKIPPED_SHOWN, nothing_trained_error
 
 
 def dry_run(
@@ -23,8 +24,17 @@ def dry_run(
     vocab_size: int,
 ) -> dict[str, Any]:
     """Collective. The loss per target token of every rank's first batch of the sampler's current epoch
-    (epoch 0, or the resumed one)."""
-    batch = next(iter(loader))
+    (epoch 0, or the resumed one) that holds an example: batches whose every example the loader skipped
+    (audio a header check passed but that does not decode, ...) are passed over, and a rank that finds
+    none raises ``NothingKeptError`` naming the first skipped examples, as training would."""
+    batch, skipped, seen = None, [], 0
+    for batch in loader:
+        if len(batch) > 0:
+            break
+        skipped += batch.skipped[: SKIPPED_SHOWN - len(skipped)]
+        seen += len(batch.skipped)
+    if batch is None or len(batch) == 0:
+        raise nothing_trained_error(skipped, seen, "the dry run's epoch")
     check_targets(batch, vocab_size, config.model.blank_id)
     batch = batch.to(ctx.device)
     with torch.no_grad():

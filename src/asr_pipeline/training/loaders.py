@@ -43,7 +43,7 @@ from asr_pipeline.data.length_index import cached_length_index, load_length_inde
 from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
-from asr_pipeline.io.report import SkipReport
+from asr_pipeline.io.report import NothingKeptError, SkipReport
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.alignment import AlignedDataset, load_alignment
@@ -96,10 +96,13 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     )
     selection = dataclasses.replace(selection, skipped=train_skips.skipped)
     if train_index.num_rows == 0:
-        raise ValueError(
+        first = "; ".join(shown[0] for shown in train_skips.examples.values() if shown)
+        raise NothingKeptError(
             f"no training examples left of {selection.available} in {data.train_manifests} "
             f"({selection.too_long} longer than max_audio_duration_sec={data.max_audio_duration_sec}, "
-            f"{selection.skipped} unusable records: {dict(train_skips.counts)})"
+            f"{selection.skipped} unusable records: {dict(train_skips.counts)}"
+            + (f"; first: {first}" if first else "")
+            + "). Fix these records (or the options that refuse them) and rerun"
         )
     _check_feature_dim(train_index, data.input_dim)
     # A model that masks its own input (HuBERT's waveform frames) gets no SpecAugment (ArchitectureSpec).
@@ -280,6 +283,20 @@ def _batching_report(sampler: LengthBucketedBatchSampler, data: DataConfig) -> d
     }
 
 
+# How many skipped examples an error names (the first ones met): enough to see a pattern, one line still.
+SKIPPED_SHOWN = 5
+
+
+def nothing_trained_error(skipped: list[str], count: int, what: str) -> NothingKeptError:
+    """The error of a run whose examples the loader could all not produce (audio a header check passed but
+    that does not decode, ...): ``count`` skipped in ``what``, the first of them (``Batch.skipped`` lines,
+    "location: reason (detail)") named."""
+    return NothingKeptError(
+        f"training: all {count} examples of {what} were skipped, so nothing would be trained (first: "
+        f"{'; '.join(skipped[:SKIPPED_SHOWN])}). Fix these records (or the options that refuse them) and rerun"
+    )
+
+
 def _skips(report: SkipReport) -> dict[str, Any]:
     values = report.to_dict()
     return {key: values[key] for key in ("skipped", "skipped_by_reason", "first_skipped")}
@@ -337,4 +354,4 @@ def _check_feature_dim(index: pa.Table, input_dim: int) -> None:
         )
 
 
-__all__ = ["DataBundle", "build_data", "check_waveform_augmentation"]
+__all__ = ["DataBundle", "build_data", "check_waveform_augmentation", "nothing_trained_error"]

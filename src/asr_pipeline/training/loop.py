@@ -89,7 +89,7 @@ from asr_pipeline.training.finetune import MERGED_DIR, describe, is_finetuning, 
 from asr_pipeline.training.growth import Growth, widening_report, width_at
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
 from asr_pipeline.training.live import TrainingProgress
-from asr_pipeline.training.loaders import DataBundle, build_data
+from asr_pipeline.training.loaders import SKIPPED_SHOWN, DataBundle, build_data, nothing_trained_error
 from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.regularization import build_regularization, encoder_gate
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
@@ -189,6 +189,7 @@ class Trainer:
         self.epoch = 0
         self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
         self.epoch_skipped_examples = 0  # examples the loader could not produce: this rank, this epoch
+        self.epoch_skipped_first: list[str] = []  # the first of them, "location: reason (detail)"
         self.window = torch.zeros(4, dtype=torch.float64, device=ctx.device)  # + utterances, since last log
         # Multi-term losses (Paraformer): this rank's sum of each term and its target tokens since the last log.
         self.component_sums: dict[str, float] = {}
@@ -343,6 +344,7 @@ class Trainer:
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
         self.epoch_skipped_examples = 0  # after a mid-epoch resume: counts the resumed part only
+        self.epoch_skipped_first = []
         self._train_mode()
         accumulation = optim.gradient_accumulation_steps  # a resume always starts on a window boundary
         self.progress.start_epoch(
@@ -376,6 +378,8 @@ class Trainer:
         totals = [*self.epoch_totals, self.epoch_skipped_examples]
         sums = all_reduce_sum(torch.tensor(totals, dtype=torch.float64, device=self.ctx.device))
         loss_sum, tokens, audio_ms, skipped_examples = sums.tolist()
+        if tokens == 0 and skipped_examples > 0:  # every rank skipped every example: not a 0.0 loss
+            raise nothing_trained_error(self.epoch_skipped_first, int(skipped_examples), f"epoch {epoch + 1}")
         return {
             "train_loss": loss_sum / max(tokens, 1),
             "batches": epoch_batches,
@@ -409,6 +413,7 @@ class Trainer:
         """Forward and backward of one micro-batch of an accumulation window of ``window_size``; only the
         last micro-batch (``last_micro``) all-reduces gradients under DDP."""
         self.epoch_skipped_examples += len(batch.skipped)  # undecodable audio etc. (data.collate)
+        self.epoch_skipped_first += batch.skipped[: SKIPPED_SHOWN - len(self.epoch_skipped_first)]
         micro, self.micro = self.micro, self.micro + 1  # counted on every rank, empty batches included
         if len(batch) == 0:
             self._backward_empty(last_micro)
