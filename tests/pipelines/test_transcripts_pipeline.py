@@ -1,7 +1,11 @@
 import json
 
-from asr_pipeline.io.datasets import Manifest
+import pytest
+
+from asr_pipeline.io.datasets import Manifest, ManifestDataset
+from asr_pipeline.io.report import InputError
 from asr_pipeline.pipelines.transcripts import create_pipeline
+from asr_pipeline.pipelines.transcripts.nodes import normalize_manifest
 from tests.conftest import make_wav
 from tests.pipelines.conftest import run_stage
 
@@ -54,3 +58,36 @@ def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, pro
     }
     assert (dev_report["seen"], dev_report["kept"]) == (4, 1)
     assert catalog.load("test.manifest")["text"].to_list() == ["three"]
+
+
+def test_audio_outside_the_corpus_folder_is_a_counted_skip_naming_the_row(tmp_path):
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    corpus.mkdir()
+    elsewhere.mkdir()
+    (corpus / "in.wav").write_bytes(make_wav())
+    (elsewhere / "out.wav").write_bytes(make_wav())
+    (corpus / "link.wav").symlink_to(elsewhere / "out.wav")
+    manifest = corpus / "train.jsonl"
+    records = [("in", "in.wav"), ("up", "../elsewhere/out.wav"), ("abs", str(elsewhere / "out.wav"))]
+    records.append(("link", "link.wav"))
+    manifest.write_text(
+        "".join(json.dumps({"id": i, "audio_path": a, "text": "a cat"}) + "\n" for i, a in records)
+    )
+
+    rows, report = normalize_manifest(Manifest(manifest, corpus=corpus), {})
+
+    assert rows["id"].to_list() == ["in"]
+    assert report["skipped_by_reason"] == {"outside the corpus folder": 3}
+    shown = report["first_skipped"]["outside the corpus folder"]
+    assert [line.split(": ")[0] for line in shown] == [f"{manifest}:{n}" for n in (2, 3, 4)]
+    assert f"is {elsewhere / 'out.wav'}, outside paths.corpus={corpus}" in shown[2]  # the symlink, followed
+    with pytest.raises(InputError, match=rf"^{manifest}:2: outside the corpus folder"):
+        normalize_manifest(Manifest(manifest, corpus=corpus), {"strict": True})
+
+
+def test_the_catalog_manifest_carries_its_corpus_folder_to_the_stage(tmp_path):
+    (tmp_path / "train.jsonl").write_text("")
+
+    manifest = ManifestDataset(str(tmp_path / "train.jsonl"), corpus=str(tmp_path)).load()
+
+    assert manifest.corpus is not None and manifest.corpus.resolve() == tmp_path.resolve()

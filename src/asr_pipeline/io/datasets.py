@@ -84,9 +84,12 @@ class FilePathDataset(AbstractDataset[None, Path]):
 
 @dataclass(frozen=True)
 class Manifest:
-    """A manifest file or folder, read lazily so large manifests stream."""
+    """A manifest file or folder, read lazily so large manifests stream. ``corpus``: the folder its audio and
+    feature files must lie in (``paths.corpus``; the transcripts stage skips and counts the others); None
+    outside the pipeline (``asr-pipeline extract-features``), where no folder is tracked."""
 
     path: Path
+    corpus: Path | None = None
 
     def records(self, report: SkipReport) -> Iterator[ManifestRecord]:
         return iter_manifest(self.path, report)
@@ -117,7 +120,8 @@ class ManifestDataset(AbstractDataset[Any, Manifest]):
                 "stages depend on paths.corpus, so DVC would not see this manifest or its audio change. Move "
                 "the data under paths.corpus or point paths.corpus at a folder that holds it"
             )
-        return Manifest(_project_relative(self._path))
+        corpus = None if self._corpus is None else _project_relative(self._corpus)
+        return Manifest(_project_relative(self._path), corpus)
 
     def save(self, data: Any) -> None:
         raise DatasetError(

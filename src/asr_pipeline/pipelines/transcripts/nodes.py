@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from asr_pipeline.io.datasets import Manifest
+from asr_pipeline.io.manifests import ManifestRecord
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.normalize import NormalizationOptions, normalize_text
 
@@ -27,13 +30,19 @@ MANIFEST_SCHEMA = {
 }
 
 
+# The skip reason of an audio or feature file outside paths.corpus (README, "Train on your own data").
+OUTSIDE_CORPUS = "outside the corpus folder"
+
+
 def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFrame, dict]:
     """Read one split's raw manifest, normalize its transcripts, and count what had to be skipped.
 
     Every record form is kept (audio files, embedded audio, inline features, feature files; see
     MANIFEST_SCHEMA). Skipped (or, with ``strict: true``, rejected naming file and line): unreadable
-    records (counted by the readers), duplicate ids, records with neither audio nor features, and records
-    with neither tokens nor a transcript that is non-empty after normalization.
+    records (counted by the readers), duplicate ids, records with neither audio nor features, audio or
+    feature files outside the manifest's ``corpus`` folder (``../``, absolute paths, symlinks out: the
+    stages depend on that folder, so DVC would not see such a file change), and records with neither
+    tokens nor a transcript that is non-empty after normalization.
     """
     options = NormalizationOptions.from_dict(params.get("normalization"))
     report = SkipReport(strict=bool(params.get("strict", False)))
@@ -50,6 +59,10 @@ def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFra
                 record.location,
                 "expected audio_path, audio bytes, features or features_path",
             )
+            continue
+        outside = _outside_corpus(record, raw_manifest.corpus)
+        if outside is not None:
+            report.skip(OUTSIDE_CORPUS, record.location, outside)
             continue
         text = normalize_text(record.text, options) if record.text is not None else None
         if not text and record.tokens is None:
@@ -74,6 +87,21 @@ def normalize_manifest(raw_manifest: Manifest, params: dict) -> tuple[pl.DataFra
             rows[name].append(value)
         report.kept += 1
     return pl.DataFrame(rows, schema=MANIFEST_SCHEMA), report.to_dict()
+
+
+def _outside_corpus(record: ManifestRecord, corpus: Path | None) -> str | None:
+    """Where the file ``record`` is read from (its audio or feature file) lies outside ``corpus`` (symlinks
+    followed): what to say; None when inside, or for embedded audio and inline features."""
+    path = {"audio_file": record.audio_path, "features_file": record.features_path}.get(record.kind or "")
+    if corpus is not None and path is not None:
+        folder = corpus.resolve()
+        resolved = Path(path).resolve()
+        if resolved != folder and folder not in resolved.parents:
+            return (
+                f"{path} is {resolved}, outside paths.corpus={corpus} (conf/base/globals.yml), so DVC would "
+                "not see it change; move or copy the file under the corpus folder"
+            )
+    return None
 
 
 def build_tokenizer_corpus(train_manifest: pl.DataFrame) -> str:
