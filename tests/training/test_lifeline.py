@@ -7,29 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
 import textwrap
 
 from asr_pipeline.training.lifeline import LAUNCHER_PID_ENV, ORPHANED_EXIT, parent_of
+from tests.processes import wait_gone
 
 DEADLINE_SEC = 20.0
-
-
-def wait_gone(pid: int, timeout: float = DEADLINE_SEC) -> bool:
-    """Whether process ``pid`` (not necessarily our child) exits within ``timeout``: a pidfd becomes
-    readable when it does, so nothing polls."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([pidfd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(pidfd)
 
 
 def python(code: str, **popen) -> subprocess.Popen:
@@ -62,7 +48,7 @@ def test_a_command_started_through_the_lifeline_dies_when_its_parent_is_killed()
         assert parent_of(child) == parent.pid
         parent.kill()
         parent.wait()
-        assert wait_gone(child), f"the command {child} outlived its killed parent"
+        assert wait_gone(child, DEADLINE_SEC), f"the command {child} outlived its killed parent"
     finally:
         kill(child)
 
@@ -122,7 +108,7 @@ def test_a_rank_exits_when_its_launcher_is_killed_even_if_its_own_parent_lives_o
         assert parent_of(rank) == middle and parent_of(middle) == launcher.pid
         launcher.kill()
         launcher.wait()
-        assert wait_gone(rank), f"rank {rank} outlived its killed launcher"
+        assert wait_gone(rank, DEADLINE_SEC), f"rank {rank} outlived its killed launcher"
         assert not wait_gone(middle, 0.2), "the middle process has no guard: only the watchdog ended the rank"
     finally:
         kill(rank)
@@ -158,7 +144,7 @@ def test_a_rank_dies_with_its_parent_by_the_parent_death_signal():
     rank = int(launcher.stdout.readline())
     try:
         kill(parent)
-        assert wait_gone(rank), f"rank {rank} outlived its killed parent"
+        assert wait_gone(rank, DEADLINE_SEC), f"rank {rank} outlived its killed parent"
     finally:
         kill(rank)
         launcher.kill()

@@ -1,0 +1,184 @@
+"""``asr-pipeline train`` and its run dir: a folder holding another run is refused before torchrun
+(``--resume-from`` or ``--overwrite-output-dir`` say which), a run dir another training writes is refused
+naming its pid, and a ``kill -9`` of the command leaves no worker running (a real torchrun job)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from asr_pipeline.cli import main
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
+from tests.processes import descendants, wait_gone
+
+DEADLINE_SEC = 30.0
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
+    path.write_bytes(char_tokenizer_model())
+    return path
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory, tokenizer: Path) -> Path:
+    folder = tmp_path_factory.mktemp("shards")
+    return write_corpus_shard(folder / "shard-00000.parquet", CTCTokenizer.from_file(tokenizer), 8, 1, "u")
+
+
+def old_run(run_dir: Path) -> Path:
+    """What a finished run with validation leaves, plus a file of the user's."""
+    for name in ("checkpoint_latest", "checkpoint_best"):
+        (run_dir / name).mkdir(parents=True)
+        (run_dir / name / "model.safetensors").write_bytes(b"old weights")
+    for name in ("checkpoint_latest.json", "checkpoint_best.json", "training_config.json", "metrics.json"):
+        (run_dir / name).write_text('{"step": 45}')
+    (run_dir / "events.jsonl").write_text('{"type": "summary"}\n')
+    (run_dir / "tokenizer.model").write_bytes(b"old tokenizer")
+    (run_dir / "notes.txt").write_text("mine")
+    return run_dir
+
+
+def train(shard: Path, tokenizer: Path, run_dir: Path, *flags: object) -> int:
+    return main(
+        [
+            "train", "--train-manifest", str(shard), "--tokenizer", str(tokenizer), "--output-dir", str(run_dir),
+            "--variant", "tiny", "--input-dim", str(NUM_BINS), *map(str, flags),
+        ]
+    )  # fmt: skip
+
+
+@pytest.fixture
+def fake_torchrun(monkeypatch) -> list[dict]:
+    """Replaces torchrun: records the run dir as the workers would find it and writes a new run's files."""
+    from asr_pipeline.training import launch
+
+    started: list[dict] = []
+
+    def fake_launch(config_path, nproc, **options):
+        run_dir = Path(config_path).parent
+        started.append({"files": sorted(path.name for path in run_dir.iterdir())})
+        (run_dir / "checkpoint_latest.json").write_text('{"step": 1}')
+        (run_dir / "metrics.json").write_text('{"steps": 1}')
+
+    monkeypatch.setattr(launch, "launch_training", fake_launch)
+    return started
+
+
+def test_an_output_dir_holding_a_run_exits_2_naming_both_ways_on_and_touches_nothing(
+    shard, tokenizer, tmp_path, fake_torchrun, capsys
+):
+    run_dir = old_run(tmp_path / "run")
+    before = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+
+    status = train(shard, tokenizer, run_dir)
+    err = capsys.readouterr().err
+
+    assert status == 2 and fake_torchrun == [], "refused before torchrun"
+    assert err.startswith(f"asr-pipeline train: error: --output-dir {run_dir} already holds a run (")
+    assert f"--resume-from {run_dir}" in err and "--overwrite-output-dir" in err and err.count("\n") == 1
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == before
+
+
+def test_overwrite_output_dir_starts_over_so_no_checkpoint_of_the_old_run_remains(
+    shard, tokenizer, tmp_path, fake_torchrun, capsys
+):
+    run_dir = old_run(tmp_path / "run")
+
+    status = train(shard, tokenizer, run_dir, "--overwrite-output-dir")
+
+    assert status == 0, capsys.readouterr().err
+    [started] = fake_torchrun
+    assert started["files"] == [".run.lock", "notes.txt", "tokenizer.model", "training_config.json"]
+    assert not (run_dir / "checkpoint_best.json").exists(), (
+        "--checkpoint best would load the old run's weights"
+    )
+    assert not (run_dir / "checkpoint_best").exists() and not (run_dir / "events.jsonl").exists()
+    assert (run_dir / "tokenizer.model").read_bytes() == tokenizer.read_bytes()
+    assert (run_dir / "notes.txt").read_text() == "mine", "only the run's files are deleted"
+
+
+def test_a_run_dir_another_training_writes_exits_1_naming_its_pid(
+    shard, tokenizer, tmp_path, fake_torchrun, capsys
+):
+    run_dir = old_run(tmp_path / "run")
+    code = f"""
+        import fcntl, os, time
+        with open({str(run_dir / ".run.lock")!r}, "w") as lock:  # the run dir's lock, as a training holds it
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            lock.write(f"{{os.getpid()}}\\n")
+            lock.flush()
+            print("locked", flush=True)
+            time.sleep(120)
+    """
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        status = train(shard, tokenizer, run_dir, "--resume-from", run_dir)
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+
+    assert status == 1 and fake_torchrun == []
+    assert f"is in use by another training (pid {holder.pid} holds" in err and err.count("\n") == 1
+    assert (run_dir / "tokenizer.model").read_bytes() == b"old tokenizer"
+
+
+# --- a real torchrun job, killed --------------------------------------------------------------------------------
+def started_training(launcher: subprocess.Popen, run_dir: Path, log: Path) -> dict[int, str]:
+    """The launcher's torchrun and workers once a worker has logged a train step (a bounded wait)."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and launcher.poll() is None:
+        events = run_dir / "events.jsonl"
+        if events.is_file() and '"type": "train"' in events.read_text():
+            processes = descendants(launcher.pid)
+            if any("asr_pipeline.training.worker" in command for command in processes.values()):
+                return processes
+        time.sleep(0.2)
+    pytest.fail(f"no training step within the deadline; the job's output:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.slow  # a real torchrun job on the tiny model (~15 s to its first step on 2 busy cores)
+@pytest.mark.parametrize("target", ["process group", "launcher only"])
+def test_a_killed_train_command_leaves_no_worker_running_and_no_lock(shard, tokenizer, tmp_path, target):
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "asr_pipeline.cli", "train", "--train-manifest", str(shard), "--tokenizer",
+        str(tokenizer), "--output-dir", str(run_dir), "--variant", "tiny", "--input-dim", str(NUM_BINS),
+        "--epochs", "1000", "--lr-warmup-steps", "1", "--log-every", "1", "--no-dvclive",
+    ]  # fmt: skip
+    log = tmp_path / "train.log"  # a file, not a pipe: a full pipe would stall the job's progress output
+    with log.open("w") as output:
+        launcher = subprocess.Popen(command, start_new_session=True, stdout=output, stderr=subprocess.STDOUT)
+    processes: dict[int, str] = {}
+    try:
+        processes = started_training(launcher, run_dir, log)
+        if target == "process group":  # what a terminal's kill -9 of the job does
+            os.killpg(launcher.pid, signal.SIGKILL)
+        else:
+            os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+        survivors = {pid: command for pid, command in processes.items() if not wait_gone(pid, DEADLINE_SEC)}
+        assert survivors == {}, f"still running {DEADLINE_SEC} s after the kill"
+        from asr_pipeline.training.run_dir import locked_run_dir
+
+        with locked_run_dir(run_dir):  # the run dir is free: nothing holds its lock
+            pass
+    finally:
+        for pid in [launcher.pid, *processes]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
