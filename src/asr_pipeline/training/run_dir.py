@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from asr_pipeline.decoding.run_resources import DECODING_FILE, LEXICON_FILE
 from asr_pipeline.run_layout import (
     BEST_DIR,
     BEST_POINTER,
@@ -58,6 +59,8 @@ RUN_FILES = (
     KEPT_DIR,
     DVCLIVE_DIR,
     MERGED_DIR,
+    LEXICON_FILE,  # decoding.run_resources: the run's lexicon and where its LMs were, from asr-pipeline train
+    DECODING_FILE,
 )
 
 
@@ -69,7 +72,8 @@ class RunDirLockedError(OSError):
         holder = f"pid {pid}" if pid is not None else "a process that has not written its pid yet"
         super().__init__(
             f"{run_dir} is in use by another training ({holder} holds {run_dir / LOCK_FILE}): wait for it "
-            f"to finish or stop it{f' (kill {pid})' if pid is not None else ''}, or choose another --output-dir"
+            f"to finish or stop it{f' (kill {pid})' if pid is not None else ''}, or train into another run dir "
+            "(--output-dir)"
         )
 
 
