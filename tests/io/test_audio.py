@@ -1,3 +1,4 @@
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -6,7 +7,20 @@ import numpy as np
 import pytest
 import soundfile
 
-from asr_pipeline.io.audio import NON_FINITE, TOO_LONG, AudioDecodeError, AudioTooLongError, load_audio
+from asr_pipeline.io.audio import (
+    A_DIRECTORY,
+    EMPTY_PATH,
+    MISSING,
+    NON_FINITE,
+    NOT_AUDIO,
+    NOT_REGULAR,
+    OUT_OF_RANGE,
+    OVER_BUDGET,
+    TOO_LONG,
+    AudioDecodeError,
+    AudioTooLongError,
+    load_audio,
+)
 from tests.conftest import make_wav
 
 
@@ -197,3 +211,123 @@ def test_an_ffmpeg_format_is_decoded_only_up_to_the_limit(tmp_path):
     with pytest.raises(AudioTooLongError, match=r"long\.m4a: at least 2000 ms decoded") as error:
         load_audio(path, 16000, max_duration_sec=2.0)
     assert error.value.duration_ms == 2000, "ffmpeg stopped one sample past the 2 s limit, not at 20 s"
+
+
+def test_audio_within_the_decoded_size_budget_decodes_as_without_one(three_minute_wav):
+    # 180 s x 44,100 Hz x 1 channel x 4 bytes = 30.3 MB of float32
+    assert load_audio(three_minute_wav, 16000, max_decoded_mb=31.0).shape == (180 * 16000,)
+
+
+def test_a_many_channel_high_rate_file_is_refused_from_its_header_without_decoding(tmp_path, monkeypatch):
+    # The issue's upload, 5 s instead of 119: 8 channels at FLAC's highest rate, 30 KB of silence on disk,
+    # 8 x 655,350 x 5 x 4 bytes = 100 MB of float32 once read (the original code decoded it).
+    path = tmp_path / "tiny.flac"
+    soundfile.write(path, np.zeros((655_350 * 5, 8), dtype=np.int16), 655_350, format="FLAC")
+
+    def never(*args, **kwargs):
+        raise AssertionError("decoded although the header already says it is over the budget")
+
+    monkeypatch.setattr(soundfile.SoundFile, "read", never)
+    monkeypatch.setattr("asr_pipeline.io.audio._decode_ffmpeg", never)
+
+    with pytest.raises(
+        AudioDecodeError, match=r"tiny\.flac: the header declares 8 channels x 655350 Hz"
+    ) as error:
+        load_audio(path, 16000, max_duration_sec=120.0, max_decoded_mb=64.0)
+    assert error.value.reason == OVER_BUDGET
+    assert "100 MB of decoded samples, more than the 64 MB allowed" in str(error.value)
+
+
+def test_an_ffmpeg_format_is_decoded_only_up_to_the_decoded_size_budget(tmp_path):
+    path = tmp_path / "long.m4a"
+    tone = "sine=frequency=440:sample_rate=44100:duration=20"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", tone, str(path)], check=True)
+
+    # 0.25 MB = 65,536 mono float32 samples at 16 kHz (4.1 s of the 20 s)
+    with pytest.raises(
+        AudioDecodeError, match=r"long\.m4a: at least 65537 mono samples at 16000 Hz"
+    ) as error:
+        load_audio(path, 16000, max_decoded_mb=0.25)
+    assert error.value.reason == OVER_BUDGET
+
+
+# --- float range ------------------------------------------------------------------------------------------
+def test_float_samples_far_outside_full_scale_are_refused(tmp_path):
+    samples = np.full(1600, 0.1, dtype=np.float32)
+    samples[400] = -1000.0  # integer-scale values written as float
+    path = tmp_path / "loud.wav"
+    soundfile.write(path, samples, 16000, subtype="FLOAT")
+
+    with pytest.raises(AudioDecodeError, match=r"loud\.wav: samples reach 1000, far outside") as error:
+        load_audio(path, 16000)
+    assert error.value.reason == OUT_OF_RANGE == "float samples out of range"
+
+
+def test_float_samples_a_little_over_full_scale_are_kept(tmp_path):
+    samples = np.full(1600, 1.5, dtype=np.float32)  # +3.5 dB: headroom a float master may keep
+    path = tmp_path / "hot.wav"
+    soundfile.write(path, samples, 16000, subtype="FLOAT")
+    assert load_audio(path, 16000).max() == pytest.approx(1.5)
+
+
+# --- paths that are not audio files -----------------------------------------------------------------------
+def test_paths_that_are_not_audio_files_say_what_they_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.wav").mkdir()
+    os.mkfifo(tmp_path / "pipe.wav")  # never opened: reading it would block
+    (tmp_path / "dangling.wav").symlink_to(tmp_path / "gone.wav")
+    expected = {
+        "": (EMPTY_PATH, "the audio path is empty"),
+        ".": (A_DIRECTORY, "a directory, not an audio file"),
+        "x.wav": (A_DIRECTORY, "a directory, not an audio file"),
+        "/dev/zero": (NOT_REGULAR, "a character device, not a regular file"),
+        "pipe.wav": (NOT_REGULAR, "a FIFO (named pipe), not a regular file"),
+        "dangling.wav": (MISSING, "broken symlink"),
+        "nothing.wav": (MISSING, "audio file not found"),
+    }
+    for path, (reason, message) in expected.items():
+        with pytest.raises(AudioDecodeError, match=re.escape(message)) as error:
+            load_audio(path, 16000)
+        assert error.value.reason == reason, path
+
+
+# --- references to other files: playlists and concat lists are never followed ------------------------------
+@pytest.fixture(scope="module")
+def referenced_mp3(tmp_path_factory) -> Path:
+    """A real 3 s mp3 "elsewhere on the server", in a subfolder so that a relative reference reaches it."""
+    path = tmp_path_factory.mktemp("server") / "private" / "secret.mp3"
+    path.parent.mkdir()
+    tone = "sine=frequency=440:sample_rate=16000:duration=3"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", tone, str(path)], check=True)
+    return path
+
+
+REFERENCES = {
+    # HLS: ffmpeg probes it from the content under any name and opens the segments it lists (the issue's
+    # 129-byte upload; the original code decoded the mp3 from a path and from bytes).
+    "hls": "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\n{absolute}\n#EXT-X-ENDLIST\n",
+    # ffconcat: ffmpeg's safe mode refuses absolute paths but follows relative ones.
+    "ffconcat": "ffconcat version 1.0\nfile {relative}\n",
+    "m3u": "#EXTM3U\n#EXTINF:3,secret\n{absolute}\n",
+}
+
+
+@pytest.mark.parametrize("source_kind", ["path", "bytes"])
+@pytest.mark.parametrize("name", ["upload.wav", "upload.m4a", "upload"])
+@pytest.mark.parametrize("kind", REFERENCES)
+def test_a_playlist_or_concat_list_is_refused_and_the_file_it_names_is_not_decoded(
+    referenced_mp3, tmp_path, kind, name, source_kind
+):
+    text = REFERENCES[kind].format(absolute=referenced_mp3, relative="private/secret.mp3")
+    path = referenced_mp3.parent.parent / name  # beside the folder, so the relative reference resolves
+    path.write_text(text)
+    source = path if source_kind == "path" else path.read_bytes()
+
+    with pytest.raises(
+        AudioDecodeError, match=re.escape(f"{name}: cannot decode audio: the content is")
+    ) as error:
+        load_audio(source, 16000, name=name)
+
+    assert error.value.reason == NOT_AUDIO
+    assert "never followed" in str(error.value)
+    assert ("ffconcat list" if kind == "ffconcat" else "M3U/HLS playlist") in str(error.value)
