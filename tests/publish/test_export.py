@@ -115,3 +115,64 @@ def test_the_export_command_prints_what_it_wrote(exported, tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["architecture"] == "squeezeformer" and printed["parameters"] > 0
     assert (tmp_path / "m" / "README.md").read_text().split("---\n")[2].startswith("\n# Tiny\n")
+
+
+# --- --overwrite replaces an earlier export and nothing else -------------------------------------------------
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    return untrained_run(tmp_path / "source")
+
+
+@pytest.mark.parametrize(
+    ("output", "where"),
+    [(".", "is"), ("export", "lies inside"), ("..", "holds")],
+    ids=["the-run-dir", "inside-the-run-dir", "the-folder-holding-it"],
+)
+def test_an_output_that_is_inside_or_holds_the_run_dir_is_refused_even_with_overwrite(run_dir, output, where):
+    before = files_of(run_dir)
+
+    with pytest.raises(ValueError, match=f"{where} the run dir --run-dir {run_dir}: .* outside the run dir"):
+        export_run(run_dir, run_dir / output, overwrite=True)
+    assert files_of(run_dir) == before, "the run is intact"
+
+
+def test_a_symlink_to_the_run_dir_is_the_run_dir(run_dir, tmp_path):
+    (tmp_path / "link").symlink_to(run_dir)
+
+    with pytest.raises(ValueError, match="is the run dir"):
+        export_run(run_dir, tmp_path / "link", overwrite=True)
+    assert (run_dir / "checkpoint_latest.json").is_file()
+
+
+def test_overwrite_refuses_a_folder_that_is_not_an_earlier_export(run_dir, tmp_path):
+    folder = tmp_path / "my-files"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("mine")
+
+    with pytest.raises(FileExistsError, match=f"replaces only an earlier export .* {folder} is not one"):
+        export_run(run_dir, folder, overwrite=True)
+    assert files_of(folder) == {"thesis.tex": b"mine"}
+
+
+def test_overwrite_refuses_an_earlier_export_holding_files_it_did_not_write(run_dir, tmp_path):
+    folder = tmp_path / "model"
+    export_run(run_dir, folder)
+    (folder / "notes.md").write_text("mine")
+
+    with pytest.raises(FileExistsError, match=r"holds files an export does not write \(notes.md\)"):
+        export_run(run_dir, folder, overwrite=True)
+    assert (folder / "notes.md").read_text() == "mine" and is_export(folder)
+
+
+def test_the_export_command_exits_1_with_one_line_instead_of_deleting_the_run(run_dir, capsys):
+    before = files_of(run_dir)
+
+    status = main(["export", "--run-dir", str(run_dir), "--output", str(run_dir), "--overwrite"])
+    err = capsys.readouterr().err
+
+    assert status == 1 and err.count("\n") == 1 and f"--output {run_dir} is the run dir" in err
+    assert files_of(run_dir) == before

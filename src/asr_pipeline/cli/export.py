@@ -33,7 +33,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", help="the card's language tag (ISO 639-1, e.g. en)")
     parser.add_argument("--license", help="the card's license tag (an SPDX id, e.g. apache-2.0)")
     add_checkpoint_flag(parser)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output folder that holds an earlier export and nothing else (any other "
+        "folder, and the run dir or a folder inside or around it, is refused)",
+    )
     parser.set_defaults(handler=run)
 
 

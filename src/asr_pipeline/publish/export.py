@@ -45,6 +45,8 @@ from asr_pipeline.run_layout import (
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 CARD_FILE = "README.md"
+# What an export folder holds (module docstring); --overwrite replaces a folder holding nothing else.
+EXPORT_FILES = frozenset((EXPORT_CONFIG, WEIGHTS_FILE, TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE, CARD_FILE))
 DEMO_CORPUS_MARK = "01_raw/demo"  # the demo corpus's folder (conf/base/globals.yml paths.corpus)
 
 
@@ -71,11 +73,11 @@ def export_run(
     ``evaluate_metrics``: the evaluate stage's JSON files (``data/metrics/evaluate_<split>.json``), reported per
     split on the card. An existing ``output`` is refused unless ``overwrite``. ``checkpoint``: the run's latest
     weights, or its best validation score's (``checkpoint_best``, where early stopping points).
+    ``check_output`` says which folders ``overwrite`` may replace.
     """
     run_dir = require_checkpoint(run_dir, "--run-dir")
     output = Path(output)
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} exists; choose another --output or pass --overwrite")
+    check_output(run_dir, output, overwrite=overwrite)
     tokenizer_path = run_tokenizer(run_dir)
     run = load_run_model(run_dir, checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=run.blank_id)
@@ -126,6 +128,35 @@ def export_run(
     staging.rename(output)
     assert is_export(output)
     return config
+
+
+def check_output(run_dir: Path, output: Path, *, overwrite: bool = False) -> None:
+    """Refuse an ``output`` that export would write over something it did not create (ARCHITECTURE 23):
+    the run dir itself, a folder inside it or holding it (symlinks resolved), and an existing path unless
+    ``overwrite`` and it is an earlier export (``models.loading.is_export``) holding only an export's files.
+    One line each, naming the path and what to do; reads only."""
+    source, target = run_dir.resolve(), output.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        where = "is" if target == source else "lies inside" if source in target.parents else "holds"
+        raise ValueError(
+            f"--output {output} {where} the run dir --run-dir {run_dir}: export writes a new folder and would "
+            "replace or mix with the run; choose an --output outside the run dir"
+        )
+    if not (output.exists() or output.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{output} exists; choose another --output or pass --overwrite")
+    if not output.is_dir() or not is_export(output):
+        raise FileExistsError(
+            f"--overwrite replaces only an earlier export (a folder whose {EXPORT_CONFIG} names format "
+            f"{EXPORT_FORMAT!r}); {output} is not one: choose another --output, or move {output} away"
+        )
+    foreign = sorted(path.name for path in output.iterdir() if path.name not in EXPORT_FILES)
+    if foreign:
+        raise FileExistsError(
+            f"--overwrite would delete {output}, which holds files an export does not write "
+            f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}): move them away or choose another --output"
+        )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -250,4 +281,4 @@ def _demo_limits() -> list[str]:
     ]
 
 
-__all__ = ["CARD_FILE", "CardInfo", "export_run", "model_card"]
+__all__ = ["CARD_FILE", "EXPORT_FILES", "CardInfo", "check_output", "export_run", "model_card"]
