@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from asr_pipeline.cli import main
+from asr_pipeline.decoding.lexicon import build_lexicon
 from asr_pipeline.run_layout import TOKENIZER_FILE
+from asr_pipeline.text.tokenizer import CTCTokenizer
+from tests.conftest import PROJECT_ROOT
 from tests.factories import untrained_run
 
 
@@ -62,3 +66,38 @@ def test_a_raw_manifest_is_refused_with_the_extract_features_command_that_makes_
         f"{tmp_path / 'dev_features'}\n"
     )
     assert "Parquet magic bytes" not in err
+
+
+def decode_with_defaults(run_dir: Path, shards: Path) -> tuple[int, dict | None, str]:
+    """``decode --run-dir --input`` and nothing else, as the README's first decode is written."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["decode", "--run-dir", str(run_dir), "--input", str(shards), "--beam-width", "2"])
+    return status, json.loads(out.getvalue()) if status == 0 else None, err.getvalue()
+
+
+def test_a_run_without_a_lexicon_decodes_lexicon_free_with_a_one_line_note(workdir):
+    status, metrics, err = decode_with_defaults(workdir / "run", workdir / "shards")
+
+    assert status == 0, err
+    assert metrics["decoding"]["decoder"] == "lexicon_free"
+    assert "note: the run has no lexicon (--lexicon): decoding lexicon_free without an LM" in err
+
+
+def test_a_stage_run_finds_its_projects_lexicon_and_decodes_with_it_by_default(workdir, tmp_path):
+    project = (
+        tmp_path / "project"
+    )  # the train stage's layout: conf/base, data/03_tokenizer, data/07_train/run
+    shutil.copytree(PROJECT_ROOT / "conf" / "base", project / "conf" / "base")
+    run_dir = project / "data" / "07_train" / "run"
+    shutil.copytree(workdir / "run", run_dir)
+    tokenizer_dir = project / "data" / "03_tokenizer"
+    tokenizer_dir.mkdir(parents=True)
+    shutil.copy(run_dir / TOKENIZER_FILE, tokenizer_dir / "tokenizer.model")
+    tokenizer = CTCTokenizer((run_dir / TOKENIZER_FILE).read_bytes())
+    (tokenizer_dir / "lexicon.txt").write_text(build_lexicon(["a b ab ba"], tokenizer)[0], encoding="utf-8")
+
+    status, metrics, err = decode_with_defaults(run_dir, workdir / "shards")
+
+    assert status == 0, err
+    assert metrics["decoding"]["decoder"] == "lexicon" and "note:" not in err

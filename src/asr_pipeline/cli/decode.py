@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asr_pipeline.cli.common import (
     HelpFormatter,
@@ -16,6 +17,9 @@ from asr_pipeline.cli.common import (
     shard_paths,
 )
 from asr_pipeline.decoding.options import DECODERS, DecodingOptions
+
+if TYPE_CHECKING:
+    from asr_pipeline.decoding.decoders import DecodingResources
 
 DEFAULTS = DecodingOptions()
 
@@ -42,7 +46,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="a feature shard or a folder of shards (made by extract-features); repeat for several",
     )
-    add_decoding_flags(parser, default_decoder="lexicon")
+    add_decoding_flags(
+        parser,
+        default_decoder=None,
+        default_help="lexicon when the run has a lexicon (its own, recorded at training or its project's), "
+        "else lexicon_free",
+    )
     add_checkpoint_flag(parser)
     parser.add_argument("--batch-size", type=int, default=16, help="utterances per forward pass")
     parser.add_argument(
@@ -51,12 +60,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def add_decoding_flags(parser: argparse.ArgumentParser, default_decoder: str | None) -> None:
+def add_decoding_flags(
+    parser: argparse.ArgumentParser, default_decoder: str | None, default_help: str | None = None
+) -> None:
     """--tokenizer and the decoder's flags, shared by ``decode`` and ``transcribe``."""
     parser.add_argument(
         "--tokenizer", metavar="MODEL", help="SentencePiece .model (default: <run-dir>/tokenizer.model)"
     )
-    parser.add_argument("--decoder", choices=DECODERS, default=default_decoder, help="the beam decoder")
+    parser.add_argument(
+        "--decoder",
+        choices=DECODERS,
+        default=default_decoder,
+        help="the beam decoder" + (f" (default: {default_help})" if default_help else ""),
+    )
     parser.add_argument(
         "--tuned",
         metavar="JSON",
@@ -65,10 +81,13 @@ def add_decoding_flags(parser: argparse.ArgumentParser, default_decoder: str | N
     parser.add_argument(
         "--lm",
         metavar="KENLM",
-        help="KenLM binary or ARPA: words for lexicon/prefix_beam, pieces for lexicon_free",
+        help="KenLM binary or ARPA: words for lexicon/prefix_beam, pieces for lexicon_free (default: the run's, "
+        "recorded at training or its project's lm stage output)",
     )
     parser.add_argument(
-        "--lexicon", metavar="TXT", help="word<TAB>pieces lexicon (the lexicon decoder needs it)"
+        "--lexicon",
+        metavar="TXT",
+        help="word<TAB>pieces lexicon (the lexicon decoder needs it; default: the run's, as for --lm)",
     )
     parser.add_argument("--beam-width", type=int, help=f"beam width (default {DEFAULTS.beam_width})")
     parser.add_argument("--lm-weight", type=float, help=f"weight of ln P_LM (default {DEFAULTS.lm_weight})")
@@ -97,9 +116,26 @@ def run_tokenizer_path(args: argparse.Namespace, run_dir: Path) -> Path:
         raise UsageError(f"{error}; pass --tokenizer") from None
 
 
-def build_decoders(args: argparse.Namespace, model, tokenizer, options: DecodingOptions) -> dict:
-    """greedy, and --decoder built from --lm/--lexicon unless it is greedy or the run cannot use it."""
+def decoding_resources(args: argparse.Namespace, run_dir: Path) -> DecodingResources:
+    """--lm/--lexicon where given, else the run's own (``decoding.run_resources``); --lm is the word and the
+    piece LM alike (the decoder reads the kind it fuses)."""
     from asr_pipeline.decoding.decoders import DecodingResources
+    from asr_pipeline.decoding.run_resources import run_decoding_resources
+
+    run_resources, _ = run_decoding_resources(run_dir)
+    lm = existing_path(args.lm, "--lm") if args.lm else None
+    lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
+    return DecodingResources(
+        word_lm=lm or run_resources.word_lm,
+        token_lm=lm or run_resources.token_lm,
+        lexicon=lexicon or run_resources.lexicon,
+    )
+
+
+def build_decoders(
+    args: argparse.Namespace, model, tokenizer, options: DecodingOptions, resources: DecodingResources
+) -> dict:
+    """greedy, and --decoder built from ``resources`` unless it is greedy or the run cannot use it."""
     from asr_pipeline.decoding.evaluation import beam_decoders_skipped, greedy_decoder
 
     decoders = {"greedy": greedy_decoder(model, tokenizer)}
@@ -107,13 +143,12 @@ def build_decoders(args: argparse.Namespace, model, tokenizer, options: Decoding
     if skipped:
         print(f"note: --decoder {options.decoder} skipped: {skipped[options.decoder]}", file=sys.stderr)
     elif options.decoder != "greedy":
-        if options.decoder == "lexicon" and not args.lexicon:
-            raise UsageError("--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt)")
-        lm = existing_path(args.lm, "--lm") if args.lm else None
-        lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None
-        decoders[options.decoder] = DecodingResources(word_lm=lm, token_lm=lm, lexicon=lexicon).build(
-            options, tokenizer
-        )
+        if options.decoder == "lexicon" and resources.lexicon is None:
+            raise UsageError(
+                "--decoder lexicon needs --lexicon (the tokenizer stage's lexicon.txt): the run has none of "
+                "its own, recorded at training or in its project; or choose --decoder lexicon_free"
+            )
+        decoders[options.decoder] = resources.build(options, tokenizer)
     return decoders
 
 
@@ -142,6 +177,7 @@ def decoding_options(args: argparse.Namespace) -> DecodingOptions:
 
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.evaluation import decode_and_score, load_run, run_log_probs
+    from asr_pipeline.decoding.run_resources import default_decoder
     from asr_pipeline.run_layout import CONFIG_FILE, resolve_run_dir
     from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -149,10 +185,15 @@ def run(args: argparse.Namespace) -> int:
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
     tokenizer_path = run_tokenizer_path(args, run_dir)
     shards = shard_paths(args.input, "--input", tokenizer=tokenizer_path)
+    resources = decoding_resources(args, run_dir)
+    if args.decoder is None:
+        args.decoder, note = default_decoder(resources)
+        if note is not None:
+            print(f"note: {note}", file=sys.stderr)
     options = decoding_options(args)
     model = load_run(run_dir, args.checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
-    decoders = build_decoders(args, model, tokenizer, options)
+    decoders = build_decoders(args, model, tokenizer, options, resources)
     hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)
     metrics["decoding"] = {name: value for name, value in vars(options).items()}
     if args.output:

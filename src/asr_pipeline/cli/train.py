@@ -1102,6 +1102,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.decoding.run_resources import training_decoding_files
     from asr_pipeline.run_layout import TOKENIZER_FILE
     from asr_pipeline.training.launch import check_config, check_devices, resolve_nproc_per_node, run_training
     from asr_pipeline.training.run_dir import check_run_dir
@@ -1127,10 +1128,15 @@ def run(args: argparse.Namespace) -> int:
         if tokenizer_source is not None and tokenizer_source.resolve() != Path(config.run.tokenizer).resolve()
         else None
     )
+    # The lexicon and LM the run is decoded with, known now, travel with it too (decoding.run_resources).
+    validation = config.validation
+    decoding = training_decoding_files(
+        tokenizer_source, validation.lexicon_path, validation.lm_path, validation.decoding.lm_kind
+    )
     metrics = run_training(
         config,
         overwrite=overwrite,
-        run_files=tokenizer,
+        run_files={**(tokenizer or {}), **decoding} or None,
         nproc_per_node=nproc_per_node,
         nnodes=args.nnodes,
         node_rank=args.node_rank,

@@ -1,8 +1,8 @@
 """``asr-pipeline transcribe``: audio files in, text (txt, JSONL with word times, or SRT subtitles) out.
 
 The library work is ``decoding.transcribe``: windows, the run's frontend, the decoder, timestamps. Without
-``--decoder``: greedy, or with ``--lm`` the lexicon search when ``--lexicon`` is given, else our prefix beam
-search (both take a word KenLM).
+``--decoder``: greedy, or with ``--lm`` the lexicon search when there is a lexicon (``--lexicon``, else the
+run's own: ``decoding.run_resources``), else our prefix beam search (both take a word KenLM).
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path, print_json
-from asr_pipeline.cli.decode import add_decoding_flags, build_decoders, decoding_options, run_tokenizer_path
+from asr_pipeline.cli.decode import (
+    add_decoding_flags,
+    build_decoders,
+    decoding_options,
+    decoding_resources,
+    run_tokenizer_path,
+)
 
 WINDOW_DEFAULTS = {"window_sec": 20.0, "split": "silence"}  # decoding.transcribe.WindowOptions' defaults
 
@@ -90,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
     tokenizer_path = run_tokenizer_path(args, run_dir)
     for path in args.audio:
         existing_path(path, "AUDIO")
+    resources = decoding_resources(args, run_dir)  # --lm/--lexicon, else the run's own
     if args.decoder is None:
-        args.decoder = "greedy" if not args.lm else ("lexicon" if args.lexicon else "prefix_beam")
+        args.decoder = "greedy" if not args.lm else ("lexicon" if resources.lexicon else "prefix_beam")
     options = decoding_options(args)
     try:
         window = WindowOptions(window_sec=args.window_sec, split=args.split)
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--output srt with several inputs needs --output-path FOLDER (one .srt per input)")
     model = load_run(run_dir, args.checkpoint)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
-    decoders = build_decoders(args, model, tokenizer, options)
+    decoders = build_decoders(args, model, tokenizer, options, resources)
     decoder = decoders.get(options.decoder, decoders["greedy"])
     transcriber = Transcriber(model, tokenizer, decoder, window)
 
