@@ -2,11 +2,13 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
 from asr_pipeline.config_loader import ParamsYamlConfigLoader
+from asr_pipeline.options import ConfigError
 from tests.conftest import PROJECT_ROOT
 
 
@@ -46,3 +48,14 @@ def test_project_session_reads_params_yaml_and_runtime_params_win():
         params = session.load_context().params
     assert params["features"] == expected["features"]
     assert params["lm"]["order"] == 4
+
+
+def test_a_params_yaml_that_is_not_yaml_is_one_line_naming_the_file_and_line(tmp_path):
+    conf = _project(tmp_path, {})
+    (tmp_path / "params.yaml").write_text("features:\n  shard_size: 8\n  fbank: {num_mel_bins: 80\n")
+
+    with pytest.raises(ConfigError) as error:
+        ParamsYamlConfigLoader(str(conf), env="local")["parameters"]
+
+    assert str(error.value).startswith(f"{(tmp_path / 'params.yaml').resolve()}:4: not valid YAML (")
+    assert "\n" not in str(error.value)

@@ -14,6 +14,8 @@ import yaml
 from kedro.config import MissingConfigException, OmegaConfigLoader
 from omegaconf import OmegaConf
 
+from asr_pipeline.options import ConfigError
+
 PARAMS_FILE = "params.yaml"
 
 
@@ -41,7 +43,15 @@ def load_params_yaml(conf_source: str | Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     with path.open(encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
+        try:
+            data = yaml.safe_load(handle) or {}
+        except yaml.YAMLError as error:  # one line: where, and what the parser expected
+            mark = getattr(error, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ConfigError(f"{where}: not valid YAML ({problem}); fix that line") from error
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of stage name -> parameters, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: expected a mapping of stage name -> parameters, got {type(data).__name__}"
+        )
     return data
