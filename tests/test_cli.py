@@ -225,6 +225,21 @@ def test_a_bad_audio_file_in_strict_mode_exits_1_naming_the_file(tmp_path, token
     assert not (tmp_path / "out.parquet").exists()
 
 
+def test_debug_prints_the_traceback_behind_the_one_line_error(tmp_path, tokenizer_model, capsys, monkeypatch):
+    monkeypatch.setenv("ASR_PIPELINE_DEBUG", "0")  # off; --debug turns it on, and the test puts it back
+    folder = write_audio_folder(tmp_path / "audio", bad_file=True)
+
+    status = cli(
+        "--debug", "extract-features", "--input", folder, "--output", tmp_path / "out.parquet",
+        "--tokenizer", tokenizer_model, "--strict",
+    )  # fmt: skip
+    err = capsys.readouterr().err
+
+    assert status == 1
+    assert "Traceback (most recent call last)" in err and "InputError" in err
+    assert err.strip().splitlines()[-1].startswith("asr-pipeline extract-features: error: ")
+
+
 def test_extract_features_with_two_jobs_writes_the_same_bytes_as_one_job(
     tmp_path, audio_folder, tokenizer_model, shard_folder, capsys
 ):
