@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,13 +20,16 @@ from asr_pipeline.decoding.transcribe import (
     Transcript,
     WindowOptions,
     Word,
+    audio_inputs,
     format_jsonl,
     format_srt,
     format_txt,
     split_windows,
     srt_cues,
     token_spans,
+    transcribe_inputs,
 )
+from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import RunModel
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.factories import NUM_BINS, char_tokenizer_model
@@ -168,3 +173,36 @@ def test_txt_and_jsonl_forms():
     row = json.loads(format_jsonl(transcript))
     assert row["words"] == [{"word": "hello", "start": 0.25, "end": 0.75}]
     assert row["windows"] == [{"start": 0.0, "end": 30.0, "text": "hello"}] and row["duration_sec"] == 30.0
+
+
+# --- inputs ---------------------------------------------------------------------------------------------
+def test_inputs_that_are_not_audio_files_are_counted_saying_what_they_are_and_never_opened(
+    tmp_path, monkeypatch
+):
+    import soundfile
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    soundfile.write(folder / "ok.wav", np.full(1600, 0.1), RATE, subtype="PCM_16")
+    (folder / "x.wav").mkdir()  # named like audio
+    os.mkfifo(folder / "pipe.wav")  # opening it for reading would block the run
+    (tmp_path / "m.jsonl").write_text(
+        "".join(json.dumps({"id": i, "audio_path": a}) + "\n" for i, a in [("d", "."), ("z", "/dev/zero")])
+    )
+    echo = SimpleNamespace(
+        frontend=SimpleNamespace(sample_rate=RATE), transcribe=lambda waveform, source: source
+    )
+    report = SkipReport()
+
+    kept = list(transcribe_inputs(echo, audio_inputs(["folder", "", "/dev/zero", "m.jsonl"], report), report))
+
+    assert kept == ["folder/ok.wav"], "the empty path is not the working folder"
+    summary = report.to_dict()
+    assert summary["skipped_by_reason"] == {"a directory": 2, "empty path": 1, "not a regular file": 3}
+    assert (summary["seen"], summary["kept"], summary["skipped"]) == (7, 1, 6), (
+        "each manifest row counted once"
+    )
+    assert summary["first_skipped"]["not a regular file"][0].startswith(
+        "folder/pipe.wav: not a regular file (folder/pipe.wav: a FIFO (named pipe), not a regular file; it is not opened"
+    )

@@ -189,3 +189,24 @@ def test_a_broken_symlink_is_counted(tmp_path):
     report = SkipReport()
     assert [r.id for r in iter_manifest(tmp_path, report)] == ["a"]
     assert report.to_dict()["first_skipped"]["broken symlink"][0].startswith(f"{tmp_path / 'b.wav'}: broken")
+
+
+def test_a_fifo_in_an_audio_folder_is_counted_and_never_opened(tmp_path):
+    write_audio(tmp_path / "a.wav")
+    os.mkfifo(tmp_path / "b.wav")  # opening it for reading would block until a writer comes
+    os.symlink(tmp_path / "b.wav", tmp_path / "c.wav")  # a link to it: not "broken", the same skip
+    report = SkipReport()
+    assert [r.id for r in iter_manifest(tmp_path, report)] == ["a"]
+    summary = report.to_dict()
+    assert summary["skipped_by_reason"] == {"not a regular file": 2}
+    assert summary["first_skipped"]["not a regular file"][0] == (
+        f"{tmp_path / 'b.wav'}: not a regular file (a FIFO (named pipe); not opened)"
+    )
+    assert (summary["seen"], summary["skipped"]) == (3, 2)
+
+
+def test_a_folder_named_like_audio_is_walked_as_a_folder(tmp_path):
+    write_audio(tmp_path / "x.wav" / "a.wav")
+    report = SkipReport()
+    assert [r.id for r in iter_manifest(tmp_path, report)] == ["x.wav__a"]
+    assert report.to_dict()["skipped"] == 0

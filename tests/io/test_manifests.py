@@ -195,6 +195,16 @@ def test_a_non_string_audio_path_is_counted_not_a_crash(tmp_path):
     assert report.to_dict()["skipped_by_reason"] == {"invalid audio_path": 1}
 
 
+@pytest.mark.parametrize("field", ["audio_path", "features_path"])
+def test_an_empty_path_is_counted_as_empty_not_read_as_the_manifest_folder(tmp_path, field):
+    manifest = write_jsonl(tmp_path / "m.jsonl", {"id": "a", field: "", "text": "t"})
+    report = SkipReport()
+    assert list(iter_manifest(manifest, report)) == []
+    assert report.to_dict()["first_skipped"] == {
+        "empty path": [f'{manifest}:1: empty path ({field} is "": name a file, or leave the field out)']
+    }
+
+
 def test_records_without_ids_whose_audio_shares_a_stem_get_distinct_ids(tmp_path):
     manifest = write_jsonl(
         tmp_path / "m.jsonl",

@@ -216,13 +216,18 @@ class AudioInput:
 
 
 def audio_inputs(paths: Sequence[str | Path], report: SkipReport) -> list[AudioInput]:
-    """Audio files, folders of them (every file with an audio extension, recursively, sorted) and manifests
-    (their rows' audio files, in order). A path that is none of these is an error naming it."""
+    """Audio files, folders of them (every entry with an audio extension, recursively, sorted) and manifests
+    (their rows' audio files, in order). A path that does not exist is an error naming it. An empty path (not
+    the working folder) and an entry named like audio that is not a regular file (a folder ``x.wav``, a FIFO,
+    a device, a broken link) stay inputs: ``load_audio`` refuses them with a reason saying what they are,
+    without opening them, and ``transcribe_inputs`` counts it."""
     inputs: list[AudioInput] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTENSIONS)
+        if str(given) == "":
+            inputs.append(AudioInput("", "", '""'))
+        elif path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS)
             if not found:
                 raise FileNotFoundError(
                     f"{path}: no audio files ({', '.join(AUDIO_EXTENSIONS)}) in this folder"
@@ -230,12 +235,13 @@ def audio_inputs(paths: Sequence[str | Path], report: SkipReport) -> list[AudioI
             inputs += [AudioInput(str(p), str(p), str(p)) for p in found]
         elif not path.exists():
             raise FileNotFoundError(f"{path} does not exist")
-        elif path.suffix.lower() in MANIFEST_SUFFIXES:
+        elif path.suffix.lower() in MANIFEST_SUFFIXES and path.is_file():  # a FIFO is not read
             for record in iter_manifest(path, report):
                 if record.audio_path is None:
                     report.skip("no audio file", record.location, "transcribe reads audio files")
                     continue
                 inputs.append(AudioInput(record.id, record.audio_path, record.location))
+                report.seen -= 1  # the reader counted the row; transcribe_inputs counts it once decoded
         else:
             inputs.append(AudioInput(str(path), str(path), str(path)))
     return inputs

@@ -173,21 +173,25 @@ def check_audio_path(source: str | Path, label: str | None = None) -> Path:
             A_DIRECTORY,
         )
     if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file"
-        )  # fmt: skip
         raise AudioDecodeError(
-            f"{label}: {kind}, not a regular file; it is not opened (reading it could block or never end): "
-            "save the audio to a file",
+            f"{label}: {file_kind(mode)}, not a regular file; it is not opened (reading it could block or "
+            "never end): save the audio to a file",
             NOT_REGULAR,
         )
     if status.st_size == 0:
         raise AudioDecodeError(f"{label}: audio file is empty (0 bytes)", "empty audio")
     return path
+
+
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode that is not a regular file or folder names, for messages."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Both are walked the same way (``walk_files``): sorted, hidden entries (``.*``) ignored, symlinked folders
 followed. A link back to a folder that contains it (a loop) is counted as a skip, ``symlink loop``, and
 not entered; a folder reached a second time through another link is counted as ``folder linked twice``
-and read once.
+and read once. A FIFO, device or socket is counted as ``not a regular file`` and never opened (reading
+one blocks or never ends). A folder is a folder whatever its name (``x.wav/`` is walked like any other).
 
 * **LibriSpeech** (any ``*.trans.txt`` below the folder): ``<speaker>/<chapter>/<speaker>-<chapter>.trans.txt``
   lists ``<utt-id> TRANSCRIPT`` lines, the audio is ``<utt-id>.flac`` (or another audio extension) beside
@@ -22,7 +23,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from asr_pipeline.io.audio import AUDIO_EXTENSIONS
+from asr_pipeline.io.audio import AUDIO_EXTENSIONS, NOT_REGULAR, file_kind
 from asr_pipeline.io.records import (
     DefaultIds,
     ManifestRecord,
@@ -76,9 +77,12 @@ def _walk(
                 yield from _walk(path, (*ancestors, real), visited, report)
         elif entry.is_file():
             yield path
-        elif entry.is_symlink():
+        elif entry.is_symlink() and not path.exists():
             report.seen += 1
             report.skip("broken symlink", str(path), f"points to {os.readlink(path)}, which does not exist")
+        else:  # a FIFO, a device or a socket (or a link to one): never opened, reading it could block
+            report.seen += 1
+            report.skip(NOT_REGULAR, str(path), f"{file_kind(entry.stat().st_mode)}; not opened")
 
 
 # --- LibriSpeech -----------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from asr_pipeline.io.audio import EMPTY_PATH
 from asr_pipeline.io.folders import iter_folder
 from asr_pipeline.io.kaldi import is_kaldi_data_dir, iter_kaldi_data_dir
 from asr_pipeline.io.parquet import iter_parquet_records
@@ -206,6 +207,8 @@ class _JsonRecords:
         for field, value in (("features_path", features_path), ("audio_path", audio)):
             if value is not None and not isinstance(value, str):
                 raise _Skip(f"invalid {field}", f"expected a string, got {value!r:.80}")
+            if value == "":  # else it would name the manifest's own folder
+                raise _Skip(EMPTY_PATH, f'{field} is "": name a file, or leave the field out')
         name_source = audio if audio is not None else features_path
         if utt_id is None:
             utt_id = (
