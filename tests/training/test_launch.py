@@ -66,6 +66,19 @@ def test_the_child_gets_omp_threads_per_rank_and_the_callers_env(monkeypatch):
     assert seen["check"] is True
 
 
+def test_torchrun_starts_under_the_parent_death_guard_and_the_ranks_learn_the_launchers_pid(monkeypatch):
+    from asr_pipeline.training.lifeline import LAUNCHER_PID_ENV
+
+    seen = {}
+    monkeypatch.setattr(subprocess, "run", lambda command, env, check: seen.update(command=command, env=env))
+    launch_training("cfg.json", 1)
+
+    guard = [sys.executable, "-m", "asr_pipeline.training.lifeline", "--parent", str(os.getpid()), "--"]
+    log_dir = seen["command"][seen["command"].index("--log-dir") + 1]
+    assert seen["command"] == [*guard, *torchrun_command("cfg.json", 1, log_dir=log_dir)]
+    assert seen["env"][LAUNCHER_PID_ENV] == str(os.getpid())
+
+
 def test_a_failed_torchrun_raises_naming_the_exit_code_and_config(monkeypatch):
     def failing_run(command, env, check):
         raise subprocess.CalledProcessError(3, command)
