@@ -69,7 +69,7 @@ def test_a_raw_manifest_is_refused_with_the_extract_features_command_that_makes_
 
 
 def decode_with_defaults(run_dir: Path, shards: Path) -> tuple[int, dict | None, str]:
-    """``decode --run-dir --input`` and nothing else, as the README's first decode is written."""
+    """``decode --run-dir --input`` with no decoder, lexicon or LM flag (a beam of 2 keeps it quick)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(["decode", "--run-dir", str(run_dir), "--input", str(shards), "--beam-width", "2"])
