@@ -11,7 +11,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -137,23 +139,17 @@ def test_a_run_dir_another_training_writes_exits_1_naming_its_pid(
     assert (run_dir / "tokenizer.model").read_bytes() == b"old tokenizer"
 
 
-# --- a real torchrun job, killed --------------------------------------------------------------------------------
-def started_training(launcher: subprocess.Popen, run_dir: Path, log: Path) -> dict[int, str]:
-    """The launcher's torchrun and workers once a worker has logged a train step (a bounded wait)."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and launcher.poll() is None:
-        events = run_dir / "events.jsonl"
-        if events.is_file() and '"type": "train"' in events.read_text():
-            processes = descendants(launcher.pid)
-            if any("asr_pipeline.training.worker" in command for command in processes.values()):
-                return processes
-        time.sleep(0.2)
-    pytest.fail(f"no training step within the deadline; the job's output:\n{log.read_text()[-3000:]}")
+# --- a real torchrun job ---------------------------------------------------------------------------------------
+class Job(NamedTuple):
+    launcher: subprocess.Popen  # asr-pipeline train, in a process group of its own
+    processes: dict[int, str]  # its torchrun and workers: pid -> command line
+    run_dir: Path
 
 
-@pytest.mark.slow  # a real torchrun job on the tiny model (~15 s to its first step on 2 busy cores)
-@pytest.mark.parametrize("target", ["process group", "launcher only"])
-def test_a_killed_train_command_leaves_no_worker_running_and_no_lock(shard, tokenizer, tmp_path, target):
+@pytest.fixture
+def running_job(shard, tokenizer, tmp_path) -> Iterator[Job]:
+    """``asr-pipeline train`` of the tiny model for 1000 epochs, once a worker has written a checkpoint and
+    logged a step (a bounded wait); everything it started is killed afterwards, whatever the test did."""
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "asr_pipeline.cli", "train", "--train-manifest", str(shard), "--tokenizer",
@@ -165,20 +161,48 @@ def test_a_killed_train_command_leaves_no_worker_running_and_no_lock(shard, toke
         launcher = subprocess.Popen(command, start_new_session=True, stdout=output, stderr=subprocess.STDOUT)
     processes: dict[int, str] = {}
     try:
-        processes = started_training(launcher, run_dir, log)
-        if target == "process group":  # what a terminal's kill -9 of the job does
-            os.killpg(launcher.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and launcher.poll() is None:
+            events = run_dir / "events.jsonl"
+            if (run_dir / "checkpoint_latest.json").is_file() and '"type": "train"' in events.read_text():
+                processes = descendants(launcher.pid)
+                if any("asr_pipeline.training.worker" in command for command in processes.values()):
+                    break
+            time.sleep(0.2)
         else:
-            os.kill(launcher.pid, signal.SIGKILL)
-        launcher.wait()
-
-        survivors = {pid: command for pid, command in processes.items() if not wait_gone(pid, DEADLINE_SEC)}
-        assert survivors == {}, f"still running {DEADLINE_SEC} s after the kill"
-        from asr_pipeline.training.run_dir import locked_run_dir
-
-        with locked_run_dir(run_dir):  # the run dir is free: nothing holds its lock
-            pass
+            pytest.fail(f"no checkpoint within the deadline; the job's output:\n{log.read_text()[-3000:]}")
+        yield Job(launcher, processes, run_dir)
     finally:
         for pid in [launcher.pid, *processes]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        launcher.wait()
+
+
+@pytest.mark.slow  # a real torchrun job on the tiny model (~15 s to its first checkpoint on 2 busy cores)
+@pytest.mark.parametrize("target", ["process group", "launcher only"])
+def test_a_killed_train_command_leaves_no_worker_running_and_no_lock(running_job, target):
+    if target == "process group":  # what a terminal's kill -9 of the job does
+        os.killpg(running_job.launcher.pid, signal.SIGKILL)
+    else:
+        os.kill(running_job.launcher.pid, signal.SIGKILL)
+    running_job.launcher.wait()
+
+    survivors = {pid: cmd for pid, cmd in running_job.processes.items() if not wait_gone(pid, DEADLINE_SEC)}
+    assert survivors == {}, f"still running {DEADLINE_SEC} s after the kill"
+    from asr_pipeline.training.run_dir import locked_run_dir
+
+    with locked_run_dir(running_job.run_dir):  # the run dir is free: nothing holds its lock
+        pass
+
+
+@pytest.mark.slow  # a real torchrun job on the tiny model
+def test_a_resume_beside_a_running_training_exits_1_naming_its_pid(running_job, shard, tokenizer, capsys):
+    status = train(shard, tokenizer, running_job.run_dir, "--resume-from", running_job.run_dir)
+    err = capsys.readouterr().err
+
+    assert status == 1, err
+    assert (
+        f"is in use by another training (pid {running_job.launcher.pid} holds" in err and err.count("\n") == 1
+    )
+    assert running_job.launcher.poll() is None, "the running training goes on"
