@@ -6,6 +6,8 @@ Kedro node (``training.launch``), the CLI, torchrun by hand, or a cluster schedu
 
 The work is done elsewhere in ``training``, read in this order:
 
+- ``lifeline``: a rank dies with torchrun and with the launcher that started it (``launch_training``)
+- ``run_dir``: rank 0 holds the run dir's lock for the whole run (or runs under its launcher's)
 - ``distributed``: the rank context from torchrun's environment, collectives, the fault-injection hook
 - ``events``: ``events.jsonl`` and its schema
 - ``loaders``: each rank's training and validation DataLoaders
