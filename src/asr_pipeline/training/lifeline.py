@@ -104,7 +104,9 @@ def _watch(launcher: int) -> None:
         while _alive(launcher):
             time.sleep(1.0)
         _orphaned(f"its launcher {launcher} is gone")
-    select.select([pidfd], [], [])  # readable once the process has exited
+    waiter = select.poll()  # poll, not select: a pidfd may be numbered past select's 1024
+    waiter.register(pidfd, select.POLLIN)
+    waiter.poll()  # readable once the process has exited
     _orphaned(f"its launcher {launcher} exited")
 
 
