@@ -60,7 +60,7 @@ def test_asr_pipeline_debug_shows_the_traceback_of_the_same_error(project_with_a
 def test_a_training_stage_failed_by_our_error_on_a_rank_is_one_line_and_a_crash_keeps_its_traceback(
     monkeypatch,
 ):
-    from asr_pipeline.hooks import one_line
+    from asr_pipeline.errors import one_line
     from asr_pipeline.training.launch import TrainingFailedError
 
     monkeypatch.delenv("ASR_PIPELINE_DEBUG", raising=False)

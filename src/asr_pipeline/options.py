@@ -4,16 +4,12 @@ and a value of the wrong type names its key."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-# Set (to anything but "", 0, false, no) to see the traceback behind a one-line error (asr-pipeline --debug).
-DEBUG_ENV = "ASR_PIPELINE_DEBUG"
 
 # Types a plain params value is checked against (nested options and containers are checked by their own
 # from_dict). A float field takes an int (YAML's `2` for 2.0); nothing takes a bool but a bool field.
@@ -22,12 +18,7 @@ _SCALARS = (bool, int, float, str)
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used. The message is one line naming the file or flag, the key
-    and what is allowed; commands and ``kedro run`` print it without a traceback (``asr_pipeline.hooks``)."""
-
-
-def debugging() -> bool:
-    """Whether ``ASR_PIPELINE_DEBUG`` asks for tracebacks behind one-line errors."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    and what is allowed; commands and ``kedro run`` print it without a traceback (``asr_pipeline.errors``)."""
 
 
 def options_from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str) -> T:

@@ -35,7 +35,7 @@ from asr_pipeline.cli import (
 )
 from asr_pipeline.cli.common import LIBRARY_ERRORS, PROG, UsageError
 from asr_pipeline.cli.train import train_config_from_args
-from asr_pipeline.options import DEBUG_ENV, debugging
+from asr_pipeline.errors import DEBUG_ENV, debugging
 
 __all__ = ["build_parser", "cli", "main", "train_config_from_args"]
 

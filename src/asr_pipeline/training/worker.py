@@ -29,6 +29,7 @@ import os
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from asr_pipeline.errors import install_excepthook
 from asr_pipeline.training.config import load_json
 from asr_pipeline.training.distributed import (
     FAIL_RANK_ENV,
@@ -84,4 +85,7 @@ __all__ = [
 
 
 if __name__ == "__main__":
+    # Our own input and config errors (nothing left to train on, ...) print as one line here too; the error
+    # file torchrun reads for the launcher's message still holds the traceback (errors.install_excepthook).
+    install_excepthook(f"[rank {os.environ.get('RANK', '0')}] error")
     main()
