@@ -476,6 +476,31 @@ def test_both_gradient_clips_exit_1_with_the_configs_message(tmp_path, shard_fol
     assert not (tmp_path / "run").exists(), "rejected before anything is written"
 
 
+@pytest.mark.slow  # a real torchrun worker, twice
+@pytest.mark.parametrize("dry_run", [False, True], ids=["train", "dry-run"])
+def test_train_on_audio_that_all_fails_to_decode_exits_1_naming_the_file(
+    dry_run, tmp_path, tokenizer_model, capsys
+):
+    wav = make_wav(seconds=1.0)
+    (tmp_path / "cut.wav").write_bytes(wav[: len(wav) // 3])  # its header reads fine: skipped when decoded
+    manifest = tmp_path / "train.jsonl"
+    manifest.write_text(json.dumps({"id": "cut", "audio_path": "cut.wav", "text": "the cat"}) + "\n")
+
+    status = cli(
+        "train", "--train-manifest", manifest, "--tokenizer", tokenizer_model, "--output-dir", tmp_path / "run",
+        "--epochs", 1, "--batch-size", 1, *(["--dry-run"] if dry_run else []),
+    )  # fmt: skip
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert status == 1
+    assert (
+        last.startswith("asr-pipeline train: error: training failed: ")
+        and "NothingKeptError: training: all 1" in last
+    )
+    assert f"{manifest}:1: truncated audio" in last
+    assert not (tmp_path / "run" / "checkpoint_latest.json").exists()
+
+
 def test_train_without_a_config_needs_only_the_training_manifests(capsys):
     # --epochs and the schedule have the reference trainer's defaults (500 epochs, the epoch schedule).
     status = main(["train", "--variant", "tiny"])
