@@ -101,3 +101,16 @@ def test_a_stage_run_finds_its_projects_lexicon_and_decodes_with_it_by_default(w
 
     assert status == 0, err
     assert metrics["decoding"]["decoder"] == "lexicon" and "note:" not in err
+
+
+def test_a_tokenizer_that_is_not_a_sentencepiece_model_is_one_line_naming_the_flag(workdir, tmp_path, capsys):
+    (tmp_path / "some.wav").write_bytes(b"RIFF not a model")
+
+    status = main(["decode", "--run-dir", str(workdir / "run"), "--input", str(workdir / "shards"),
+                   "--tokenizer", str(tmp_path / "some.wav"), "--decoder", "greedy"])  # fmt: skip
+    [line] = capsys.readouterr().err.strip().splitlines()
+
+    assert status == 2
+    assert line.startswith(
+        f"asr-pipeline decode: error: --tokenizer {tmp_path / 'some.wav'}: not a SentencePiece model"
+    )

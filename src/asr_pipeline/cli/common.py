@@ -8,8 +8,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asr_pipeline.training.launch import TrainingFailedError
+
+if TYPE_CHECKING:
+    from asr_pipeline.text.tokenizer import CTCTokenizer
 
 PROG = "asr-pipeline"
 # What the library raises for input it cannot use; shown as one line, exit 1.
@@ -105,6 +109,19 @@ def shard_paths(inputs: list[str], flag: str, tokenizer: str | Path | None = Non
             f"--output {output}` and pass {flag} {output}"
         )
     return resolved.paths
+
+
+def load_tokenizer(path: Path, flag: str, blank_id: int) -> CTCTokenizer:
+    """The SentencePiece model at ``path``; a file that is not one is a usage error naming ``flag``."""
+    from asr_pipeline.text.tokenizer import CTCTokenizer
+
+    try:
+        return CTCTokenizer.from_file(path, blank_id=blank_id)
+    except RuntimeError as error:  # sentencepiece's parse failure: "INTERNAL: ... ParseFromArray ..."
+        raise UsageError(
+            f"{flag} {path}: not a SentencePiece model ({str(error).strip() or type(error).__name__}); "
+            f"give the .model file that `{PROG} tokenizer` or the tokenizer stage wrote"
+        ) from None
 
 
 def print_json(payload: dict) -> None:

@@ -13,6 +13,7 @@ from asr_pipeline.cli.common import (
     UsageError,
     add_checkpoint_flag,
     existing_path,
+    load_tokenizer,
     print_json,
     shard_paths,
 )
@@ -179,7 +180,6 @@ def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.evaluation import decode_and_score, load_run, run_log_probs
     from asr_pipeline.decoding.run_resources import default_decoder
     from asr_pipeline.run_layout import CONFIG_FILE, resolve_run_dir
-    from asr_pipeline.text.tokenizer import CTCTokenizer
 
     run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
@@ -192,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
     options = decoding_options(args)
     model = load_run(run_dir, args.checkpoint)
-    tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
+    tokenizer = load_tokenizer(
+        tokenizer_path, "--tokenizer" if args.tokenizer else "the run's tokenizer", model.blank_id
+    )
     decoders = build_decoders(args, model, tokenizer, options, resources)
     hypotheses, metrics = decode_and_score(run_log_probs(model, shards, args.batch_size), decoders)
     metrics["decoding"] = {name: value for name, value in vars(options).items()}

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asr_pipeline.cli.common import (
-    PROG,
     HelpFormatter,
     UsageError,
     existing_path,
+    load_tokenizer,
     positive,
     print_json,
     writable_output,
@@ -32,7 +32,6 @@ from asr_pipeline.io.shards import FEATURE_DTYPES
 
 if TYPE_CHECKING:
     from asr_pipeline.features.extract import AudioOutcome
-    from asr_pipeline.text.tokenizer import CTCTokenizer
     from asr_pipeline.tui import LiveView
 
 
@@ -221,19 +220,6 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     return 0
-
-
-def load_tokenizer(path: Path, flag: str, blank_id: int) -> CTCTokenizer:
-    """The SentencePiece model at ``path``; a file that is not one is a usage error naming ``flag``."""
-    from asr_pipeline.text.tokenizer import CTCTokenizer
-
-    try:
-        return CTCTokenizer.from_file(path, blank_id=blank_id)
-    except RuntimeError as error:  # sentencepiece's parse failure: "INTERNAL: ... ParseFromArray ..."
-        raise UsageError(
-            f"{flag} {path}: not a SentencePiece model ({str(error).strip() or type(error).__name__}); "
-            f"give the .model file that `{PROG} tokenizer` or the tokenizer stage wrote"
-        ) from None
 
 
 def _write_records(

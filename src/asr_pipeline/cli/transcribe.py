@@ -15,7 +15,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path, print_json
+from asr_pipeline.cli.common import (
+    HelpFormatter,
+    UsageError,
+    add_checkpoint_flag,
+    existing_path,
+    load_tokenizer,
+    print_json,
+)
 from asr_pipeline.cli.decode import (
     add_decoding_flags,
     build_decoders,
@@ -89,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     )
     from asr_pipeline.io.report import SkipReport
     from asr_pipeline.run_layout import CONFIG_FILE, resolve_run_dir
-    from asr_pipeline.text.tokenizer import CTCTokenizer
 
     run_dir = resolve_run_dir(existing_path(args.run_dir, "--run-dir"))
     existing_path(str(run_dir / CONFIG_FILE), "--run-dir")
@@ -109,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "srt" and len(inputs) > 1 and not args.output_path:
         raise UsageError("--output srt with several inputs needs --output-path FOLDER (one .srt per input)")
     model = load_run(run_dir, args.checkpoint)
-    tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=model.blank_id)
+    tokenizer = load_tokenizer(
+        tokenizer_path, "--tokenizer" if args.tokenizer else "the run's tokenizer", model.blank_id
+    )
     decoders = build_decoders(args, model, tokenizer, options, resources)
     decoder = decoders.get(options.decoder, decoders["greedy"])
     transcriber = Transcriber(model, tokenizer, decoder, window)
