@@ -204,7 +204,7 @@ def test_training_manifests_that_keep_no_example_name_the_skipped_files(tokenize
     with pytest.raises(NothingKeptError, match="no training examples left of 0") as error:
         build_data(config, SINGLE)
 
-    assert f"first: {corpus['train'][0]}:1: undecodable audio" in str(error.value)
+    assert f"first: {corpus['train'][0]}:1: " in str(error.value)  # and the reason io.audio gives
 
 
 def test_the_config_knows_exactly_the_samplers_batch_units():
