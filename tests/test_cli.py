@@ -283,6 +283,21 @@ def test_an_id_repeated_across_inputs_is_skipped_and_counted(tmp_path, audio_fol
 
 
 # --- index ----------------------------------------------------------------------------------------------
+def test_index_to_a_path_below_a_file_exits_2_naming_it_before_reading_the_shards(
+    tmp_path, shard_folder, capsys
+):
+    (tmp_path / "notes.txt").write_text("a user's file")
+
+    status = cli("index", "--input", shard_folder, "--output", tmp_path / "notes.txt" / "index.parquet")
+    [line] = capsys.readouterr().err.strip().splitlines()
+
+    assert status == 2
+    assert line == (
+        f"asr-pipeline index: error: --output {tmp_path}/notes.txt/index.parquet: {tmp_path}/notes.txt is a file, "
+        "so no folder can be made there"
+    )
+
+
 def test_index_has_one_row_per_example_with_its_lengths(tmp_path, shard_folder, capsys):
     output = tmp_path / "index.parquet"
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from asr_pipeline.cli.common import HelpFormatter, print_json, shard_paths
+from asr_pipeline.cli.common import HelpFormatter, UsageError, print_json, shard_paths, writable_output
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from asr_pipeline.data.length_index import build_length_index
 
     shards = shard_paths(args.input, "--input")
+    output = writable_output(args.output, "--output", folder=False)  # before reading every shard
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a folder; give the .parquet file to write")
     index = build_length_index(shards)
-    output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(index, output)
     print_json({"output": str(output), "shards": len(shards), "rows": index.num_rows})
