@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from asr_pipeline.cli import main
+from asr_pipeline.io.audio import NOT_AUDIO
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import InputError
 from asr_pipeline.options import ConfigError
@@ -102,8 +103,9 @@ CASES = {
     "missing feature file": Case(record({"features_path": "absent.npy"}), "missing file", "features"),
     "zero-byte audio": Case(audio_record(b""), "empty audio", "features"),
     "truncated audio": Case(audio_record(make_wav(seconds=1.0)[:8000]), "truncated audio", "features"),
-    "undecodable audio": Case(audio_record(b"not audio at all" * 8), "undecodable audio", "features"),
-    "undecodable embedded audio bytes": Case(parquet_bad_audio_bytes, "undecodable audio", "features"),
+    # Bytes that sniff as no audio container are refused before any decoder sees them (io.audio).
+    "undecodable audio": Case(audio_record(b"not audio at all" * 8), NOT_AUDIO, "features"),
+    "undecodable embedded audio bytes": Case(parquet_bad_audio_bytes, NOT_AUDIO, "features"),
     "silent audio": Case(audio_record(make_wav(freq=0.0)), "silent audio", "features"),
     "silent audio in a folder": Case(audio_folder_silent_file, "silent audio", "features"),
     "empty audio": Case(audio_record(make_wav(seconds=0.0)), "empty audio", "features"),

@@ -18,6 +18,7 @@ import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
 from asr_pipeline.data.length_index import LENGTH_INDEX_SCHEMA
+from asr_pipeline.io.audio import NOT_AUDIO
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import resolve_config, save_json
@@ -203,8 +204,8 @@ def test_a_bad_audio_file_is_skipped_and_counted_in_the_printed_report(tmp_path,
 
     assert status == 0
     assert (report["seen"], report["kept"], report["skipped"]) == (NUM_UTTERANCES + 1, NUM_UTTERANCES, 1)
-    assert report["skipped_by_reason"] == {"undecodable audio": 1}
-    assert "broken.wav" in report["first_skipped"]["undecodable audio"][0]
+    assert report["skipped_by_reason"] == {NOT_AUDIO: 1}
+    assert "broken.wav" in report["first_skipped"][NOT_AUDIO][0]
     assert pq.read_table(tmp_path / "out" / "shard-00000.parquet").num_rows == NUM_UTTERANCES
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from asr_pipeline.cli import main
 from asr_pipeline.data.length_index import build_length_index
+from asr_pipeline.io.audio import NOT_AUDIO
 from asr_pipeline.io.shards import iter_examples, list_shards
 from asr_pipeline.text.sentencepiece_training import SentencePieceOptions, train_sentencepiece
 from asr_pipeline.tui import LiveView
@@ -183,9 +184,7 @@ def test_when_every_record_is_skipped_it_exits_1_with_the_skips_by_reason_and_wr
 
     assert status == 1 and len(errors) == 1
     assert errors[0].startswith("asr-pipeline extract-features: error: extract-features: all 3 records were")
-    assert "empty transcript: 1" in errors[0] and "undecodable audio: 2" in errors[0], (
-        "reading's and extraction's"
-    )
+    assert "empty transcript: 1" in errors[0] and f"{NOT_AUDIO}: 2" in errors[0], "reading's and extraction's"
     assert str(folder / "a.wav") in errors[0]
     assert not output.exists() or not any(output.iterdir()), "no empty shard"
 

@@ -15,7 +15,7 @@ from asr_pipeline.cli import main
 from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import ExtractionOptions, extract_records
 from asr_pipeline.features.fbank import FbankOptions
-from asr_pipeline.io.audio import load_audio
+from asr_pipeline.io.audio import NOT_AUDIO, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import load_run_model
 from tests.conftest import make_wav
@@ -67,8 +67,8 @@ def test_a_folder_is_transcribed_file_by_file_and_a_broken_file_is_a_counted_ski
     assert [row["duration_sec"] for row in rows] == [1.5, 1.0, 45.0]
     summary = json.loads(err.strip().splitlines()[-1])
     assert (summary["seen"], summary["kept"], summary["skipped"]) == (4, 3, 1)
-    assert summary["skipped_by_reason"] == {"undecodable audio": 1}
-    assert "d_broken.wav" in summary["first_skipped"]["undecodable audio"][0]
+    assert summary["skipped_by_reason"] == {NOT_AUDIO: 1}
+    assert "d_broken.wav" in summary["first_skipped"][NOT_AUDIO][0]
     for row in rows:  # word times, where there are words, lie inside the recording and in order
         times = [t for word in row["words"] for t in (word["start"], word["end"])]
         assert times == sorted(times) and all(0 <= t <= row["duration_sec"] for t in times)
@@ -91,7 +91,7 @@ def test_strict_mode_stops_at_the_broken_file_naming_it(workdir, capsys):
     status, _, err = transcribe(capsys, workdir / "audio", "--run-dir", workdir / "run", "--strict")
 
     assert status == 1
-    assert "d_broken.wav" in err and "undecodable audio" in err
+    assert "d_broken.wav" in err and NOT_AUDIO in err
 
 
 def test_every_input_skipped_exits_1_with_one_line_naming_the_skipped_file(workdir, capsys):
