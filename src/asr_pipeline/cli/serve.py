@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path
+from asr_pipeline.serve.options import ServeOptions, option_field
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,14 +26,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)"
     )
     parser.add_argument("--port", type=int, default=7860)
-    parser.add_argument("--max-upload-mb", type=float, default=20.0, help="larger uploads are refused")
-    parser.add_argument("--max-duration-sec", type=float, default=120.0, help="longer recordings are refused")
+    for name, kind in (
+        ("max_upload_mb", float),
+        ("max_duration_sec", float),
+        ("max_decoded_mb", float),
+        ("upload_max_age_sec", int),
+    ):
+        spec = option_field(name)  # default and help from the one place that holds them
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", type=kind, default=spec.default, help=spec.metadata["help"]
+        )
     add_checkpoint_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.serve.app import ServeOptions, serve
+    from asr_pipeline.serve.app import serve
 
     run_dir = existing_path(args.run_dir, "--run-dir")
     lm = existing_path(args.lm, "--lm") if args.lm else None
@@ -41,6 +50,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--lexicon needs --lm (the word KenLM the lexicon search fuses)")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, got {args.port}")
-    options = ServeOptions(args.max_upload_mb, args.max_duration_sec, checkpoint=args.checkpoint)
+    try:
+        options = ServeOptions(
+            max_upload_mb=args.max_upload_mb,
+            max_duration_sec=args.max_duration_sec,
+            max_decoded_mb=args.max_decoded_mb,
+            upload_max_age_sec=args.upload_max_age_sec,
+            checkpoint=args.checkpoint,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     serve(run_dir, lm=lm, lexicon=lexicon, host=args.host, port=args.port, options=options)
     return 0

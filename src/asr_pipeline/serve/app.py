@@ -3,16 +3,27 @@
 ``build_app`` makes a Gradio ``Blocks`` page around ``decoding.transcribe.Transcriber`` (the run's own frontend,
 windows, greedy or beam search with a word KenLM); ``serve`` runs it. It listens on 127.0.0.1 unless told
 otherwise and never opens a public share link. Uploads are capped in size (Gradio refuses larger files before
-they reach us) and in duration (checked from the decoded audio); a file that is not audio, too long or silent is a
-message on the page, and the server keeps running.
+they reach us), in duration and in decoded size (both from the header before decoding where the format tells;
+``io.audio.load_audio``); a file that is not audio, a playlist, too long, too large or silent is a message on the
+page, and the server keeps running.
+
+Uploads live in a folder of this server's own (a fresh temporary folder, inside ``GRADIO_TEMP_DIR`` when it is
+set), removed when the server stops. Each upload is deleted once it is transcribed or refused; Gradio's
+``delete_cache`` deletes the ones never transcribed after ``upload_max_age_sec``. Measured before: ten 19 MB
+uploads stayed in Gradio's shared ``/tmp/gradio`` for good.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from asr_pipeline.decoding.decoders import DecodingResources
 from asr_pipeline.decoding.evaluation import greedy_decoder, load_run
@@ -21,17 +32,10 @@ from asr_pipeline.decoding.transcribe import Transcriber, WindowOptions
 from asr_pipeline.io.audio import AudioDecodeError, load_audio
 from asr_pipeline.models.loading import is_export
 from asr_pipeline.run_layout import resolve_run_dir, run_tokenizer
+from asr_pipeline.serve.options import ServeOptions
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 GREEDY, BEAM = "greedy", "beam search + LM"
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    max_upload_mb: float = 20.0
-    max_duration_sec: float = 120.0
-    beam_width: int = 16
-    checkpoint: Literal["latest", "best"] = "latest"
 
 
 def build_app(
@@ -60,12 +64,23 @@ def build_app(
     def transcribe(audio_path: str | None, choice: str) -> tuple[str, str]:
         if not audio_path:
             raise gr.Error("Upload or record some audio first.")
+        if not Path(audio_path).exists():
+            raise gr.Error(
+                "This upload was deleted from the server once it was transcribed (or refused): upload it again "
+                "to transcribe it with another decoder."
+            )
         try:
             waveform = load_audio(
-                audio_path, rate, name=Path(audio_path).name, max_duration_sec=options.max_duration_sec
+                audio_path,
+                rate,
+                name=Path(audio_path).name,
+                max_duration_sec=options.max_duration_sec,
+                max_decoded_mb=options.max_decoded_mb,
             )
-        except AudioDecodeError as error:  # not audio, truncated, too long, ...: said on the page
+        except AudioDecodeError as error:  # not audio, a playlist, too long, too large, ...: said on the page
             raise gr.Error(f"This file cannot be transcribed: {error}") from None
+        finally:
+            delete_upload(Path(audio_path))
         if not waveform.any():
             raise gr.Error("This recording is silent.")
         started = time.perf_counter()
@@ -74,7 +89,9 @@ def build_app(
         timing = f"{transcript.duration_sec:.1f} s of audio in {seconds:.2f} s ({choice}; real-time factor {seconds / transcript.duration_sec:.3f})"
         return transcript.text, timing
 
-    with gr.Blocks(title=f"asr_pipeline: {run.architecture}") as app:
+    # Every minute, the uploads older than upload_max_age_sec (those never transcribed) are deleted.
+    delete_cache = (60, options.upload_max_age_sec)
+    with gr.Blocks(title=f"asr_pipeline: {run.architecture}", delete_cache=delete_cache) as app:
         gr.Markdown(f"# Speech recognition demo\n{run.architecture} model from `{run_dir.name}`")
         audio = gr.Audio(sources=["upload", "microphone"], type="filepath", label="Audio", elem_id="audio")
         choice = gr.Radio(list(transcribers), value=GREEDY, label="Decoder", elem_id="decoder")
@@ -106,17 +123,64 @@ def serve(
     port: int = 7860,
     options: ServeOptions | None = None,
 ) -> None:
-    """Run the page until interrupted (never a public share link)."""
+    """Run the page until interrupted or terminated (never a public share link); its upload folder goes with it."""
     options = options or ServeOptions()
-    app = build_app(run_dir, lm, lexicon, options)
-    app.queue().launch(
-        server_name=host,
-        server_port=port,
-        share=False,
-        max_file_size=int(options.max_upload_mb * 2**20),  # bytes
-        show_error=True,
-        prevent_thread_lock=False,
-    )
+    with private_upload_folder():
+        app = build_app(run_dir, lm, lexicon, options)
+        # SIGTERM as Ctrl-C: Gradio then closes the server and the upload folder is removed (else it would stay).
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        app.queue().launch(
+            server_name=host,
+            server_port=port,
+            share=False,
+            max_file_size=int(options.max_upload_mb * 2**20),  # bytes
+            show_error=True,
+            prevent_thread_lock=False,
+        )
 
 
-__all__ = ["BEAM", "GREEDY", "ServeOptions", "build_app", "model_card_text", "serve"]
+@contextlib.contextmanager
+def private_upload_folder() -> Iterator[Path]:
+    """A fresh folder for this server's uploads (``GRADIO_TEMP_DIR`` while inside), removed on the way out.
+
+    Gradio reads ``GRADIO_TEMP_DIR`` when the page is built and when the server starts; inside ``GRADIO_TEMP_DIR``
+    (or the system's temporary folder) when that was set already.
+    """
+    previous = os.environ.get("GRADIO_TEMP_DIR")
+    folder = Path(tempfile.mkdtemp(prefix="asr-pipeline-serve-", dir=previous or None))
+    os.environ["GRADIO_TEMP_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if previous is None:
+            os.environ.pop("GRADIO_TEMP_DIR", None)
+        else:
+            os.environ["GRADIO_TEMP_DIR"] = previous
+
+
+def delete_upload(path: Path) -> None:
+    """Delete an upload Gradio stored at ``<upload folder>/<content hash>/<name>``, and its folder when that
+    is left empty (never anything outside the upload folder)."""
+    from gradio.utils import get_upload_folder
+
+    folder = Path(get_upload_folder()).resolve()
+    path = path.resolve()
+    if folder not in path.parents:
+        return
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another upload of the same content may still be there
+        if path.parent != folder:
+            path.parent.rmdir()
+
+
+__all__ = [
+    "BEAM",
+    "GREEDY",
+    "ServeOptions",
+    "build_app",
+    "delete_upload",
+    "model_card_text",
+    "private_upload_folder",
+    "serve",
+]
