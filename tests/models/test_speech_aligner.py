@@ -8,7 +8,7 @@ import torch
 
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.models.speech_aligner import SpeechAligner, speech_aligner_config
-from asr_pipeline.pron.phones import NUM_CLASSES
+from asr_pipeline.text.phones import NUM_CLASSES
 
 
 def parameters(model) -> int:

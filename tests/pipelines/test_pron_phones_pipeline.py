@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from asr_pipeline.pipelines.pron_phones.pipeline import create_pipeline
-from asr_pipeline.pron.phones import PHONE_IDS
+from asr_pipeline.text.phones import PHONE_IDS
 
 from .conftest import run_stage
 

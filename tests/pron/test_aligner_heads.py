@@ -21,7 +21,7 @@ from asr_pipeline.pron.aligner_heads import (
     score_word_starts,
     train_heads,
 )
-from asr_pipeline.pron.phones import SILENCE_ID
+from asr_pipeline.text.phones import SILENCE_ID
 
 
 def test_frame_targets_give_each_phone_its_frames_up_to_the_next_spike_and_mark_word_starts():

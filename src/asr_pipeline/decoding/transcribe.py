@@ -7,7 +7,7 @@ Each window runs through the run's frontend (``features.frontends``: what its fe
 model and the decoder; the window texts are joined with spaces.
 
 Word timestamps come from the CTC frames: the decoded words are spelled with the run's tokenizer and
-force-aligned to the window's log-probs (``decoding.forced_alignment``), so they hold for any decoder, LM or
+force-aligned to the window's log-probs (``modules.forced_alignment``), so they hold for any decoder, LM or
 not. A word starts at its first token's first frame and ends after its last token's last frame; an output
 frame lasts the window's audio over its output frame count (the frontend's shift times the model's
 subsampling). A Paraformer-style run has no frame posteriors: its words carry no times, and the window's
@@ -28,13 +28,13 @@ import numpy as np
 import torch
 
 from asr_pipeline.decoding.decoders import Decoder
-from asr_pipeline.decoding.forced_alignment import forced_paths
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import Frontend, frontend_for
 from asr_pipeline.io.audio import AUDIO_EXTENSIONS, AudioDecodeError, load_audio
 from asr_pipeline.io.manifests import iter_manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import RunModel
+from asr_pipeline.modules.forced_alignment import forced_paths
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 

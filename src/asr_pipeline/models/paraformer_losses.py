@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from asr_pipeline.decoding.forced_alignment import forced_paths
+from asr_pipeline.modules.forced_alignment import forced_paths
 from asr_pipeline.modules.masks import padding_mask
 
 

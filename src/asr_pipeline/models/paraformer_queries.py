@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
+from asr_pipeline.modules.forced_alignment import forced_paths, min_frames
 
 log = logging.getLogger(__name__)
 _unalignable_rows = 0  # rows viterbi_queries could not align, in this process

@@ -7,7 +7,7 @@
       -> self-attention block               pre-norm multi-head attention with a residual, key padding masked
       -> hidden (B, T, D)                   the representation the scoring head reads (``encode``)
       -> three heads
-           phone_logits (B, T, V)           frame-wise phone classes (blank 0, SIL 1, 39 ARPABET: pron.phones)
+           phone_logits (B, T, V)           frame-wise phone classes (blank 0, SIL 1, 39 ARPABET: text.phones)
            boundary (B, T)                  probability that a word starts at the frame (sigmoid of a k=3
                                             convolution: a start is a change, seen from the frames beside it)
            ctc_log_probs (B, T, V)          log-softmax over the same classes, trained with CTC
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr_pipeline.modules.masks import check_input_normalization, normalize_input
-from asr_pipeline.pron.phones import NUM_CLASSES
+from asr_pipeline.text.phones import NUM_CLASSES
 
 
 @dataclass(frozen=True)

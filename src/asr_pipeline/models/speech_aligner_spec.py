@@ -1,5 +1,5 @@
 """SpeechAligner's registry entry (``models.spec.ArchitectureSpec``): the pronunciation aligner, a CTC model over
-phones (``pron.phones``: 41 classes) at the feature frame rate, eating MFCC-39 by default (``data.input_dim: 80``
+phones (``text.phones``: 41 classes) at the feature frame rate, eating MFCC-39 by default (``data.input_dim: 80``
 with the fbank frontend for log-mel-80)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 CTC training teaches the aligner's CTC head only; its frame head (a phone class per frame) and boundary head (the
 probability that a word starts at a frame) need frame labels. The CTC-trained aligner gives them: the Viterbi path
-of each utterance's canonical phones (``decoding.forced_alignment``) marks the frames where the model commits to
+of each utterance's canonical phones (``modules.forced_alignment``) marks the frames where the model commits to
 each phone, and the known words (``word_phones`` of the pron_phones stage) say which phones start a word.
 
 Frame labels from a path (``frame_labels``):
@@ -49,12 +49,12 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from asr_pipeline.decoding.forced_alignment import forced_paths
 from asr_pipeline.models.registry import build_from_config
 from asr_pipeline.models.speech_aligner import SpeechAligner
+from asr_pipeline.modules.forced_alignment import forced_paths
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.pron.gop import phone_segments
-from asr_pipeline.pron.phones import BLANK_ID, SILENCE_ID
+from asr_pipeline.text.phones import BLANK_ID, SILENCE_ID
 
 
 @dataclass(frozen=True)

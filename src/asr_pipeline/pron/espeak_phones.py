@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asr_pipeline.pron.phones import strip_stress
+from asr_pipeline.text.phones import strip_stress
 
 ESPEAK = {
     "AA": "A:", "AE": "a", "AH": "V", "AO": "O:", "AW": "aU", "AY": "aI", "B": "b", "CH": "tS", "D": "d",

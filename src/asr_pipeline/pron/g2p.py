@@ -16,7 +16,7 @@ punctuation stripped; inner apostrophes and hyphens kept). Then the first stage 
     spelled          the last resort: letter names and digit words, one by one (``b2b``)
 
 A word left with no letter or digit (a stray symbol) is unresolved: counted in the report and given no phones.
-Phones come back without stress (``pron.phones``). ``G2PReport`` counts the words each stage answered, with the
+Phones come back without stress (``text.phones``). ``G2PReport`` counts the words each stage answered, with the
 first few of each, so a corpus's reliance on guesses shows.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from asr_pipeline.pron.letter_to_sound import LetterToSound
-from asr_pipeline.pron.phones import strip_stress
+from asr_pipeline.text.phones import strip_stress
 
 STAGES = ("dictionary", "possessive", "hyphen", "number", "suffix", "compound", "letter_to_sound", "spelled")
 UNRESOLVED = "unresolved"

@@ -1,7 +1,7 @@
 """Goodness of pronunciation (GOP) from the aligner's CTC posteriors over forced-aligned phone segments.
 
 The canonical phones of the known text are force-aligned to the utterance's frame log-probs
-(``decoding.forced_alignment``: torchaudio's CTC Viterbi); each phone gets the frames its path labels with it
+(``modules.forced_alignment``: torchaudio's CTC Viterbi); each phone gets the frames its path labels with it
 (a CTC model's paths spike: usually one to three frames a phone, blank elsewhere, so the score reads the
 frames where the model commits to a phone).
 Over those frames, with the posteriors renormalised over the phones (the blank removed: a CTC model puts most
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
-from asr_pipeline.pron.phones import BLANK_ID
+from asr_pipeline.modules.forced_alignment import forced_paths, min_frames
+from asr_pipeline.text.phones import BLANK_ID
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from asr_pipeline.features.frontends import Frontend
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.pron.evaluation import correlations
 from asr_pipeline.pron.gop import gop_scores, word_scores
-from asr_pipeline.pron.phones import phone_ids
 from asr_pipeline.pron.speechocean import ScoredUtterance
+from asr_pipeline.text.phones import phone_ids
 
 LEVELS = ("phone", "word", "utterance")
 

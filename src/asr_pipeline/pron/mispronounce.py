@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from asr_pipeline.pron.espeak_phones import VOWELS
-from asr_pipeline.pron.phones import ARPABET, strip_stress
+from asr_pipeline.text.phones import ARPABET, strip_stress
 
 # Confusions of English learners, both ways (vowel length and quality, TH-stopping and -fronting, L/R, voicing).
 NEAR_PAIRS = (

@@ -30,8 +30,8 @@ from torch import Tensor, nn
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.pron.evaluation import correlations
 from asr_pipeline.pron.gop import gop_scores
-from asr_pipeline.pron.phones import phone_ids
 from asr_pipeline.pron.speechocean import ScoredUtterance
+from asr_pipeline.text.phones import phone_ids
 
 LEVELS = ("phone", "word", "utterance")
 SCALES = {"phone": 2.0, "word": 10.0, "utterance": 10.0}  # SpeechOcean762's label ranges

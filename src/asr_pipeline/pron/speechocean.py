@@ -9,7 +9,7 @@
 
 Scores: utterance accuracy, fluency, prosody and total 0-10, completeness 0-10 (a fraction x 10 in the
 release); word accuracy, stress and total 0-10; phone accuracy 0-2 (0 wrong or missing, 1 accented, 2 right).
-Phones lose their stress (``pron.phones``). Skipped and counted, named by file and line or ``scores.json:<id>``:
+Phones lose their stress (``text.phones``). Skipped and counted, named by file and line or ``scores.json:<id>``:
 an utterance without scores, scores whose words do not match the transcript's, a word whose phones and phone
 scores differ in number, a phone that is not ARPABET.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from asr_pipeline.io.kaldi import iter_kaldi_data_dir, read_table
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.pron.phones import strip_stress
+from asr_pipeline.text.phones import strip_stress
 
 SCORES_FILE = Path("resource") / "scores.json"
 UTTERANCE_ASPECTS = ("accuracy", "completeness", "fluency", "prosodic", "total")

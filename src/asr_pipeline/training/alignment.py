@@ -2,7 +2,7 @@
 frame-wise cross-entropy recipe (RETURNN's custom multi-stage pipeline), one cached DVC stage per step.
 
 ``align_shards`` runs a trained CTC-output model (``models.loading.load_run_model``) over feature shards and
-writes, for every utterance, the Viterbi path of its reference tokens (``decoding.forced_alignment``): one
+writes, for every utterance, the Viterbi path of its reference tokens (``modules.forced_alignment``): one
 label per model output frame, the token the frame belongs to or the blank. The file (Parquet,
 ``ALIGNMENT_SCHEMA``) sits beside the shards as a DVC output; an utterance whose frames cannot hold its tokens
 has no alignment and is skipped, counted and named in the report (never silently dropped).
@@ -34,9 +34,9 @@ from tqdm import tqdm
 from asr_pipeline.data.collate import SkippedExample, collate_batch
 from asr_pipeline.data.dataset import ShardDataset
 from asr_pipeline.data.length_index import build_length_index
-from asr_pipeline.decoding.forced_alignment import forced_paths, min_frames
 from asr_pipeline.executors import ExecutorOptions, map_ordered
 from asr_pipeline.models.loading import RunModel, load_run_model
+from asr_pipeline.modules.forced_alignment import forced_paths, min_frames
 from asr_pipeline.run_layout import CHECKPOINT_POINTER, resolve_run_dir
 
 log = logging.getLogger(__name__)

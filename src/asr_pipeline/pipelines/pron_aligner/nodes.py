@@ -56,10 +56,10 @@ from asr_pipeline.pron.aligner_heads import (
 )
 from asr_pipeline.pron.evaluation import paired_difference
 from asr_pipeline.pron.gop_evaluation import gop_agreement
-from asr_pipeline.pron.phones import BLANK_ID, NUM_CLASSES
 from asr_pipeline.pron.scoring import ScoringOptions, examples_from, train_scoring_head
 from asr_pipeline.pron.speechocean import iter_speechocean
 from asr_pipeline.run_layout import best_or_latest
+from asr_pipeline.text.phones import BLANK_ID, NUM_CLASSES
 from asr_pipeline.training.config import deep_merge, resolve_config
 from asr_pipeline.training.events import read_events
 from asr_pipeline.training.launch import launch_options, run_training

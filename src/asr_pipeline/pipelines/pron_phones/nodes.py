@@ -2,7 +2,7 @@
 
 The phone manifests are the pronunciation aligner's CTC targets (it pretrains on the demo ASR corpus this way):
 ``id``, ``text``, ``words`` (list), ``word_phones`` (phones per word, so word boundaries are known),
-``phones`` (ARPABET, stress-free) and ``phone_ids`` (``pron.phones``: blank 0, SIL 1, phones 2-40). An
+``phones`` (ARPABET, stress-free) and ``phone_ids`` (``text.phones``: blank 0, SIL 1, phones 2-40). An
 utterance with a word no stage could resolve has no honest target: it is skipped, counted and named in the
 report, which also counts the words each G2P stage answered (``data/metrics/pron_g2p.json``).
 """
@@ -15,7 +15,7 @@ import polars as pl
 
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.pron.g2p import G2P
-from asr_pipeline.pron.phones import phone_ids
+from asr_pipeline.text.phones import phone_ids
 
 PHONE_SCHEMA = {
     "id": pl.String,

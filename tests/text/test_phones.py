@@ -1,10 +1,10 @@
-"""pron.phones: 39 ARPABET phones without stress after the blank and silence, ids documented and dense."""
+"""text.phones: 39 ARPABET phones without stress after the blank and silence, ids documented and dense."""
 
 from __future__ import annotations
 
 import pytest
 
-from asr_pipeline.pron.phones import (
+from asr_pipeline.text.phones import (
     ARPABET,
     BLANK_ID,
     ID_PHONES,
