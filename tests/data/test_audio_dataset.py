@@ -25,7 +25,7 @@ from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.data.sources import is_feature_shard, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.features.fbank import compute_fbank
-from asr_pipeline.io.audio import load_audio
+from asr_pipeline.io.audio import NOT_AUDIO, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
@@ -98,7 +98,7 @@ def test_a_frame_count_hint_is_trusted_without_reading_the_audio(tmp_path):
     assert index.column("duration_ms").to_pylist() == [435]  # 25 ms window + 41 * 10 ms shifts
     assert report.skipped == 0
     skipped = AudioDataset(index, FRONTEND)[0]
-    assert isinstance(skipped, SkippedExample) and skipped.reason == "undecodable audio"
+    assert isinstance(skipped, SkippedExample) and skipped.reason == NOT_AUDIO
 
 
 def test_records_with_text_only_are_tokenized_with_the_run_tokenizer(tmp_path, spm_model):

@@ -14,6 +14,7 @@ from distributed import Client, KilledWorker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from asr_pipeline.features.extract import CHUNK_ROWS, ExtractionOptions, batch_into_shards, extract_records
+from asr_pipeline.io.audio import NOT_AUDIO
 from asr_pipeline.io.report import InputError, NothingKeptError, SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -87,8 +88,8 @@ def test_two_jobs_skip_and_count_the_bad_file_exactly_as_one_job(one_and_two_job
     one_report, two_report = one_and_two_jobs[1][1], one_and_two_jobs[2][1]
 
     assert (one_report["seen"], one_report["kept"], one_report["skipped"]) == (NUM_GOOD + 1, NUM_GOOD, 1)
-    assert one_report["skipped_by_reason"] == {"undecodable audio": 1}
-    assert f"utt{BAD_INDEX:02d}.wav" in one_report["first_skipped"]["undecodable audio"][0]
+    assert one_report["skipped_by_reason"] == {NOT_AUDIO: 1}
+    assert f"utt{BAD_INDEX:02d}.wav" in one_report["first_skipped"][NOT_AUDIO][0]
     assert two_report == one_report
 
 
@@ -101,7 +102,7 @@ def test_strict_mode_stops_at_the_bad_file_with_the_same_message_for_any_jobs(co
         list(records)
 
     bad = corpus_rows[BAD_INDEX]
-    assert str(error.value).startswith(f"{bad['location']}: undecodable audio ({bad['audio_path']}: ")
+    assert str(error.value).startswith(f"{bad['location']}: {NOT_AUDIO} ({bad['audio_path']}: ")
     assert str(error.value).endswith("Fix the record or run in lenient mode to skip and count it.")
 
 
