@@ -82,6 +82,14 @@ def test_rank_zero_runs_under_its_launchers_lock_but_not_under_anyone_elses(tmp_
         pytest.fail("rank 0 ran beside another run")
 
 
+def test_a_failure_under_the_launchers_lock_is_not_chained_to_the_lock_refusal(tmp_path, holder):
+    run_dir = tmp_path / "run"
+
+    with pytest.raises(ValueError) as failed, rank_zero_lock(run_dir, held_by=holder.pid):
+        raise ValueError("the training failed")
+    assert failed.value.__context__ is None, "the traceback would read 'during handling of RunDirLockedError'"
+
+
 def test_rank_zero_of_a_run_started_by_hand_holds_the_lock_itself(tmp_path):
     run_dir = tmp_path / "run"
 

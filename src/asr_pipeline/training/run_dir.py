@@ -101,7 +101,11 @@ def rank_zero_lock(run_dir: str | Path, held_by: int | None) -> Iterator[None]:
     except RunDirLockedError as error:
         if held_by is None or error.pid != held_by:
             raise
-        yield  # the launcher's lock covers this run
+        fd = None  # the launcher's lock covers this run
+    if fd is None:
+        # Outside the except block: a training failure here must not read "during handling of
+        # RunDirLockedError, another exception occurred".
+        yield
         return
     try:
         yield
