@@ -108,6 +108,8 @@ def test_an_uploaded_wav_is_transcribed_as_the_command_line_transcribes_it(serve
     assert browser.find_element(By.CSS_SELECTOR, "#transcript textarea").get_attribute("value") == expected
     assert "2.0 s of audio in" in browser.find_element(By.CSS_SELECTOR, "#timing").text
     assert uploads_left(root) == [], "deleted once transcribed"
+    browser.find_element(By.CSS_SELECTOR, "#transcribe").click()  # again, on the deleted upload
+    WebDriverWait(browser, 60).until(lambda d: "upload it again" in d.page_source)
     browser.save_screenshot(str(tmp_path / "serve.png"))
     assert (tmp_path / "serve.png").stat().st_size > 10_000
 
