@@ -4,7 +4,9 @@ records, seeded waveform augmentation, and telling shards from raw manifests."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.data.sources import is_feature_shard, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.features.fbank import compute_fbank
-from asr_pipeline.io.audio import NOT_AUDIO, load_audio
+from asr_pipeline.io.audio import A_DIRECTORY, NOT_AUDIO, NOT_REGULAR, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
@@ -138,6 +140,31 @@ def test_bad_records_are_skipped_and_counted_by_reason(tmp_path, spm_model):
         "missing file": 2,  # the missing audio file, and the missing feature file
     }
     assert any("missing.wav" in example for example in report.examples["missing file"])
+
+
+def test_a_fifo_or_a_folder_in_a_manifest_is_counted_by_what_it_is_and_never_opened(tmp_path):
+    (tmp_path / "good.wav").write_bytes(make_wav(0.5, 16000))
+    os.mkfifo(tmp_path / "pipe.wav")  # soundfile.info blocks forever opening it for reading
+    (tmp_path / "folder.wav").mkdir()
+    records = [
+        {"id": "good", "audio_path": "good.wav", "tokens": [1, 2]},
+        {"id": "pipe", "audio_path": "pipe.wav", "tokens": [1]},
+        {"id": "folder", "audio_path": "folder.wav", "tokens": [1]},
+    ]
+    manifest = write_jsonl(tmp_path / "m.jsonl", records)
+    indexed: list = []
+    worker = threading.Thread(target=lambda: indexed.append(index_of(manifest)), daemon=True)
+
+    worker.start()
+    worker.join(timeout=30)
+    if worker.is_alive():  # unblock the reader that opened the FIFO, then fail
+        with open(tmp_path / "pipe.wav", "wb"):
+            pass
+        pytest.fail("indexing opened the FIFO and blocked on it")
+    index, report = indexed[0]
+
+    assert index.column("id").to_pylist() == ["good"]
+    assert dict(report.counts) == {NOT_REGULAR: 1, A_DIRECTORY: 1}
 
 
 def test_precomputed_features_are_used_as_given_and_checked(tmp_path):

@@ -80,7 +80,7 @@ from asr_pipeline.features.precomputed import (
     check_features,
     read_feature_file,
 )
-from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError
+from asr_pipeline.io.audio import FFMPEG_ONLY_EXTENSIONS, AudioDecodeError, check_audio_path
 from asr_pipeline.io.audio_segment import load_audio_segment, segment_bounds
 from asr_pipeline.io.manifests import ManifestRecord, iter_manifest
 from asr_pipeline.io.report import SkipReport
@@ -325,6 +325,11 @@ def _measure(record: ManifestRecord, frontend: Frontend) -> tuple[int, int] | Sk
     source = record.audio_bytes if record.audio_bytes is not None else record.audio_path
     assert source is not None
     suffix = Path(record.audio_path).suffix.lower() if record.audio_path else ""
+    if not isinstance(source, bytes):
+        try:  # before soundfile.info, which blocks forever on a FIFO
+            check_audio_path(source)
+        except AudioDecodeError as error:
+            return SkippedExample(record.id, record.location, error.reason, str(error))
     if suffix not in FFMPEG_ONLY_EXTENSIONS:
         try:
             info = soundfile.info(io.BytesIO(source) if isinstance(source, bytes) else source)
