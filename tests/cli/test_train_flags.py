@@ -1,5 +1,5 @@
 """``asr-pipeline train`` flags of the training engine: the reference trainer's names and defaults in
---help, the README table generated from them, aliases and conflicting switches, precision and device
+--help, the docs page generated from them, aliases and conflicting switches, precision and device
 flags, the torchrun options, and the vocabulary inferred from --tokenizer. Nothing here starts torchrun."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
-from asr_pipeline.cli.docs import README, flag_rows, flags_table, render_readme, train_parser
+from asr_pipeline.cli.docs import PAGE, flag_rows, flags_table, render_page, train_parser
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import save_json
 from tests.factories import char_tokenizer_model, write_corpus_shard
@@ -40,7 +40,7 @@ def cli(*parts: object) -> int:
     return main([str(part) for part in parts])
 
 
-# --- the reference flags, their defaults and the README ---------------------------------------------------
+# --- the reference flags, their defaults and the docs page ------------------------------------------------
 # (flag, the default --help states, or None for an option without one). Names and defaults are the
 # reference Rust trainer's, except --output-dir (runs/asr: this project's) and the torchrun options.
 REFERENCE_FLAGS = [
@@ -107,7 +107,7 @@ def help_text() -> str:
 
 @pytest.fixture(scope="module")
 def documented_defaults() -> dict[str, str]:
-    """Each option name -> the default the README table states for it."""
+    """Each option name -> the default the docs flags page states for it."""
     return {
         name.strip("`"): default
         for names, default, _ in flag_rows(train_parser())
@@ -157,11 +157,9 @@ def test_without_flags_the_resolved_config_holds_the_reference_defaults(shard, f
     assert getattr(getattr(train_config(shard), section), name) == expected
 
 
-def test_the_readme_flags_table_is_the_generated_one():
-    text = README.read_text(encoding="utf-8")
-
-    assert render_readme(text, flags_table()) == text, (
-        "README.md's train flags table is out of date: run `python -m asr_pipeline.cli.docs`"
+def test_the_docs_flags_page_is_the_generated_one():
+    assert PAGE.read_text(encoding="utf-8") == render_page(), (
+        "docs/reference/train-flags.md is out of date: run `python -m asr_pipeline.cli.docs`"
     )
 
 
@@ -175,17 +173,18 @@ def test_the_generated_table_has_one_row_per_option_with_its_aliases():
     assert len(table.splitlines()) == 2 + len(flag_rows(train_parser()))
 
 
-def test_the_docs_command_rewrites_only_the_marked_section(tmp_path):
+def test_the_docs_command_writes_the_page_and_check_reports_a_missing_or_stale_one(tmp_path):
     from asr_pipeline.cli import docs
 
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n{docs.BEGIN}\nstale\n{docs.END}\nafter\n", encoding="utf-8")
+    page = tmp_path / "reference" / "train-flags.md"
 
-    assert docs.main(["--readme", str(readme), "--check"]) == 1
-    assert docs.main(["--readme", str(readme)]) == 0
-    text = readme.read_text(encoding="utf-8")
-    assert text.startswith("# title\n") and text.endswith(f"{docs.END}\nafter\n") and "stale" not in text
-    assert docs.main(["--readme", str(readme), "--check"]) == 0
+    assert docs.main(["--output", str(page), "--check"]) == 1, "missing"
+    assert not page.exists(), "--check writes nothing"
+    assert docs.main(["--output", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == render_page()
+    assert docs.main(["--output", str(page), "--check"]) == 0
+    page.write_text(render_page().replace("| `--nnodes` | 1 |", "| `--nnodes` | 2 |"), encoding="utf-8")
+    assert docs.main(["--output", str(page), "--check"]) == 1, "stale"
 
 
 # --- aliases and switches ----------------------------------------------------------------------------------
