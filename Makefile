@@ -6,7 +6,7 @@ export KEDRO_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo test test-all lint format bench clean-demo
+.PHONY: setup demo test test-all lint format bench docs docs-build clean-demo
 
 setup:
 	bash .ci/setup.sh
@@ -29,6 +29,12 @@ lint: setup
 format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+docs: setup  # the docs site on http://127.0.0.1:8000, rebuilt on every edit
+	$(BIN)/mkdocs serve
+
+docs-build: setup  # the docs site into site/; a broken link or anchor fails it
+	$(BIN)/mkdocs build --strict
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
