@@ -20,7 +20,7 @@ Compiled variants: ``dynamic=True``, or the default (the first shape static, the
 shapes), optionally with T padded to a multiple. Padding to 16 is what keeps one graph: the stacks'
 ``upsample(...)[:, :T']`` adds guards on T' = (T - 7) // 2 modulo 2, 4 and 8, and any T that is a multiple
 of 16 gives T' = 4 (mod 8). Three workarounds are applied in this process only, all needed today and named
-in benchmarks/NOTES.md:
+in docs/results/accuracy-per-minute.md:
 
 - inductor's stride sorting fails on this model with dynamic shapes ("cannot determine truth value of
   Relational", pytorch/pytorch#185510; fix in review, #185871): ``get_fill_order`` is given the graph's

@@ -96,7 +96,7 @@ def bench_cpu() -> None:
     print(
         "note: no CUDA device here. The fused GLU kernel targets CUDA (on the CPU it only runs under "
         "TRITON_INTERPRET=1, for tests),\nso this times the reference path asr_kernels.glu falls back to; "
-        "GPU figures go in benchmarks/NOTES.md."
+        "GPU figures go in docs/results/kernels.md."
     )
     print(f"device: cpu ({torch.get_num_threads()} threads), torch {torch.__version__}")
     header = f"{'R x C':>13} {'dtype':>8} | {'ref fwd':>8} {'ref fwd+bwd':>12} ms | {'F.glu fwd':>9} ms | {'ref/F.glu':>9}"

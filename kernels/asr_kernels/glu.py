@@ -29,7 +29,7 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # Tile shape: up to _MAX_BLOCK_C channels by enough rows to fill _TILE_ELEMENTS. 2048 elements over 4 warps
 # is 16 values per thread, the usual size for a memory-bound elementwise Triton kernel. Not yet tuned on a GPU:
-# see benchmarks/NOTES.md once one is lent. The tests shrink both to force ragged tiles.
+# see docs/results/kernels.md once one is lent. The tests shrink both to force ragged tiles.
 _MAX_BLOCK_C = 1024
 _TILE_ELEMENTS = 2048
 _NUM_WARPS = 4

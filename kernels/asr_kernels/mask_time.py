@@ -28,7 +28,7 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # Tile shape: up to _MAX_BLOCK values along whichever of T and C is contiguous in memory (C for (B, T, C),
 # T for (B, C, T)), the other dim filling _TILE_ELEMENTS; 16 values per thread over 4 warps, as in glu.py.
-# Not yet tuned on a GPU: see benchmarks/NOTES.md once one is lent. The tests shrink both to force ragged tiles.
+# Not yet tuned on a GPU: see docs/results/kernels.md once one is lent. The tests shrink both to force ragged tiles.
 _MAX_BLOCK = 1024
 _TILE_ELEMENTS = 2048
 _NUM_WARPS = 4

@@ -36,7 +36,7 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # Tile shape, as in glu.py: up to _MAX_BLOCK_C channels by enough frames to fill _TILE_ELEMENTS (16 values per
 # thread over 4 warps). The backward walks _BACKWARD_TILES tiles down T per program, so scale's partial sums
 # (one fp32 row of C per program) add 1 / (_BACKWARD_TILES * BLOCK_T) of a tensor's traffic rather than 1 /
-# BLOCK_T. Not yet tuned on a GPU: see benchmarks/NOTES.md once one is lent. The tests shrink all three.
+# BLOCK_T. Not yet tuned on a GPU: see docs/results/kernels.md once one is lent. The tests shrink all three.
 _MAX_BLOCK_C = 1024
 _TILE_ELEMENTS = 2048
 _BACKWARD_TILES = 4

@@ -49,7 +49,7 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SHIFT_AND_OFFSET = {"l": (4.0, 0.035), "r": (1.0, 0.313261687)}
 
 # Tile shape, as in glu.py: up to _MAX_BLOCK_C channels by enough rows to fill _TILE_ELEMENTS (16 values per
-# thread over 4 warps). Not yet tuned on a GPU: see benchmarks/NOTES.md once one is lent. The tests shrink
+# thread over 4 warps). Not yet tuned on a GPU: see docs/results/kernels.md once one is lent. The tests shrink
 # both to force ragged tiles.
 _MAX_BLOCK_C = 1024
 _TILE_ELEMENTS = 2048

@@ -11,7 +11,7 @@ file behind, and a shard is complete or absent (``io.shards.write_shard`` is ato
 - ``processes`` (default): ``concurrent.futures.ProcessPoolExecutor`` on this machine, ``jobs`` workers
   forked from a forkserver that has imported torch once (``worker_context``).
 - ``dask``: a ``distributed`` cluster. With ``address`` (``tcp://scheduler:8786``), the cluster a team runs
-  (``dask scheduler`` / ``dask worker``, or ``dask-jobqueue`` on Slurm/PBS: README "Data stages on a Dask
+  (``dask scheduler`` / ``dask worker``, or ``dask-jobqueue`` on Slurm/PBS: docs/team.md, "Data stages on a Dask
   cluster"); without, a ``LocalCluster`` of ``jobs`` worker processes on 127.0.0.1 (one thread each),
   started for the stage and closed after it. Workers need this package installed (the tasks are its
   functions) and the audio under the same absolute paths (callers send absolute paths).

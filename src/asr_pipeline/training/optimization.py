@@ -45,7 +45,7 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 def adamw(model: nn.Module, weight_decay: float, lr: float) -> torch.optim.AdamW:
     """AdamW over ``decay_groups``, fused (one kernel over all tensors) where torch has it: on the CPU the
     default per-tensor loop cost the demo Zipformer's 416 tensors ~30 ms a step, the fused step ~8 ms
-    (benchmarks/NOTES.md, issue 11)."""
+    (docs/results/accuracy-per-minute.md, "The optimizer step")."""
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
     return torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, fused=fused)
 
