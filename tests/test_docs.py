@@ -88,3 +88,33 @@ def test_the_strict_build_fails_on_a_broken_internal_link(tmp_path, link, what):
 
     assert result.returncode != 0, f"{what} passed the strict build"
     assert "cli.md" in result.stderr
+
+
+def test_the_readme_figures_of_the_demo_corpus_are_the_codes():
+    import yaml
+
+    from asr_pipeline.demo.sentences import SHAPES, VOCABULARY
+    from asr_pipeline.demo.synthesis import RATE_WPM_RANGE, SAMPLE_RATE
+
+    row = next(
+        line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `demo_corpus`")
+    )
+    figures = re.search(
+        r"~(?P<train>[\d,]+)/(?P<dev>[\d,]+)/(?P<test>[\d,]+) English utterances .* from a (?P<shapes>\d+)-shape "
+        r"grammar over ~(?P<words>[\d,]+) everyday words, at (?P<slow>\d+)-(?P<fast>\d+) words per minute"
+        r".*, (?P<khz>[\d.]+) kHz WAV",
+        row,
+    )
+    assert figures, row
+    number = {key: float(value.replace(",", "")) for key, value in figures.groupdict().items()}
+    params = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text(encoding="utf-8"))["demo_corpus"]
+
+    assert (number["train"], number["dev"], number["test"]) == (
+        params["train_size"],
+        params["dev_size"],
+        params["test_size"],
+    )
+    assert number["shapes"] == len(SHAPES)
+    assert number["words"] == round(len(VOCABULARY), -2)
+    assert (number["slow"], number["fast"]) == RATE_WPM_RANGE
+    assert number["khz"] * 1000 == SAMPLE_RATE
