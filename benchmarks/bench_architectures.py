@@ -27,8 +27,7 @@ os.environ.pop("TRITON_INTERPRET", None)  # time compiled kernels, never the int
 import torch
 import torch.nn.functional as F
 
-from asr_pipeline.models.architectures import default_input_dim, frontend_of
-from asr_pipeline.models.registry import build_model
+from asr_pipeline.models.registry import build_model, default_input_dim, frontend_of
 
 VOCAB_SIZE = 257
 TOKENS_PER_SEC = 12.5

@@ -31,7 +31,7 @@ from asr_pipeline.data.audio_dataset import (
     AudioDataset,
     EpochTaggedBatchSampler,
     build_audio_index,
-    frontend_for,
+    planned_frontend,
 )
 from asr_pipeline.data.collate import Batch, collate_batch
 from asr_pipeline.data.dataset import ShardDataset
@@ -154,16 +154,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folder = raw_folder(Path(scratch))
         started = time.perf_counter()
-        raw_index = build_audio_index(
-            [folder], frontend_for("squeezeformer"), tokenizer(folder), SkipReport()
-        )
+        raw_index = build_audio_index([folder], planned_frontend("fbank"), tokenizer(folder), SkipReport())
         print(
             f"raw audio index (headers only, no decoding): {raw_index.num_rows} files in "
             f"{time.perf_counter() - started:.1f} s"
         )
         raw_set = AudioDataset(
             raw_index,
-            frontend_for("squeezeformer"),
+            planned_frontend("fbank"),
             waveform_augment=WaveformAugment(-6.0, 6.0, 0.001),
             spec_augment=SpecAugment(),
         )

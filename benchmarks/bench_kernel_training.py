@@ -51,8 +51,7 @@ from bench_training_throughput import VOCAB_SIZE, loss_of, parse_model, syntheti
 from torch import nn
 
 from asr_kernels import count_calls, use_kernels
-from asr_pipeline.models.architectures import default_input_dim
-from asr_pipeline.models.registry import build_model
+from asr_pipeline.models.registry import build_model, default_input_dim
 
 # name -> (kernels choice, compiled): the three ways of running the same step.
 VARIANTS = {

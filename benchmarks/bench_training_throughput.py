@@ -38,8 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from asr_pipeline.models.architectures import default_input_dim, frontend_of
-from asr_pipeline.models.registry import build_model
+from asr_pipeline.models.registry import build_model, default_input_dim, frontend_of
 
 FRAME_SEC = {"fbank": 0.01, "w2v-bert": 0.02}  # audio per input frame: w2v-bert stacks two 10 ms frames
 TOKENS_PER_SEC = 12.5  # ~1 target per 8 fbank frames, whatever the frame rate

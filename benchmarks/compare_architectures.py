@@ -28,8 +28,8 @@ import yaml
 
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.io.datasets import FeatureShardsDataset
-from asr_pipeline.models.architectures import frontend_of
 from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.models.registry import frontend_of
 from asr_pipeline.pipelines.evaluate.nodes import evaluate_split
 from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pipelines.train.nodes import train_model

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from asr_pipeline.models.architectures import AVAILABLE_ARCHITECTURES, frontend_of
+from asr_pipeline.models.registry import architecture_names, frontend_of
 
 PRECISIONS = ["f32", "bf16", "f16"]
 LAUNCHES = ["single", "torchrun"]
@@ -104,7 +104,7 @@ def main() -> int:
     parser.add_argument(
         "--architectures",
         nargs="+",
-        default=[name for name in AVAILABLE_ARCHITECTURES if frontend_of(name) == "fbank"],
+        default=[name for name in architecture_names() if frontend_of(name) == "fbank"],
         help="default: those that eat fbank shards (w2v-bert needs 160-dim ones)",
     )
     parser.add_argument("--launches", nargs="+", choices=LAUNCHES, default=LAUNCHES)

@@ -20,7 +20,7 @@ from asr_pipeline.data.audio_dataset import (
     AudioDataset,
     EpochTaggedBatchSampler,
     build_audio_index,
-    frontend_for,
+    planned_frontend,
 )
 from asr_pipeline.data.collate import SkippedExample, collate_batch
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
@@ -34,7 +34,7 @@ from tests.conftest import make_wav
 
 from .conftest import write_random_shard
 
-FRONTEND = frontend_for("squeezeformer")  # fbank, 80 bins
+FRONTEND = planned_frontend("fbank")  # squeezeformer's: 80 bins
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -331,7 +331,7 @@ def test_a_split_mixing_shards_and_raw_manifests_is_refused_naming_both(tmp_path
 
 
 def test_w2v_bert_frame_estimates_count_stacked_pairs_of_fbank_frames():
-    frontend = frontend_for("w2v-bert")
+    frontend = planned_frontend("w2v-bert")
 
     for seconds in (0.02, 0.035, 0.333, 1.0, 1.27):
         waveform = np.random.default_rng(0).uniform(-0.3, 0.3, round(16000 * seconds)).astype(np.float32)
@@ -349,7 +349,7 @@ def test_a_precomputed_frame_lasts_one_frame_shift_of_the_frontend(tmp_path):
         tmp_path / "m.jsonl", [{"id": "w", "features": np.zeros((7, 160)).tolist(), "tokens": [1]}]
     )
 
-    index, _ = index_of(manifest, frontend=frontend_for("w2v-bert"))
+    index, _ = index_of(manifest, frontend=planned_frontend("w2v-bert"))
 
     assert index.column("duration_ms").to_pylist() == [140]
 

@@ -2,12 +2,11 @@ import numpy as np
 import pytest
 
 from asr_pipeline.features.fbank import FbankOptions
-from asr_pipeline.features.frontends import ARCHITECTURES, frontend_for
+from asr_pipeline.features.frontends import FRONTENDS, frontend_named
 
 
-@pytest.mark.parametrize("architecture", ["squeezeformer", "zipformer", "paraformer"])
-def test_conformer_family_architectures_get_kaldi_fbank_of_num_mel_bins(architecture):
-    frontend = frontend_for(architecture, FbankOptions(num_mel_bins=64))
+def test_fbank_is_kaldi_fbank_of_num_mel_bins():
+    frontend = frontend_named("fbank", FbankOptions(num_mel_bins=64))
     features = frontend(np.random.default_rng(0).uniform(-0.5, 0.5, 16000))
 
     assert (frontend.kind, frontend.feature_dim, frontend.frame_shift_ms) == ("fbank", 64, 10.0)
@@ -15,22 +14,32 @@ def test_conformer_family_architectures_get_kaldi_fbank_of_num_mel_bins(architec
 
 
 def test_w2v_bert_gets_160_dim_stacked_frames_of_20_ms_at_16_khz():
-    frontend = frontend_for("w2v-bert", FbankOptions(num_mel_bins=64, sample_rate=8000))  # fbank ignored
+    frontend = frontend_named("w2v-bert", FbankOptions(num_mel_bins=64, sample_rate=8000))  # fbank ignored
     features = frontend(np.random.default_rng(0).uniform(-0.5, 0.5, 16000))
 
     assert (frontend.feature_dim, frontend.sample_rate, frontend.frame_shift_ms) == (160, 16000, 20.0)
     assert features.shape == (49, 160) and features.dtype == np.float32  # 98 Kaldi frames stacked by 2
 
 
-def test_an_unknown_architecture_is_rejected_listing_the_known_ones():
-    with pytest.raises(ValueError, match="unknown architecture 'conformer'; expected one of squeezeformer"):
-        frontend_for("conformer")
-    assert "w2v-bert" in ARCHITECTURES
+def test_an_unknown_frontend_is_rejected_listing_the_known_ones():
+    with pytest.raises(
+        ValueError, match="unknown frontend 'spectrogram'; expected one of fbank, w2v-bert, waveform, mfcc"
+    ):
+        frontend_named("spectrogram")
 
 
-@pytest.mark.parametrize("architecture", ["hubert", "hubert-pretrain"])
-def test_hubert_gets_its_waveform_in_rows_of_320_samples(architecture):
-    frontend = frontend_for(architecture)
+@pytest.mark.parametrize("name", ["fbank", "w2v-bert", "waveform", "mfcc"])
+def test_each_registered_frontend_makes_what_its_entry_states(name):
+    frontend = frontend_named(name)
+    features = frontend(np.random.default_rng(0).uniform(-0.5, 0.5, 16000).astype(np.float32))
+
+    assert frontend.entry is FRONTENDS[name]
+    assert features.ndim == 2 and features.shape[1] == frontend.feature_dim and features.dtype == np.float32
+    assert frontend.sample_rate == 16000 and frontend.frame_shift_ms in (10.0, 20.0)
+
+
+def test_the_waveform_frontend_gives_the_samples_in_rows_of_320():
+    frontend = frontend_named("waveform")
     waveform = np.random.default_rng(0).uniform(-0.5, 0.5, 16100).astype(np.float32)
     frames = frontend(waveform)
 
@@ -43,8 +52,6 @@ def test_mfcc_39_is_kaldi_mfcc_with_deltas_and_delta_deltas():
     import torch
     import torchaudio
     from torchaudio.compliance import kaldi
-
-    from asr_pipeline.features.frontends import frontend_named
 
     waveform = np.random.default_rng(0).uniform(-0.5, 0.5, 16000).astype(np.float32)
     features = frontend_named("mfcc")(waveform)

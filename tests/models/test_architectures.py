@@ -1,43 +1,55 @@
-"""The torch-free names (models.architectures) agree with the registry's specs, and stay torch-free."""
+"""Each architecture's spec is torch-free and the one source of its names: --help, the config checks and
+the features stage read it without importing torch, and its sizes are its model file's."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
 import pytest
 
-from asr_pipeline.models import architectures
-from asr_pipeline.models.registry import SPECS, get_spec
+from asr_pipeline.features.frontends import FRONTENDS, frontend_named
+from asr_pipeline.models.registry import SPECS, architecture_names, get_spec
 
 
-def test_the_buildable_architectures_are_exactly_the_registry_entries():
-    assert tuple(SPECS) == architectures.AVAILABLE_ARCHITECTURES
-    assert set(architectures.VARIANTS) == set(SPECS)
-    assert architectures.DEFAULT_ARCHITECTURE in SPECS
-
-
-@pytest.mark.parametrize("name", architectures.AVAILABLE_ARCHITECTURES)
-def test_help_names_the_same_variants_and_frontend_as_the_spec(name):
-    spec = get_spec(name)
-
-    assert architectures.VARIANTS[name] == spec.variants
-    assert architectures.frontend_of(name) == spec.frontend
-
-
-def test_every_known_architecture_names_a_frontend():
-    assert set(architectures.FRONTENDS) == set(architectures.ARCHITECTURES)
-
-
-def test_the_names_module_imports_no_torch():
-    code = "import sys, asr_pipeline.models.architectures; print('torch' in sys.modules)"
+def test_the_registry_and_every_spec_import_no_torch():
+    code = (
+        "import sys, asr_pipeline.models.registry as r; r.architecture_names(); "
+        "[r.get_spec(n).variants for n in r.architecture_names()]; print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert result.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("name", architectures.AVAILABLE_ARCHITECTURES)
-def test_the_default_input_width_is_the_frontends_and_the_specs(name):
-    from asr_pipeline.features.frontends import frontend_for
+def test_the_config_checks_read_the_specs_without_torch():
+    code = (
+        "import sys\n"
+        "from asr_pipeline.training.config import ModelConfig\n"
+        "ModelConfig(architecture='zipformer', variant='tiny')\n"
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
-    assert architectures.default_input_dim(name) == frontend_for(name).feature_dim == get_spec(name).input_dim
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_a_specs_variants_are_its_model_files_sizes(name):
+    spec = get_spec(name)
+    model_module = importlib.import_module(spec.builder.path.partition(":")[0])  # type: ignore[union-attr]
+
+    assert spec.variants == tuple(model_module.SIZES)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_a_spec_names_a_registered_frontend_of_its_input_width(name):
+    spec = get_spec(name)
+
+    assert spec.frontend in FRONTENDS
+    assert frontend_named(spec.frontend).feature_dim == spec.input_dim
+
+
+def test_the_default_architecture_is_the_first_registered():
+    assert architecture_names()[0] == "squeezeformer"

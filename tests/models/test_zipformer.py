@@ -328,7 +328,7 @@ def test_spec_defaults_to_icefalls_m_and_overrides_win():
 def test_spec_describes_a_ctc_model_on_80_bin_fbank():
     assert ZIPFORMER.name == "zipformer"
     assert ZIPFORMER.variants == ("s", "m", "l", "tiny", "demo")
-    assert ZIPFORMER.config_class is ZipformerConfig
+    assert ZIPFORMER.config_type is ZipformerConfig
     assert (ZIPFORMER.frontend, ZIPFORMER.input_dim, ZIPFORMER.output) == ("fbank", 80, "ctc")
     assert {ZIPFORMER.peak_learning_rate(v) for v in (None, *ZIPFORMER.variants)} == {1e-3}
     assert "encoder_dim" in ZIPFORMER.option_fields

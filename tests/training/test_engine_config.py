@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from asr_pipeline.models.architectures import ARCHITECTURES, SQUEEZEFORMER_VARIANTS
+from asr_pipeline.models.registry import architecture_names, get_spec
 from asr_pipeline.models.squeezeformer import SIZES
 from asr_pipeline.training.checkpoint import resolved_model_config
 from asr_pipeline.training.config import (
@@ -131,8 +131,8 @@ def test_a_given_learning_rate_wins_over_the_recipe():
 
 
 def test_the_variant_names_in_help_match_the_squeezeformer_sizes():
-    assert list(SQUEEZEFORMER_VARIANTS) == list(SIZES)
-    assert ARCHITECTURES[0] == "squeezeformer"
+    assert list(get_spec("squeezeformer").variants) == list(SIZES)
+    assert architecture_names()[0] == "squeezeformer"
 
 
 @pytest.mark.parametrize(

@@ -26,13 +26,22 @@ from asr_pipeline.cli.common import (
 )
 from asr_pipeline.executors import EXECUTOR_KINDS, ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions
-from asr_pipeline.features.frontends import ARCHITECTURES
+from asr_pipeline.features.frontends import FRONTENDS
 from asr_pipeline.io.report import NothingKeptError, SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES
+from asr_pipeline.models import registry
 
 if TYPE_CHECKING:
     from asr_pipeline.features.extract import AudioOutcome
     from asr_pipeline.tui import LiveView
+
+
+def _frontends_help() -> str:
+    """Each frontend's features and the architectures that eat them, from the registries."""
+    eaters: dict[str, list[str]] = {}
+    for name in registry.architecture_names():
+        eaters.setdefault(registry.frontend_of(name), []).append(name)
+    return "; ".join(f"{FRONTENDS[kind].description} for {'/'.join(names)}" for kind, names in eaters.items())
 
 
 def _default(name: str) -> Any:
@@ -131,10 +140,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--architecture",
-        choices=ARCHITECTURES,
+        choices=registry.architecture_names(),
         default=_default("architecture"),
-        help="the model the features are for: fbank-80 for squeezeformer/zipformer/paraformer, "
-        "160-dim stacked normalized fbank (SeamlessM4TFeatureExtractor's) for w2v-bert",
+        help=f"the model the features are for: {_frontends_help()}",
     )
     parser.add_argument(
         "--feature-dtype",

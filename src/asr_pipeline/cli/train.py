@@ -12,17 +12,14 @@ from typing import Any, NamedTuple
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
 from asr_pipeline.decoding.options import DECODERS
-from asr_pipeline.models.architectures import (
-    ARCHITECTURES,
-    AVAILABLE_ARCHITECTURES,
+from asr_pipeline.models.registry import (  # torch-free: --help reads the specs' names and sizes
     DEFAULT_ARCHITECTURE,
-    DEFAULT_D_MODEL,
-    DEFAULT_NUM_HEADS,
-    DEFAULT_NUM_LAYERS,
-    VARIANTS,
+    architecture_names,
     check_available,
     check_variant,
+    get_spec,
 )
+from asr_pipeline.models.squeezeformer_spec import DEFAULT_D_MODEL, DEFAULT_NUM_HEADS, DEFAULT_NUM_LAYERS
 from asr_pipeline.training.config import (
     DataConfig,
     FinetuneConfig,
@@ -131,12 +128,12 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "--architecture",
         "model.architecture",
         str,
-        f"model architecture (models.registry); buildable: {', '.join(AVAILABLE_ARCHITECTURES)}",
-        list(ARCHITECTURES),
+        f"model architecture (models.registry); buildable: {', '.join(architecture_names())}",
+        list(architecture_names()),
     ),
     *(
         TrainFlag(f"--{name}", "model.architecture", bool, f"shortcut for --architecture {name}", const=name)
-        for name in ARCHITECTURES
+        for name in architecture_names()
         if name != DEFAULT_ARCHITECTURE
     ),
     TrainFlag(
@@ -144,7 +141,7 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "model.variant",
         str,
         "named size of the architecture: "
-        + "; ".join(f"{name} {', '.join(sizes)}" for name, sizes in VARIANTS.items())
+        + "; ".join(f"{name} {', '.join(get_spec(name).variants)}" for name in architecture_names())
         + "; unset: squeezeformer takes --d-model, --num-layers, --num-heads, zipformer is M, w2v-bert 600m",
         default_help="unset",
     ),

@@ -73,7 +73,7 @@ from torch.utils.data import Dataset, Sampler
 
 from asr_pipeline.data.collate import SkippedExample
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
-from asr_pipeline.features import frontends, w2v_bert
+from asr_pipeline.features import frontends
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.features.precomputed import (
     FeatureError,
@@ -152,8 +152,8 @@ class PlannedFrontend:
 
     @property
     def _kaldi(self) -> tuple[int, int, int]:  # window and shift in samples, Kaldi frames per output frame
-        options = w2v_bert.MEL_OPTIONS if self.frontend.kind == "w2v-bert" else self.frontend.fbank
-        stack = w2v_bert.STRIDE if self.frontend.kind == "w2v-bert" else 1
+        entry = self.frontend.entry
+        options, stack = entry.frame_options(self.frontend.fbank), entry.stack
         rate = options.sample_rate
         return int(rate * options.frame_length_ms / 1000), int(rate * options.frame_shift_ms / 1000), stack
 
@@ -169,9 +169,10 @@ class PlannedFrontend:
         return self.frontend(waveform)  # (T, F)
 
 
-def frontend_for(architecture: str) -> PlannedFrontend:
-    """The frontend ``architecture`` trains on (``features.frontends``): fbank-80 or w2v-bert-160."""
-    return PlannedFrontend(frontends.frontend_for(architecture))
+def planned_frontend(kind: str) -> PlannedFrontend:
+    """The frontend called ``kind`` (``features.frontends``; an architecture's is its spec's
+    ``frontend``) with its default options: fbank-80, w2v-bert-160, ..."""
+    return PlannedFrontend(frontends.frontend_named(kind))
 
 
 # --- the index ------------------------------------------------------------------------------------------
@@ -454,5 +455,5 @@ __all__ = [
     "Frontend",
     "PlannedFrontend",
     "build_audio_index",
-    "frontend_for",
+    "planned_frontend",
 ]

@@ -29,11 +29,12 @@ import torch
 
 from asr_pipeline.decoding.decoders import Decoder
 from asr_pipeline.features.fbank import FbankOptions
-from asr_pipeline.features.frontends import Frontend, frontend_for
+from asr_pipeline.features.frontends import Frontend, frontend_named
 from asr_pipeline.io.audio import AUDIO_EXTENSIONS, AudioDecodeError, load_audio
 from asr_pipeline.io.manifests import iter_manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import RunModel
+from asr_pipeline.models.registry import frontend_of
 from asr_pipeline.modules.forced_alignment import forced_paths
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -196,9 +197,9 @@ def token_spans(path: torch.Tensor, blank: int) -> list[tuple[int, int]]:
 def run_frontend(run: RunModel) -> Frontend:
     """The frontend the run's features came from: its architecture's, at the width it trained on."""
     width = int(run.training_config.get("data", {}).get("input_dim") or 0)
-    frontend = frontend_for(run.architecture, FbankOptions())
-    if frontend.kind == "fbank" and width and width != frontend.feature_dim:
-        frontend = frontend_for(run.architecture, FbankOptions(num_mel_bins=width))
+    frontend = frontend_named(frontend_of(run.architecture), FbankOptions())
+    if frontend.entry.width_is_mel_bins and width and width != frontend.feature_dim:
+        frontend = frontend_named(frontend.kind, FbankOptions(num_mel_bins=width))
     if width and width != frontend.feature_dim:
         raise ValueError(
             f"the run trained on {width}-dim features, but the {run.architecture} frontend makes "

@@ -3,26 +3,25 @@ masked-prediction model trained on frame units (``data.alignment``), and ``huber
 CTC head, fine-tuned on text (``run.init_from`` a pretraining run copies the encoder: the names agree).
 Both eat the ``waveform`` frontend's 320-sample frames and mask their own input, so the pipeline's
 SpecAugment is off for them. A Hugging Face HuBERT folder (``model.pretrained_dir``) gives either its
-config and, with ``model.load_pretrained_weights``, its weights."""
+config and, with ``model.load_pretrained_weights``, its weights. Torch-free: the model's code is imported when a
+config or model is made."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
-
-from asr_pipeline.models.hubert import (
-    SIZES,
-    HubertConfig,
-    build_hubert_ctc,
-    build_hubert_pretrain,
-    hubert_config,
-)
-from asr_pipeline.models.hubert_import import hf_config_values, load_hf_weights
 from asr_pipeline.models.spec import ArchitectureSpec
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from asr_pipeline.models.hubert import HubertConfig
+
+MODEL = "asr_pipeline.models.hubert"
+VARIANTS = ("base", "demo", "tiny")  # HuBERT-base (no variant: base), then the CPU sizes (SIZES)
 
 DEFAULT_VARIANT = "base"
 PRETRAIN_PEAK_LR = 5e-4  # the recipe's (fairseq / minimal_hubert: AdamW 5e-4, warmup 32k of 400k steps)
@@ -32,6 +31,8 @@ FINETUNE_MASK_PROB = 0.05  # HF HubertConfig.mask_time_prob: SpecAugment-like ma
 
 def pretrain_config(variant: str | None, values: Mapping[str, object]) -> HubertConfig:
     """``variant``'s config (no variant: base) with ``values`` (config fields) over it."""
+    from asr_pipeline.models.hubert import hubert_config
+
     return hubert_config(DEFAULT_VARIANT if variant is None else variant, **values)
 
 
@@ -42,6 +43,8 @@ def ctc_config(variant: str | None, values: Mapping[str, object]) -> HubertConfi
 
 def load_pretrained(model: nn.Module, path: Path, verbose: bool) -> dict[str, Any]:
     """A Hugging Face HuBERT folder's weights; the ``pretrained`` event's report."""
+    from asr_pipeline.models.hubert_import import load_hf_weights
+
     return load_hf_weights(model, path, verbose=verbose).to_event(path)
 
 
@@ -51,21 +54,22 @@ def _encoder_layers(model: nn.Module) -> list[nn.Module]:
 
 HUBERT = ArchitectureSpec(
     name="hubert",
-    config_class=HubertConfig,
-    variants=tuple(SIZES),
+    config_class=f"{MODEL}:HubertConfig",
+    variants=VARIANTS,
     config_for=ctc_config,
-    builder=build_hubert_ctc,
+    builder=f"{MODEL}:build_hubert_ctc",
     peak_learning_rate=lambda variant: FINETUNE_PEAK_LR,
     frontend="waveform",
     input_dim=320,
     output="ctc",
-    pretrained_config=hf_config_values,
+    pretrained_config="asr_pipeline.models.hubert_import:hf_config_values",
     load_pretrained=load_pretrained,
     encoder_blocks=_encoder_layers,
     frontend_modules=("hubert.feature_extractor", "hubert.encoder.feature_projection"),
     ctc_head="ctc_head",
     lora_targets=r".*\.transformer\.layers\.\d+\.(attention\.(q|k|v|out)_proj|feed_forward\.(intermediate|output)_dense)",
     feature_masking=False,
+    default_sizes="the base sizes",
 )
 
 # The same encoder, its own head and loss: only these differ from HUBERT.
@@ -73,7 +77,7 @@ HUBERT_PRETRAIN = dataclasses.replace(
     HUBERT,
     name="hubert-pretrain",
     config_for=pretrain_config,
-    builder=build_hubert_pretrain,
+    builder=f"{MODEL}:build_hubert_pretrain",
     peak_learning_rate=lambda variant: PRETRAIN_PEAK_LR,
     output="hubert",
     ctc_head=None,

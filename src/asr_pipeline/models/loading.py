@@ -18,9 +18,15 @@ from typing import Any, Literal, Protocol
 from safetensors.torch import load_file
 from torch import nn
 
-from asr_pipeline.models.architectures import DEFAULT_ARCHITECTURE
 from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, merge_adapters
-from asr_pipeline.models.registry import SPECS, build_from_config, check_options, get_spec, model_config
+from asr_pipeline.models.registry import (
+    DEFAULT_ARCHITECTURE,
+    SPECS,
+    build_from_config,
+    check_options,
+    get_spec,
+    model_config,
+)
 from asr_pipeline.models.spec import OutputKind
 from asr_pipeline.run_layout import (
     BEST_DIR,

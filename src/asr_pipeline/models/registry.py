@@ -1,30 +1,34 @@
 """Architecture + named variant -> config -> model, through one ``ArchitectureSpec`` per architecture. The
 one place the CLI, the Kedro train node, the training worker and ``models.loading`` turn
-``--architecture``/``--variant`` flags (or a saved config) into a model.
+``--architecture``/``--variant`` flags (or a saved config) into a model, and where ``--help`` and the config
+checks read the architectures' names, sizes, frontends and recipes.
 
     config = model_config("squeezeformer", "xs", input_dim=80, vocab_size=257, dropout=0.0)
     model = build_model("squeezeformer", "demo", input_dim=80, vocab_size=257)
 
 Overrides are config fields and win over the variant's numbers; ``None`` means "not given", so optional
 command-line flags can be passed straight through. With no variant the model gets the architecture's
-default sizes (for Squeezeformer the reference trainer's: ``models.architectures.DEFAULT_*``). Configs are
-frozen dataclasses of plain values: ``dataclasses.asdict`` -> JSON -> ``build_from_config`` rebuilds the
-same model from a run directory.
+default sizes (``ArchitectureSpec.default_sizes``). Configs are frozen dataclasses of plain values:
+``dataclasses.asdict`` -> JSON -> ``build_from_config`` rebuilds the same model from a run directory.
 
-A new architecture is its own model file, a spec next to it, and one entry in ``SPECS`` (plus its name in
-the torch-free ``models.architectures``, which a test keeps equal to ``SPECS``). Nothing outside
-``models/`` branches on an architecture's name: it asks its spec.
+Importing this module imports no torch: the specs name their model code by import path (``models.spec``).
+
+A new architecture is its own model file, a torch-free spec next to it, and one ``register(spec)`` call:
+an entry in ``SPECS`` below for ours; for an architecture outside this package, a module that calls
+``register`` named in the ``ASR_PIPELINE_SPEC_MODULES`` environment variable (comma-separated module
+names), which every process -- the CLI, the torchrun workers it starts, ``decode`` -- imports before it
+first looks an architecture up. Nothing outside ``models/`` branches on an architecture's name: it asks
+its spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
-
-from asr_pipeline.models.architectures import ARCHITECTURES, DEFAULT_SIZES, check_available
 from asr_pipeline.models.hubert_spec import HUBERT, HUBERT_PRETRAIN
 from asr_pipeline.models.paraformer_spec import PARAFORMER
 from asr_pipeline.models.spec import COMMON_FIELDS, ArchitectureSpec, OutputKind
@@ -33,20 +37,79 @@ from asr_pipeline.models.squeezeformer_spec import SQUEEZEFORMER
 from asr_pipeline.models.w2v_bert_spec import W2V_BERT
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
 
-# name -> spec: the one registry. A test registers a toy architecture here (monkeypatch.setitem).
+if TYPE_CHECKING:
+    from torch import nn
+
+# name -> spec: the one registry, in the order --help lists them (the reference trainer's four
+# architectures, then HuBERT's fine-tuning and pretraining models, then the pronunciation aligner).
 SPECS: dict[str, ArchitectureSpec] = {
     spec.name: spec
     for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT, HUBERT, HUBERT_PRETRAIN, SPEECH_ALIGNER)
 }
+DEFAULT_ARCHITECTURE = SQUEEZEFORMER.name  # what model.architecture is when not given
+# Modules (comma-separated) that register more architectures, imported before the first look-up.
+SPEC_MODULES_ENV = "ASR_PIPELINE_SPEC_MODULES"
+_loaded_spec_modules: set[str] = set()
+
+
+def register(spec: ArchitectureSpec) -> ArchitectureSpec:
+    """Add ``spec`` to the registry under its (lower-case) name; a ValueError if the name is taken by
+    another spec. Returns ``spec``, so a spec module can write ``TOY = register(ArchitectureSpec(...))``."""
+    if spec.name != spec.name.lower():
+        raise ValueError(f"architecture names are lower case: {spec.name!r}")
+    if SPECS.get(spec.name, spec) is not spec:
+        raise ValueError(f"architecture {spec.name!r} is already registered")
+    SPECS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove the architecture ``name`` (a test's, or a plug-in's) from the registry; nothing if absent."""
+    SPECS.pop(name.lower(), None)
+
+
+def load_spec_modules() -> None:
+    """Import each module named in ``ASR_PIPELINE_SPEC_MODULES`` (once per process): they ``register``
+    their architectures. An import error names the variable."""
+    for module in filter(None, (part.strip() for part in os.environ.get(SPEC_MODULES_ENV, "").split(","))):
+        if module in _loaded_spec_modules:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"{SPEC_MODULES_ENV}: cannot import {module!r} ({error})") from None
+        _loaded_spec_modules.add(module)
+
+
+def architecture_names() -> tuple[str, ...]:
+    """Every registered architecture's name, in registration order."""
+    load_spec_modules()
+    return tuple(SPECS)
 
 
 def get_spec(architecture: str) -> ArchitectureSpec:
-    """The spec of ``architecture``; a ValueError naming the known (or buildable) ones otherwise."""
+    """The spec of ``architecture``; a ValueError naming the known ones otherwise."""
     name = architecture.lower()
-    if name in SPECS:
-        return SPECS[name]
-    check_available(name)  # raises for an unknown name, or one planned but not built yet
-    raise ValueError(f"{name} has no registry entry (models.registry.SPECS); it cannot be built")
+    if name not in SPECS:
+        load_spec_modules()
+    if name not in SPECS:
+        raise ValueError(f"unknown architecture {architecture!r}; choose one of: {', '.join(SPECS)}")
+    return SPECS[name]
+
+
+def check_available(architecture: str) -> str:
+    """``architecture`` lower-cased; a ValueError listing the known names when it is none of them."""
+    return get_spec(architecture).name
+
+
+def frontend_of(architecture: str) -> str:
+    """The frontend name (``features.frontends``) of the features ``architecture`` eats."""
+    return get_spec(architecture).frontend
+
+
+def default_input_dim(architecture: str) -> int:
+    """The feature width F ``architecture``'s frontend gives with its default settings (data.input_dim)."""
+    return get_spec(architecture).input_dim
 
 
 def check_variant(architecture: str, variant: str | None) -> str | None:
@@ -56,8 +119,8 @@ def check_variant(architecture: str, variant: str | None) -> str | None:
         return None
     if variant.lower() not in spec.variants:
         raise ValueError(
-            f"unknown {spec.name} variant {variant!r}; choose one of: {', '.join(spec.variants)} "
-            f"(or none for {DEFAULT_SIZES.get(spec.name, 'the default sizes')})"
+            f"unknown {architecture} variant {variant!r}; choose one of: {', '.join(spec.variants)} "
+            f"(or none for {spec.default_sizes})"
         )
     return variant.lower()
 
@@ -122,18 +185,18 @@ def config_from_dict(architecture: str, values: Mapping[str, object]) -> Any:
     unknown = sorted(set(values) - set(spec.fields))
     if unknown:
         raise ValueError(f"saved {spec.name} config has unknown field(s) {', '.join(unknown)}")
-    defaults = {f.name: f.default for f in dataclasses.fields(spec.config_class)}
+    defaults = {f.name: f.default for f in dataclasses.fields(spec.config_type)}
     restored = {
         key: tuple(value) if isinstance(value, list) and isinstance(defaults.get(key), tuple) else value
         for key, value in values.items()
     }
-    return spec.config_class(**restored)
+    return spec.config_type(**restored)
 
 
 def build_from_config(architecture: str, config: object) -> nn.Module:
     """The model of a resolved (or saved, as a dict) config, with no variant lookup."""
     spec = get_spec(architecture)
-    if not isinstance(config, spec.config_class):
+    if not isinstance(config, spec.config_type):
         config = config_from_dict(architecture, config)  # type: ignore[arg-type]
     return spec.builder(config)
 
@@ -150,19 +213,27 @@ def peak_learning_rate(architecture: str, variant: str | None) -> float:
 
 
 __all__ = [
-    "ARCHITECTURES",
     "COMMON_FIELDS",
+    "DEFAULT_ARCHITECTURE",
     "SPECS",
+    "SPEC_MODULES_ENV",
     "ArchitectureSpec",
     "OutputKind",
+    "architecture_names",
     "build_from_config",
     "build_model",
+    "check_available",
     "check_options",
     "check_variant",
     "config_from_dict",
+    "default_input_dim",
+    "frontend_of",
     "get_spec",
     "list_variants",
+    "load_spec_modules",
     "model_config",
     "peak_learning_rate",
+    "register",
+    "unregister",
     "variant_peak_lr",
 ]

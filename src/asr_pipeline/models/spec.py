@@ -1,15 +1,22 @@
 """``ArchitectureSpec``: what one architecture tells the rest of the pipeline (``models.registry`` maps
-names to specs; each model file's spec lives next to it, e.g. ``models.squeezeformer_spec``)."""
+names to specs; each model file's spec lives next to it, e.g. ``models.squeezeformer_spec``).
+
+A spec is torch-free: it names its builder, config class and every other callable that needs the model's
+code by import path (``"asr_pipeline.models.squeezeformer:build_squeezeformer"``), imported on first use,
+so ``--help`` and config checks read names, variants, frontend, input width and output kind from the one
+spec without importing torch."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
 # "ctc": (B, T', V) log-probs; "paraformer": a decoder returning its loss terms; "hubert": masked prediction of
 # frame units (self-supervised, no text output).
@@ -22,33 +29,68 @@ REQUIRED_FIELDS = ("input_dim", "vocab_size", "dropout")
 
 
 @dataclass(frozen=True)
+class Lazy:
+    """A callable (or class) named by its import path, ``"package.module:attribute"``, imported when first
+    used: calling a ``Lazy`` calls what it names."""
+
+    path: str
+
+    def resolve(self) -> Any:
+        module, _, attribute = self.path.partition(":")
+        if not attribute:
+            raise ValueError(f"{self.path!r} is not an import path of the form 'package.module:attribute'")
+        return getattr(importlib.import_module(module), attribute)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+
+# The spec's fields that name model code: each may be given as an import path (str), kept as a ``Lazy``.
+LAZY_FIELDS = (
+    "config_class",
+    "config_for",
+    "builder",
+    "peak_learning_rate",
+    "variant_peak_lr",
+    "pretrained_config",
+    "load_pretrained",
+    "encoder_blocks",
+    "narrow",
+)
+
+
+@dataclass(frozen=True)
 class ArchitectureSpec:
-    """Everything the rest of the pipeline may know about one architecture."""
+    """Everything the rest of the pipeline may know about one architecture. Fields holding model code may
+    be import paths (``"package.module:attribute"``), imported on first use (``Lazy``)."""
 
     name: str  # as in --architecture and training_config.json's model.architecture
-    config_class: type  # a frozen dataclass of plain values; must have the REQUIRED_FIELDS
+    # a frozen dataclass of plain values; must have the REQUIRED_FIELDS (``config_type`` resolves a path)
+    config_class: type | str
     variants: tuple[str, ...]  # named sizes, in the order --help lists them
     # (variant or None, given config fields) -> the resolved config; None: the architecture's default sizes
-    config_for: Callable[[str | None, Mapping[str, object]], Any]
-    builder: Callable[[Any], nn.Module]  # resolved config -> model
-    peak_learning_rate: Callable[[str | None], float]  # the recipe's peak when optim.learning_rate is unset
+    config_for: Callable[[str | None, Mapping[str, object]], Any] | str
+    builder: Callable[[Any], nn.Module] | str  # resolved config -> model
+    peak_learning_rate: (
+        Callable[[str | None], float] | str
+    )  # the recipe's peak when optim.learning_rate is unset
     frontend: str  # features.frontends name of the features it eats ("fbank", "w2v-bert")
     input_dim: int  # the frontend's feature width F it expects by default
     output: OutputKind  # "ctc": (B, T', V) log-probs for CTC; "paraformer": a Paraformer-style decoder
     # The published peak of a variant, if the paper gives one; None: no variant or none published.
-    variant_peak_lr: Callable[[str | None], float | None] = lambda variant: None
+    variant_peak_lr: Callable[[str | None], float | None] | str = lambda variant: None
     # Import from a pretrained model folder (model.pretrained_dir; W2V-BERT: a Hugging Face dir): its config
     # as config fields, and its weights loaded into a built model (printing what it did when verbose),
     # returning a report (loaded, skipped with reasons, left at initialisation). None: imports nothing.
-    pretrained_config: Callable[[Path], dict[str, Any]] | None = None
-    load_pretrained: Callable[[nn.Module, Path, bool], dict[str, Any]] | None = None
+    pretrained_config: Callable[[Path], dict[str, Any]] | str | None = None
+    load_pretrained: Callable[[nn.Module, Path, bool], dict[str, Any]] | str | None = None
     # The encoder's blocks in depth order (training.regularization's layer drop). Each is called with the
     # hidden sequence (B, T, D) first and returns one of the same shape. None: the model has no such stack.
-    encoder_blocks: Callable[[nn.Module], list[nn.Module]] | None = None
+    encoder_blocks: Callable[[nn.Module], list[nn.Module]] | str | None = None
     # (resolved config, fraction in (0, 1)) -> the same architecture at about that fraction of its width,
     # with the head width kept and the head count scaled (training.growth's widening copies a narrow
     # model into the full one: modules.widening). None: the architecture cannot be widened.
-    narrow: Callable[[Any, float], Any] | None = None
+    narrow: Callable[[Any, float], Any] | str | None = None
     # Whether the pipeline's SpecAugment (data.spec_*) applies to its features; False: the model masks its
     # own input (HuBERT's span masking), and masking its waveform frames as a spectrogram would corrupt them.
     feature_masking: bool = True
@@ -61,10 +103,23 @@ class ArchitectureSpec:
     # other models read (models.representations; the pronunciation scoring head's "richer features"). None:
     # the architecture has no such head (Paraformer's decoder, HuBERT pretraining).
     ctc_head: str | None = None
+    # What no variant means, for messages and --help ("the M sizes", "d_model 256, 16 layers, 4 heads").
+    default_sizes: str = "the default sizes"
+
+    def __post_init__(self) -> None:
+        for name in LAZY_FIELDS:
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, Lazy(getattr(self, name)))
+
+    @property
+    def config_type(self) -> type:
+        """The config class itself (imported if the spec names it by path)."""
+        config_class = self.config_class
+        return config_class.resolve() if isinstance(config_class, Lazy) else config_class  # type: ignore[return-value]
 
     @property
     def fields(self) -> tuple[str, ...]:
-        return tuple(field.name for field in dataclasses.fields(self.config_class))
+        return tuple(field.name for field in dataclasses.fields(self.config_type))
 
     @property
     def option_fields(self) -> tuple[str, ...]:
@@ -92,8 +147,10 @@ def narrow_by_heads(config: Any, fraction: float, scaled: tuple[str, ...] = ()) 
 
 __all__ = [
     "COMMON_FIELDS",
+    "LAZY_FIELDS",
     "REQUIRED_FIELDS",
     "ArchitectureSpec",
+    "Lazy",
     "OutputKind",
     "narrow_by_heads",
     "narrowed_heads",

@@ -5,28 +5,31 @@ with the fbank frontend for log-mel-80)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from asr_pipeline.models.spec import ArchitectureSpec
-from asr_pipeline.models.speech_aligner import (
-    SIZES,
-    SpeechAlignerConfig,
-    build_speech_aligner,
-    speech_aligner_config,
-)
+
+if TYPE_CHECKING:
+    from asr_pipeline.models.speech_aligner import SpeechAlignerConfig
+
+MODEL = "asr_pipeline.models.speech_aligner"  # imported when a config or model is made (torch-free spec)
+VARIANTS = ("tiny", "default", "large")  # models.speech_aligner.SIZES; no variant: default (1.88M parameters)
 
 PEAK_LR = 1e-3  # the reference trainer's Adam rate for its aligner
 
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> SpeechAlignerConfig:
+    from asr_pipeline.models.speech_aligner import speech_aligner_config
+
     return speech_aligner_config(variant, **dict(values))
 
 
 SPEECH_ALIGNER = ArchitectureSpec(
     name="speech-aligner",
-    config_class=SpeechAlignerConfig,
-    variants=tuple(SIZES),
+    config_class=f"{MODEL}:SpeechAlignerConfig",
+    variants=VARIANTS,
     config_for=config_for,
-    builder=build_speech_aligner,
+    builder=f"{MODEL}:build_speech_aligner",
     peak_learning_rate=lambda variant: PEAK_LR,
     frontend="mfcc",
     input_dim=39,
@@ -35,5 +38,6 @@ SPEECH_ALIGNER = ArchitectureSpec(
     encoder_blocks=lambda model: [model.attention],
     frontend_modules=("blocks",),
     ctc_head="ctc_head",
+    default_sizes="the default sizes",
     # No LoRA targets: nn.MultiheadAttention reads its projections' weights directly, past any adapter.
 )

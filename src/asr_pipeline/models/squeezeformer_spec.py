@@ -1,19 +1,26 @@
 """Squeezeformer's registry entry: how a variant name and overrides become a ``SqueezeformerConfig``,
-its recipe learning rate, frontend and output kind (``models.registry.ArchitectureSpec``)."""
+its recipe learning rate, frontend and output kind (``models.registry.ArchitectureSpec``). Torch-free: the
+model's code (``models.squeezeformer``) is imported when a config or model is made."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from asr_pipeline.models.architectures import DEFAULT_D_MODEL, DEFAULT_NUM_HEADS, DEFAULT_NUM_LAYERS
 from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
-from asr_pipeline.models.squeezeformer import (
-    SIZES,
-    SqueezeformerConfig,
-    build_squeezeformer,
-    paper_time_indices,
-    squeezeformer_config,
-)
+
+if TYPE_CHECKING:
+    from asr_pipeline.models.squeezeformer import SqueezeformerConfig
+
+MODEL = "asr_pipeline.models.squeezeformer"
+# The paper's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to), smallest first,
+# then the CPU sizes.
+VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
+# A Squeezeformer built with no variant gets the reference trainer's "custom" sizes (its --d-model,
+# --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply.
+DEFAULT_D_MODEL = 256
+DEFAULT_NUM_LAYERS = 16
+DEFAULT_NUM_HEADS = 4
 
 # The paper's peaks (2e-3 for XS) belong to its large-batch LibriSpeech recipe, while this pipeline trains
 # on small adaptive batches, so it starts from a more conservative peak: min(variant peak, 3e-4), and 3e-4
@@ -25,6 +32,12 @@ def config_for(variant: str | None, values: Mapping[str, object]) -> Squeezeform
     """``variant``'s config with ``values`` (config fields) over it; no variant: the reference trainer's
     default sizes (d_model 256, 16 layers, 4 heads), every other field the dataclass's default. Unless
     given, the U-Net follows num_layers by the paper's rule."""
+    from asr_pipeline.models.squeezeformer import (
+        SqueezeformerConfig,
+        paper_time_indices,
+        squeezeformer_config,
+    )
+
     if variant is not None:
         return squeezeformer_config(variant, **values)
     sized: dict[str, object] = {
@@ -40,20 +53,24 @@ def config_for(variant: str | None, values: Mapping[str, object]) -> Squeezeform
 
 
 def peak_learning_rate(variant: str | None) -> float:
+    from asr_pipeline.models.squeezeformer import SIZES
+
     return PEAK_LR_CAP if variant is None else min(SIZES[variant].peak_lr, PEAK_LR_CAP)
 
 
 def variant_peak_lr(variant: str | None) -> float | None:
     """The peak the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3); None for no variant."""
+    from asr_pipeline.models.squeezeformer import SIZES
+
     return None if variant is None else SIZES[variant].peak_lr
 
 
 SQUEEZEFORMER = ArchitectureSpec(
     name="squeezeformer",
-    config_class=SqueezeformerConfig,
-    variants=tuple(SIZES),
+    config_class=f"{MODEL}:SqueezeformerConfig",
+    variants=VARIANTS,
     config_for=config_for,
-    builder=build_squeezeformer,
+    builder=f"{MODEL}:build_squeezeformer",
     peak_learning_rate=peak_learning_rate,
     variant_peak_lr=variant_peak_lr,
     frontend="fbank",
@@ -64,4 +81,5 @@ SQUEEZEFORMER = ArchitectureSpec(
     ctc_head="output",
     lora_targets=r"blocks\.\d+\.(attention\.module\.(qkv|out)_proj|(attention_ff|conv_ff)\.module\.linear_(in|out))",
     narrow=lambda config, fraction: narrow_by_heads(config, fraction, ("subsampling_channels",)),
+    default_sizes=f"d_model {DEFAULT_D_MODEL}, {DEFAULT_NUM_LAYERS} layers, {DEFAULT_NUM_HEADS} heads",
 )

@@ -1,16 +1,21 @@
 """W2V-BERT's registry entry: how a variant name and overrides become a ``W2VBertConfig``, its recipe
 learning rate, frontend and output kind (``models.spec.ArchitectureSpec``). Pretrained import lives in
-``models.w2v_bert_hf`` (``config_from_hf``, ``load_hf_weights``)."""
+``models.w2v_bert_hf`` (``config_from_hf``, ``load_hf_weights``). Torch-free: the model's code is imported when
+a config or model is made."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
-from asr_pipeline.models.w2v_bert import SIZES, W2VBertConfig, W2VBertCTC, build_w2v_bert, w2v_bert_config
-from asr_pipeline.models.w2v_bert_hf import config_from_hf, load_hf_weights
+
+if TYPE_CHECKING:
+    from asr_pipeline.models.w2v_bert import W2VBertConfig, W2VBertCTC
+
+MODEL = "asr_pipeline.models.w2v_bert"
+VARIANTS = ("600m", "tiny", "demo")  # facebook/w2v-bert-2.0's encoder, then the CPU sizes (SIZES)
 
 DEFAULT_VARIANT = "600m"  # no variant: facebook/w2v-bert-2.0's sizes, so its checkpoint loads
 # The reference trainer's peak for W2V-BERT (fine-tuning the 600M checkpoint, as in HF's w2v-BERT 2.0
@@ -20,25 +25,29 @@ PEAK_LEARNING_RATE = 1e-4
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConfig:
     """``variant``'s config (no variant: 600m) with ``values`` (config fields) over it."""
+    from asr_pipeline.models.w2v_bert import w2v_bert_config
+
     return w2v_bert_config(DEFAULT_VARIANT if variant is None else variant, **values)
 
 
 def load_pretrained(model: W2VBertCTC, path: Path, verbose: bool) -> dict[str, Any]:
     """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons)."""
+    from asr_pipeline.models.w2v_bert_hf import load_hf_weights
+
     return load_hf_weights(model, path, verbose=verbose).to_event(path)
 
 
 W2V_BERT = ArchitectureSpec(
     name="w2v-bert",
-    config_class=W2VBertConfig,
-    variants=tuple(SIZES),
+    config_class=f"{MODEL}:W2VBertConfig",
+    variants=VARIANTS,
     config_for=config_for,
-    builder=build_w2v_bert,
+    builder=f"{MODEL}:build_w2v_bert",
     peak_learning_rate=lambda variant: PEAK_LEARNING_RATE,
     frontend="w2v-bert",
     input_dim=160,
     output="ctc",
-    pretrained_config=config_from_hf,
+    pretrained_config="asr_pipeline.models.w2v_bert_hf:config_from_hf",
     load_pretrained=load_pretrained,
     encoder_blocks=lambda model: list(model.wav2vec2_bert.encoder.layers),
     frontend_modules=("wav2vec2_bert.feature_projection",),
@@ -47,4 +56,5 @@ W2V_BERT = ArchitectureSpec(
     narrow=lambda config, fraction: narrow_by_heads(
         config, fraction, ("intermediate_size", "output_hidden_size")
     ),
+    default_sizes="the 600m sizes",
 )

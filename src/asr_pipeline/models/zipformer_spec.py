@@ -1,13 +1,20 @@
 """Zipformer's registry entry: how a variant name and overrides become a ``ZipformerConfig``, its recipe
-learning rate, frontend and output kind (``models.registry.ArchitectureSpec``)."""
+learning rate, frontend and output kind (``models.registry.ArchitectureSpec``). Torch-free: the model's code
+(``models.zipformer``) is imported when a config or model is made."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from asr_pipeline.models.spec import ArchitectureSpec, narrowed_heads
-from asr_pipeline.models.zipformer import SIZES, ZipformerConfig, build_zipformer, zipformer_config
+
+if TYPE_CHECKING:
+    from asr_pipeline.models.zipformer import ZipformerConfig
+
+MODEL = "asr_pipeline.models.zipformer"
+VARIANTS = ("s", "m", "l", "tiny", "demo")  # icefall's sizes (models.zipformer.SIZES), then the CPU sizes
 
 DEFAULT_VARIANT = "m"  # icefall's default (train.py) sizes
 # The reference trainer trains every Zipformer size with AdamW at peak 1e-3. icefall's own recipe (ScaledAdam,
@@ -17,6 +24,8 @@ PEAK_LR = 1e-3
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> ZipformerConfig:
     """``variant``'s config with ``values`` (config fields) over it; no variant: M, icefall's default."""
+    from asr_pipeline.models.zipformer import zipformer_config
+
     return zipformer_config(DEFAULT_VARIANT if variant is None else variant, **values)
 
 
@@ -45,10 +54,10 @@ def narrow(config: ZipformerConfig, fraction: float) -> ZipformerConfig:
 
 ZIPFORMER = ArchitectureSpec(
     name="zipformer",
-    config_class=ZipformerConfig,
-    variants=tuple(SIZES),
+    config_class=f"{MODEL}:ZipformerConfig",
+    variants=VARIANTS,
     config_for=config_for,
-    builder=build_zipformer,
+    builder=f"{MODEL}:build_zipformer",
     peak_learning_rate=peak_learning_rate,
     frontend="fbank",
     input_dim=80,
@@ -58,4 +67,5 @@ ZIPFORMER = ArchitectureSpec(
     ctc_head="output",
     lora_targets=r"stacks\.\d+\.layers\.\d+\.(self_attn_weights\.in_proj|(self_attn[12]|feed_forward[123])\.(in|out)_proj)",
     narrow=narrow,
+    default_sizes="the M sizes",
 )

@@ -23,15 +23,13 @@ from typing import Any, Literal
 
 from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.io.atomic import write_json_atomic
-from asr_pipeline.models import architectures
-from asr_pipeline.models.architectures import (
+from asr_pipeline.models.registry import (  # torch-free: the specs name their model code by import path
     DEFAULT_ARCHITECTURE,
-    RECIPE_PEAK_LR,
     check_available,
-    check_known,
     check_variant,
     default_input_dim,
 )
+from asr_pipeline.models.registry import peak_learning_rate as spec_peak_learning_rate
 from asr_pipeline.options import ConfigError
 from asr_pipeline.training.epoch_schedule import (
     CurriculumConfig,
@@ -140,14 +138,14 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    # One of models.architectures.ARCHITECTURES; those not built yet are refused here, before torchrun.
+    # One of models.registry's architectures; another is refused here, before torchrun.
     architecture: str = DEFAULT_ARCHITECTURE
     # A named size ("xs", "demo"; "tiny" in tests), checked here too; None: the default sizes.
     variant: str | None = None
     vocab_size: int | None = None  # None: the tokenizer's vocab_size (pieces + blank)
     blank_id: int = 0
     # Size overrides. None: the variant's value, or with no variant the reference trainer's defaults
-    # (d_model 256, 16 layers, 4 heads: models.architectures.DEFAULT_*).
+    # (d_model 256, 16 layers, 4 heads: models.squeezeformer_spec.DEFAULT_*).
     d_model: int | None = None
     num_layers: int | None = None
     num_heads: int | None = None
@@ -632,18 +630,10 @@ def peak_learning_rate(config: TrainConfig) -> float:
 
 
 def default_peak_learning_rate(architecture: str, variant: str | None) -> float:
-    """The reference trainer's recipe peak: the architecture's spec says it for one that is built
-    (``models.registry.peak_learning_rate``; Squeezeformer min(variant peak, 3e-4), 3e-4 with no variant),
-    ``models.architectures.RECIPE_PEAK_LR`` for one that is not yet (Zipformer and Paraformer 1e-3,
-    W2V-BERT 1e-4)."""
-    name = check_known(architecture)
-    if name in architectures.AVAILABLE_ARCHITECTURES:
-        from asr_pipeline.models.registry import peak_learning_rate  # the registry imports torch models
-
-        return peak_learning_rate(name, variant)
-    if name not in RECIPE_PEAK_LR:
-        raise ValueError(f"{name} has no recipe learning rate; set optim.learning_rate (--learning-rate)")
-    return RECIPE_PEAK_LR[name]
+    """The reference trainer's recipe peak, as the architecture's spec says it
+    (``models.registry.peak_learning_rate``; Squeezeformer min(variant peak, 3e-4), 3e-4 with no variant;
+    Zipformer and Paraformer 1e-3, W2V-BERT 1e-4)."""
+    return spec_peak_learning_rate(check_available(architecture), variant)
 
 
 # --- helpers -------------------------------------------------------------------------------------------

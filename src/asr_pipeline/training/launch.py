@@ -279,7 +279,7 @@ def check_feature_width(config: TrainConfig) -> None:
     rerun. Raw manifests are featurized by the architecture's own frontend and checked when loaded."""
     from asr_pipeline.data.sources import resolve_manifests
     from asr_pipeline.io.shards import read_metadata
-    from asr_pipeline.models.architectures import frontend_of
+    from asr_pipeline.models.registry import frontend_of
 
     data, architecture = config.data, config.model.architecture
     for manifests, what in ((data.train_manifests, "training"), (data.val_manifests, "validation")):

@@ -35,7 +35,7 @@ from asr_pipeline.data.audio_dataset import (
     EpochTaggedBatchSampler,
     PlannedFrontend,
     build_audio_index,
-    frontend_for,
+    planned_frontend,
 )
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
@@ -44,7 +44,7 @@ from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import NothingKeptError, SkipReport
-from asr_pipeline.models.registry import get_spec
+from asr_pipeline.models.registry import frontend_of, get_spec
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.alignment import AlignedDataset, load_alignment
 from asr_pipeline.training.config import DataConfig, TrainConfig
@@ -205,7 +205,7 @@ class _Sources:
 
     @functools.cached_property
     def frontend(self) -> PlannedFrontend:
-        frontend = frontend_for(self.config.model.architecture)
+        frontend = planned_frontend(frontend_of(self.config.model.architecture))
         if frontend.feature_dim != self.config.data.input_dim:
             raise ValueError(
                 f"raw manifests are featurized for {self.config.model.architecture} with the "

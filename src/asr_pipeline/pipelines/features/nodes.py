@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import polars as pl
 
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
-from asr_pipeline.features.frontends import ARCHITECTURES
 from asr_pipeline.io.datasets import ShardChunk
 from asr_pipeline.io.report import SkipReport
+from asr_pipeline.models.registry import architecture_names
 from asr_pipeline.options import ConfigError
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -57,9 +57,9 @@ def extract_features(
 def _check_train_architecture(architecture: str) -> None:
     """The features follow ``train.model.architecture`` when ``features.architecture`` is null: an unknown
     name is that key's error, not the features section's."""
-    if architecture not in ARCHITECTURES:
+    if architecture not in architecture_names():
         raise ConfigError(
-            f"params.yaml train.model.architecture: must be one of {', '.join(ARCHITECTURES)}, got "
+            f"params.yaml train.model.architecture: must be one of {', '.join(architecture_names())}, got "
             f"{architecture!r} (the features stage extracts for it while features.architecture is null)"
         )
 

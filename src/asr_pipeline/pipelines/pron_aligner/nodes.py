@@ -65,7 +65,7 @@ from asr_pipeline.training.events import read_events
 from asr_pipeline.training.launch import launch_options, run_training
 
 ARCHITECTURE = "speech-aligner"
-FRONTEND_WIDTHS = {"mfcc": 39, "fbank": 80}  # MFCC-39, log-mel-80 (features.fbank.num_mel_bins)
+ALIGNER_FRONTENDS = ("mfcc", "fbank")  # MFCC-39, log-mel-80: their widths are features.frontends
 STAGE_METRICS = "metrics.json"
 ALIGNER_FILE = "aligner.safetensors"  # the aligner with its frame and boundary heads trained
 
@@ -273,9 +273,9 @@ def train_aligner(
     it writes to ``aligners/<name>/metrics.json``."""
     name, entry = aligner_entry(params)
     frontend = entry.get("frontend", "mfcc")
-    if frontend not in FRONTEND_WIDTHS:
+    if frontend not in ALIGNER_FRONTENDS:
         raise ValueError(
-            f"pron.aligners.{name}.frontend must be one of {', '.join(FRONTEND_WIDTHS)}, got {frontend!r}"
+            f"pron.aligners.{name}.frontend must be one of {', '.join(ALIGNER_FRONTENDS)}, got {frontend!r}"
         )
     root = pron_dir / "aligners" / name
     shutil.rmtree(root, ignore_errors=True)  # a stage output starts empty
@@ -305,7 +305,7 @@ def train_aligner(
                 **sections.get("data", {}),
                 "train_manifests": shards["train"],
                 "val_manifests": shards["dev"],
-                "input_dim": FRONTEND_WIDTHS[frontend],
+                "input_dim": frontend_named(frontend).feature_dim,
                 "length_index": None,
             },
             "run": {**sections.get("run", {}), "output_dir": str(run_dir), "tokenizer": None},
@@ -318,7 +318,7 @@ def train_aligner(
     metrics = {
         "name": name,
         "frontend": frontend,
-        "input_dim": FRONTEND_WIDTHS[frontend],
+        "input_dim": frontend_named(frontend).feature_dim,
         "parameters": sum(p.numel() for p in run.model.parameters()),
         "dev": {**greedy_phone_error_rate(run, shards["dev"], dev_phones), "checkpoint": best},
         "test": {**greedy_phone_error_rate(run, shards["test"], test_phones), "checkpoint": best},
