@@ -14,6 +14,7 @@ from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, pr
 from asr_pipeline.decoding.options import DECODERS
 from asr_pipeline.models.registry import (  # torch-free: --help reads the specs' names and sizes
     DEFAULT_ARCHITECTURE,
+    REGISTERED_ARCHITECTURES,
     architecture_names,
     check_available,
     check_variant,
@@ -129,7 +130,7 @@ TRAIN_FLAGS: list[TrainFlag] = [
         "model.architecture",
         str,
         f"model architecture (models.registry); buildable: {', '.join(architecture_names())}",
-        list(architecture_names()),
+        REGISTERED_ARCHITECTURES,  # read when parsing: an architecture registered later is accepted
     ),
     *(
         TrainFlag(f"--{name}", "model.architecture", bool, f"shortcut for --architecture {name}", const=name)

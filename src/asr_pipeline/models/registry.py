@@ -14,11 +14,14 @@ default sizes (``ArchitectureSpec.default_sizes``). Configs are frozen dataclass
 Importing this module imports no torch: the specs name their model code by import path (``models.spec``).
 
 A new architecture is its own model file, a torch-free spec next to it, and one ``register(spec)`` call:
-an entry in ``SPECS`` below for ours; for an architecture outside this package, a module that calls
-``register`` named in the ``ASR_PIPELINE_SPEC_MODULES`` environment variable (comma-separated module
-names), which every process -- the CLI, the torchrun workers it starts, ``decode`` -- imports before it
-first looks an architecture up. Nothing outside ``models/`` branches on an architecture's name: it asks
-its spec.
+an entry in ``SPECS`` below for ours. For an architecture outside this package, list its module (which
+calls ``register``), or ``module:NAME`` naming its spec, in the ``ASR_PIPELINE_SPEC_MODULES`` environment
+variable (comma-separated): every process -- the CLI, the torchrun workers it starts, ``decode`` -- imports
+them before it first looks up an architecture it does not know.
+
+    ASR_PIPELINE_SPEC_MODULES=my_models.conformer_spec:CONFORMER asr-pipeline train --architecture conformer
+
+Nothing outside ``models/`` branches on an architecture's name: it asks its spec.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from asr_pipeline.models.hubert_spec import HUBERT, HUBERT_PRETRAIN
@@ -47,7 +50,8 @@ SPECS: dict[str, ArchitectureSpec] = {
     for spec in (SQUEEZEFORMER, ZIPFORMER, PARAFORMER, W2V_BERT, HUBERT, HUBERT_PRETRAIN, SPEECH_ALIGNER)
 }
 DEFAULT_ARCHITECTURE = SQUEEZEFORMER.name  # what model.architecture is when not given
-# Modules (comma-separated) that register more architectures, imported before the first look-up.
+# Modules (comma-separated) that register more architectures, or module:NAME naming a spec to register,
+# imported before the first look-up of an unknown name.
 SPEC_MODULES_ENV = "ASR_PIPELINE_SPEC_MODULES"
 _loaded_spec_modules: set[str] = set()
 
@@ -69,22 +73,51 @@ def unregister(name: str) -> None:
 
 
 def load_spec_modules() -> None:
-    """Import each module named in ``ASR_PIPELINE_SPEC_MODULES`` (once per process): they ``register``
-    their architectures. An import error names the variable."""
-    for module in filter(None, (part.strip() for part in os.environ.get(SPEC_MODULES_ENV, "").split(","))):
-        if module in _loaded_spec_modules:
+    """Import each module named in ``ASR_PIPELINE_SPEC_MODULES`` (once per process): a plain module
+    ``register``s its architectures itself; ``module:NAME`` registers the module's spec ``NAME``. An error
+    names the variable."""
+    for entry in filter(None, (part.strip() for part in os.environ.get(SPEC_MODULES_ENV, "").split(","))):
+        if entry in _loaded_spec_modules:
             continue
+        module, _, attribute = entry.partition(":")
+        _loaded_spec_modules.add(entry)  # first: a module whose imports look an architecture up loads once
         try:
-            importlib.import_module(module)
+            loaded = importlib.import_module(module)
         except ImportError as error:
+            _loaded_spec_modules.discard(entry)
             raise ValueError(f"{SPEC_MODULES_ENV}: cannot import {module!r} ({error})") from None
-        _loaded_spec_modules.add(module)
+        if attribute:
+            spec = getattr(loaded, attribute, None)
+            if not isinstance(spec, ArchitectureSpec):
+                _loaded_spec_modules.discard(entry)
+                raise ValueError(f"{SPEC_MODULES_ENV}: {entry!r} names no ArchitectureSpec")
+            register(spec)
 
 
 def architecture_names() -> tuple[str, ...]:
     """Every registered architecture's name, in registration order."""
     load_spec_modules()
     return tuple(SPECS)
+
+
+class RegisteredArchitectures(Sequence[str]):
+    """The registered architectures' names, read on every use: argparse ``choices`` that accept an
+    architecture registered after the parser was built (a test's, or a plug-in's)."""
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+        return architecture_names()[index]
+
+    def __len__(self) -> int:
+        return len(architecture_names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(architecture_names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in architecture_names()
+
+
+REGISTERED_ARCHITECTURES = RegisteredArchitectures()
 
 
 def get_spec(architecture: str) -> ArchitectureSpec:
@@ -215,6 +248,7 @@ def peak_learning_rate(architecture: str, variant: str | None) -> float:
 __all__ = [
     "COMMON_FIELDS",
     "DEFAULT_ARCHITECTURE",
+    "REGISTERED_ARCHITECTURES",
     "SPECS",
     "SPEC_MODULES_ENV",
     "ArchitectureSpec",
