@@ -13,6 +13,7 @@ the loss is counted per (``StepLosses.tokens``). How the loop weighs and counts 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -114,30 +115,12 @@ def unit_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLoss
     )
 
 
-def empty_batch_loss(model: nn.Module, features: Tensor, lengths: Tensor, architecture: str) -> Tensor:
-    """A zero loss (0-dim) of a forward of ``features`` through every head a training step uses (one
-    token, or all-zero units, as the targets): for a rank whose batch came out empty under DDP."""
-    kind = output_kind(architecture)
-    if kind == "ctc":
-        log_probs, _ = model(features, lengths)  # (1, T', V)
-        return log_probs.float().sum() * 0.0
-    if kind == "hubert":
-        units = torch.zeros(1, features.size(1), dtype=torch.int64, device=features.device)
-        return model(features, lengths, units)["loss"].float().sum() * 0.0
-    target = torch.ones(1, 1, dtype=torch.int64, device=features.device)
-    return model(features, lengths, target, torch.ones_like(lengths))["loss"].float().sum() * 0.0
+def _ctc_step(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    return StepLosses(*ctc_losses(model, batch, config))
 
 
-def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
-    """The batch's per-utterance losses for the model ``config.model.architecture`` names: HuBERT's on its
-    units; frame-wise cross-entropy when the batch carries alignment labels; else the architecture's own
-    loss."""
-    if output_kind(config.model.architecture) == "hubert":
-        return unit_losses(model, batch, config)
-    if batch.frame_labels is not None:
-        return StepLosses(*framewise_losses(model, batch, config))
-    if output_kind(config.model.architecture) == "ctc":
-        return StepLosses(*ctc_losses(model, batch, config))
+def _decoder_step(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    """A Paraformer-style model's own losses: it takes the targets and returns its loss terms."""
     with _autocast(config, batch.features.device):
         outputs = model(batch.features, batch.feature_lengths, batch.targets, batch.target_lengths)
     components = {
@@ -150,16 +133,109 @@ def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLos
     )
 
 
+def _ctc_empty_loss(model: nn.Module, features: Tensor, lengths: Tensor) -> Tensor:
+    log_probs, _ = model(features, lengths)  # (1, T', V)
+    return log_probs.float().sum() * 0.0
+
+
+def _units_empty_loss(model: nn.Module, features: Tensor, lengths: Tensor) -> Tensor:
+    units = torch.zeros(1, features.size(1), dtype=torch.int64, device=features.device)  # all-zero units
+    return model(features, lengths, units)["loss"].float().sum() * 0.0
+
+
+def _decoder_empty_loss(model: nn.Module, features: Tensor, lengths: Tensor) -> Tensor:
+    target = torch.ones(1, 1, dtype=torch.int64, device=features.device)  # one token
+    return model(features, lengths, target, torch.ones_like(lengths))["loss"].float().sum() * 0.0
+
+
+def _loss_pass_outputs(
+    model: nn.Module, batch: Batch, config: TrainConfig, step: StepLosses
+) -> tuple[Tensor, Tensor]:
+    assert step.log_probs is not None
+    return step.log_probs, step.out_lengths
+
+
+def _inference_outputs(
+    model: nn.Module, batch: Batch, config: TrainConfig, step: StepLosses
+) -> tuple[Tensor, Tensor]:
+    with _autocast(config, batch.features.device):
+        return model(batch.features, batch.feature_lengths)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What training and validation do with a model of one output kind (``ArchitectureSpec.output``): its
+    per-utterance losses, the zero loss of an empty batch, what validation decodes and which scores pick
+    the best checkpoint. The loop and validation ask a model's objective; they never test its kind."""
+
+    name: str  # the output kind: "ctc", "paraformer", "hubert"
+    losses: Callable[[nn.Module, Batch, TrainConfig], StepLosses]
+    # A zero loss (0-dim) of a forward through every head a training step uses: for a rank whose batch came
+    # out empty under DDP.
+    empty_batch_loss: Callable[[nn.Module, Tensor, Tensor], Tensor]
+    # (model, batch, config, the step's losses) -> what validation decodes, (B, T' or U, V) and (B,)
+    decoding_outputs: Callable[[nn.Module, Batch, TrainConfig, StepLosses], tuple[Tensor, Tensor]]
+    # The two scores a run's metrics and best checkpoints carry, the one that picks the best (lower is
+    # better) first.
+    metrics: tuple[str, str] = ("val_cer", "val_wer")
+    text_output: bool = True  # hypotheses are text (CER/WER); False: frame units (loss, accuracy)
+    # Outputs per frame: CTC's collapse, beam search and forced alignment apply; False: per token or unit.
+    frame_posteriors: bool = True
+    # Whether a batch's frame labels are this objective's own targets (HuBERT's units); otherwise they are
+    # an alignment that trains the model frame-wise (``framewise_losses``).
+    frame_labels_are_targets: bool = False
+
+
+OBJECTIVES: dict[str, Objective] = {
+    objective.name: objective
+    for objective in (
+        # CTC: the loss pass's own (B, T', V) frame log-probs are decoded.
+        Objective("ctc", _ctc_step, _ctc_empty_loss, _loss_pass_outputs),
+        # Paraformer: validation decodes its inference pass (token count and queries predicted).
+        Objective(
+            "paraformer", _decoder_step, _decoder_empty_loss, _inference_outputs, frame_posteriors=False
+        ),
+        # HuBERT pretraining: masked prediction of frame units, scored by loss and accuracy.
+        Objective(
+            "hubert",
+            lambda model, batch, config: unit_losses(model, batch, config),
+            _units_empty_loss,
+            _loss_pass_outputs,
+            metrics=("val_loss", "val_accuracy"),
+            text_output=False,
+            frame_posteriors=False,
+            frame_labels_are_targets=True,
+        ),
+    )
+}
+
+
+def objective_of(architecture: str) -> Objective:
+    """The objective of ``architecture``'s output kind (its spec's ``output``)."""
+    return OBJECTIVES[output_kind(architecture)]
+
+
+def empty_batch_loss(model: nn.Module, features: Tensor, lengths: Tensor, architecture: str) -> Tensor:
+    """A zero loss (0-dim) of a forward of ``features`` through every head a training step uses (one
+    token, or all-zero units, as the targets): for a rank whose batch came out empty under DDP."""
+    return objective_of(architecture).empty_batch_loss(model, features, lengths)
+
+
+def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    """The batch's per-utterance losses for the model ``config.model.architecture`` names: frame-wise
+    cross-entropy when the batch carries alignment labels (not its own targets); else its objective's."""
+    objective = objective_of(config.model.architecture)
+    if batch.frame_labels is not None and not objective.frame_labels_are_targets:
+        return StepLosses(*framewise_losses(model, batch, config))
+    return objective.losses(model, batch, config)
+
+
 def decoding_outputs(
     model: nn.Module, batch: Batch, config: TrainConfig, step: StepLosses
 ) -> tuple[Tensor, Tensor]:
     """What validation decodes: CTC's frame log-probs of the loss pass itself; for a Paraformer, its own
     inference pass (no targets: token count and queries predicted, as at test time), (B, U, V) and (B,)."""
-    if output_kind(config.model.architecture) == "ctc":
-        assert step.log_probs is not None
-        return step.log_probs, step.out_lengths
-    with _autocast(config, batch.features.device):
-        return model(batch.features, batch.feature_lengths)
+    return objective_of(config.model.architecture).decoding_outputs(model, batch, config, step)
 
 
 def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
@@ -177,6 +253,8 @@ def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
 
 
 __all__ = [
+    "OBJECTIVES",
+    "Objective",
     "StepLosses",
     "check_targets",
     "ctc_losses",
@@ -184,6 +262,7 @@ __all__ = [
     "empty_batch_loss",
     "framewise_losses",
     "model_losses",
+    "objective_of",
     "output_kind",
     "unit_losses",
 ]

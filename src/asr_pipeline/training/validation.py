@@ -33,7 +33,7 @@ from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import TrainConfig, ValidationConfig
-from asr_pipeline.training.ctc import decoding_outputs, model_losses, output_kind
+from asr_pipeline.training.ctc import OBJECTIVES, decoding_outputs, model_losses, objective_of, output_kind
 from asr_pipeline.training.distributed import DistributedContext, gather
 
 
@@ -61,10 +61,11 @@ class ValidationDecoder:
         self, options: ValidationConfig, tokenizer: CTCTokenizer | None, blank_id: int, output: str = "ctc"
     ) -> None:
         self.blank_id, self.tokenizer = blank_id, tokenizer
-        self.collapse = output == "ctc"  # a Paraformer's outputs are per token: no CTC collapse
+        # a Paraformer's outputs are per token: no CTC collapse, no beam search over frames
+        self.collapse = OBJECTIVES[output].frame_posteriors
         self.method = "beam" if options.uses_beam_search else "greedy"
         self.decoder: Decoder | None = None
-        if options.uses_beam_search and output != "ctc":
+        if options.uses_beam_search and not self.collapse:
             raise ValueError(
                 f"the {options.decoding.decoder} validation decoder searches CTC frame posteriors; a {output} "
                 "model's decoder outputs one posterior per token: validate it greedily (unset "
@@ -100,7 +101,7 @@ class ValidationDecoder:
 def validation_metrics(architecture: str) -> tuple[str, str]:
     """The two scores a run's metrics and best checkpoints carry, the one that picks the best (lower is
     better) first: ("val_cer", "val_wer"), or ("val_loss", "val_accuracy") for a model without text output."""
-    return ("val_loss", "val_accuracy") if output_kind(architecture) == "hubert" else ("val_cer", "val_wer")
+    return objective_of(architecture).metrics
 
 
 def validate(
@@ -119,7 +120,7 @@ def validate(
     ``validation.log_samples`` a ``samples`` list (see ``_samples``).
     """
     started = time.perf_counter()
-    if output_kind(config.model.architecture) == "hubert":
+    if not objective_of(config.model.architecture).text_output:
         return _validate_units(model, loader, config, ctx, started)
     decoder = decoder or ValidationDecoder(
         config.validation, tokenizer, config.model.blank_id, output_kind(config.model.architecture)
