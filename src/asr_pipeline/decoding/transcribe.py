@@ -35,6 +35,7 @@ from asr_pipeline.io.manifests import iter_manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import RunModel
 from asr_pipeline.models.registry import frontend_of
+from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.modules.forced_alignment import forced_paths
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -155,7 +156,7 @@ class Transcriber:
         words = text.split()
         spelled = [self.tokenizer.encode(word) for word in words]
         tokens = [token for pieces in spelled for token in pieces]
-        if self.run.output != "ctc" or not tokens:
+        if not has_frame_posteriors(self.run.output) or not tokens:
             return [Word(word, None, None) for word in words]
         targets = torch.tensor([tokens], dtype=torch.long)
         paths, aligned, _ = forced_paths(

@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 # "ctc": (B, T', V) log-probs; "paraformer": a decoder returning its loss terms; "hubert": masked prediction of
 # frame units (self-supervised, no text output).
 OutputKind = Literal["ctc", "paraformer", "hubert"]
+# The output kinds whose models give (B, T', V) frame log-probs: CTC's collapse, beam search over frames and
+# forced alignment (word times, training.alignment) apply; the others' outputs are per token or per unit.
+FRAME_POSTERIOR_OUTPUTS: tuple[str, ...] = ("ctc",)
+
+
+def has_frame_posteriors(output: str) -> bool:
+    """Whether a model of output kind ``output`` gives frame log-probs (``FRAME_POSTERIOR_OUTPUTS``)."""
+    return output in FRAME_POSTERIOR_OUTPUTS
+
+
 # Config fields the training config sets outside model.options (model.d_model, data.input_dim, ...). Every
 # architecture has input_dim, vocab_size and dropout; d_model, num_layers and num_heads only one with a
 # single width, depth and head count (Zipformer's are per stack, so they are options there).
@@ -147,11 +157,13 @@ def narrow_by_heads(config: Any, fraction: float, scaled: tuple[str, ...] = ()) 
 
 __all__ = [
     "COMMON_FIELDS",
+    "FRAME_POSTERIOR_OUTPUTS",
     "LAZY_FIELDS",
     "REQUIRED_FIELDS",
     "ArchitectureSpec",
     "Lazy",
     "OutputKind",
+    "has_frame_posteriors",
     "narrow_by_heads",
     "narrowed_heads",
 ]

@@ -36,6 +36,7 @@ from asr_pipeline.data.dataset import ShardDataset
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.executors import ExecutorOptions, map_ordered
 from asr_pipeline.models.loading import RunModel, load_run_model
+from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.modules.forced_alignment import forced_paths, min_frames
 from asr_pipeline.run_layout import CHECKPOINT_POINTER, resolve_run_dir
 
@@ -83,7 +84,7 @@ def align_shards(
     and every task computes with one torch thread, so the file is byte-identical for any of them.
     """
     loaded = _run_model(str(Path(run_dir).resolve()))  # refused here, before any worker starts
-    if loaded.output != "ctc":
+    if not has_frame_posteriors(loaded.output):
         raise ValueError(
             f"{run_dir} holds a {loaded.architecture} model, which has no CTC frame outputs to align with; "
             "align with a CTC-output run (squeezeformer, zipformer, w2v-bert, or a frame-wise trained one)"

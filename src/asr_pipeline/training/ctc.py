@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch
 from asr_pipeline.models.registry import get_spec
+from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.training.config import TrainConfig
 
 
@@ -179,11 +180,14 @@ class Objective:
     # better) first.
     metrics: tuple[str, str] = ("val_cer", "val_wer")
     text_output: bool = True  # hypotheses are text (CER/WER); False: frame units (loss, accuracy)
-    # Outputs per frame: CTC's collapse, beam search and forced alignment apply; False: per token or unit.
-    frame_posteriors: bool = True
     # Whether a batch's frame labels are this objective's own targets (HuBERT's units); otherwise they are
     # an alignment that trains the model frame-wise (``framewise_losses``).
     frame_labels_are_targets: bool = False
+
+    @property
+    def frame_posteriors(self) -> bool:
+        """Outputs per frame: CTC's collapse and beam search apply (``models.spec.has_frame_posteriors``)."""
+        return has_frame_posteriors(self.name)
 
 
 OBJECTIVES: dict[str, Objective] = {
@@ -192,9 +196,7 @@ OBJECTIVES: dict[str, Objective] = {
         # CTC: the loss pass's own (B, T', V) frame log-probs are decoded.
         Objective("ctc", _ctc_step, _ctc_empty_loss, _loss_pass_outputs),
         # Paraformer: validation decodes its inference pass (token count and queries predicted).
-        Objective(
-            "paraformer", _decoder_step, _decoder_empty_loss, _inference_outputs, frame_posteriors=False
-        ),
+        Objective("paraformer", _decoder_step, _decoder_empty_loss, _inference_outputs),
         # HuBERT pretraining: masked prediction of frame units, scored by loss and accuracy.
         Objective(
             "hubert",
@@ -203,7 +205,6 @@ OBJECTIVES: dict[str, Objective] = {
             _loss_pass_outputs,
             metrics=("val_loss", "val_accuracy"),
             text_output=False,
-            frame_posteriors=False,
             frame_labels_are_targets=True,
         ),
     )
