@@ -36,7 +36,8 @@ def cluster(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     executable(
-        bin_dir / "scontrol", '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "gpu-a\\ngpu-b\\n"\n'
+        bin_dir / "scontrol",  # a long node list: a script reading only its first line SIGPIPEs scontrol
+        '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "gpu-a\\ngpu-b\\n" && seq -f "gpu-%g" 200000\n',
     )
     executable(
         bin_dir / "srun",

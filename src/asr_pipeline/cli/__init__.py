@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help or an argparse error (already printed)
         return exit_.code if isinstance(exit_.code, int) else 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # train --slurm-script repeats it per node
     if args.debug:
         os.environ[DEBUG_ENV] = "1"  # the torchrun workers and Kedro hooks see it too
     prefix = f"{PROG} {args.command}: error:"

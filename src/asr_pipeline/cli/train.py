@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.cli.slurm import add_slurm_flags, write_slurm_script
 from asr_pipeline.decoding.options import DECODERS
 from asr_pipeline.models.registry import (  # torch-free: --help reads the specs' names and sizes
     DEFAULT_ARCHITECTURE,
@@ -895,7 +896,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "common sizes (an unknown one is refused naming the valid ones). Default: the variant's values",
     )
     _add_launch_flags(parser)
-    parser.set_defaults(handler=run)
+    add_slurm_flags(parser)
+    parser.set_defaults(handler=run, train_parser=parser)
 
 
 def _check_model_options(architecture: str | None, options: dict[str, Any]) -> None:
@@ -1112,13 +1114,19 @@ def run(args: argparse.Namespace) -> int:
         nproc_per_node = resolve_nproc_per_node(config, args.nproc_per_node)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    check_devices(config, nproc_per_node)  # a CUDA run this machine cannot start: before anything is written
+    if not args.slurm_script:  # a script is rendered on a login node, which may have no GPU
+        check_devices(
+            config, nproc_per_node
+        )  # a CUDA run this machine cannot start: before anything is written
     overwrite = bool(args.overwrite_output_dir)
     try:
         check_config(config)  # no vocabulary size, no checkpoint to resume: one line, before torchrun
-        check_run_dir(config, overwrite=overwrite)  # a folder holding another run
+        if args.node_rank == 0:  # node 0 prepares a multi-node run's dir; the others find it prepared
+            check_run_dir(config, overwrite=overwrite)  # a folder holding another run
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         raise UsageError(str(error)) from None
+    if args.slurm_script:
+        return write_slurm_script(args, config, nproc_per_node)
     run_dir = Path(config.run.output_dir)
     # The tokenizer is copied in by run_training, under the run dir's lock and after its checks.
     tokenizer = (

@@ -399,8 +399,12 @@ def run_training(
     if launch.get("nnodes", 1) > 1:
         if launch.get("node_rank", 0) == 0:
             prepare_run_dir(config, overwrite=overwrite, files=run_files)
-        save_json(config, config_path)
-        launch_training(config_path, nproc, env=env, **launch)
+            save_json(config, config_path)
+            launch_training(config_path, nproc, env=env, **launch)
+        else:  # the other nodes keep out of the run dir: node 0 may not have prepared it yet
+            with tempfile.TemporaryDirectory(prefix="asr-pipeline-node-") as node_dir:
+                save_json(config, Path(node_dir) / CONFIG_FILE)
+                launch_training(Path(node_dir) / CONFIG_FILE, nproc, env=env, **launch)
     else:
         with locked_run_dir(run_dir):
             prepare_run_dir(config, overwrite=overwrite, files=run_files)

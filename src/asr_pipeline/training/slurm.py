@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 # The launch flags the script sets per node; given among the train flags they would contradict it.
 SCRIPT_SET_FLAGS = ("--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-id", "--rdzv-backend")
 DEFAULT_PORT = 29500
-# The first node of the allocation: the c10d rendezvous host.
-_HEAD_NODE = 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+# The first node of the allocation: the c10d rendezvous host. `sed -n 1p` reads the whole list: `head -n 1`
+# would exit early and scontrol's SIGPIPE fail the script under pipefail (exit 141, seen in a test).
+_HEAD_NODE = 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)'
 _SBATCH_NAME = re.compile(r"^[a-z][a-z-]*$")
 
 
