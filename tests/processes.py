@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -40,3 +45,27 @@ def descendants(pid: int) -> dict[int, str]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - set(found)
         found.update({child: commands[child] for child in frontier})
     return found
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(run_dir: Path) -> Iterator[subprocess.Popen]:
+    """A child process holding ``run_dir``'s lock the way a training does (``flock`` on ``.run.lock`` with its
+    pid in it), written out here rather than through ``training.run_dir``; killed on exit."""
+    code = f"""
+        import fcntl, os, time
+        with open({str(Path(run_dir) / ".run.lock")!r}, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            lock.write(f"{{os.getpid()}}\\n")
+            lock.flush()
+            print("locked", flush=True)
+            time.sleep(120)
+    """
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()

@@ -15,21 +15,7 @@ import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
 from asr_pipeline.cli.slurm import node_train_args
-from asr_pipeline.text.tokenizer import CTCTokenizer
-from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
-    path.write_bytes(char_tokenizer_model())
-    return path
-
-
-@pytest.fixture(scope="module")
-def shard(tmp_path_factory: pytest.TempPathFactory, tokenizer: Path) -> Path:
-    folder = tmp_path_factory.mktemp("shards")
-    return write_corpus_shard(folder / "shard-00000.parquet", CTCTokenizer.from_file(tokenizer), 8, 1, "u")
+from tests.factories import NUM_BINS
 
 
 def train_flags(shard: Path, tokenizer: Path, run_dir: Path) -> list[str]:

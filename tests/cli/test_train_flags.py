@@ -14,20 +14,6 @@ from asr_pipeline.cli import build_parser, main, train_config_from_args
 from asr_pipeline.cli.docs import PAGE, flag_rows, flags_table, render_page, train_parser
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import save_json
-from tests.factories import char_tokenizer_model, write_corpus_shard
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
-    path.write_bytes(char_tokenizer_model())
-    return path
-
-
-@pytest.fixture(scope="module")
-def shard(tmp_path_factory: pytest.TempPathFactory, tokenizer: Path) -> Path:
-    folder = tmp_path_factory.mktemp("shards")
-    return write_corpus_shard(folder / "shard-00000.parquet", CTCTokenizer.from_file(tokenizer), 3, 1, "u")
 
 
 def train_config(shard: Path, *parts: object) -> Any:

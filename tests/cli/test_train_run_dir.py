@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,24 +17,10 @@ from typing import NamedTuple
 import pytest
 
 from asr_pipeline.cli import main
-from asr_pipeline.text.tokenizer import CTCTokenizer
-from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
-from tests.processes import descendants, wait_gone
+from tests.factories import NUM_BINS
+from tests.processes import descendants, lock_held_elsewhere, wait_gone
 
 DEADLINE_SEC = 30.0
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
-    path.write_bytes(char_tokenizer_model())
-    return path
-
-
-@pytest.fixture(scope="module")
-def shard(tmp_path_factory: pytest.TempPathFactory, tokenizer: Path) -> Path:
-    folder = tmp_path_factory.mktemp("shards")
-    return write_corpus_shard(folder / "shard-00000.parquet", CTCTokenizer.from_file(tokenizer), 8, 1, "u")
 
 
 def old_run(run_dir: Path) -> Path:
@@ -114,24 +99,8 @@ def test_a_run_dir_another_training_writes_exits_1_naming_its_pid(
     shard, tokenizer, tmp_path, fake_torchrun, capsys
 ):
     run_dir = old_run(tmp_path / "run")
-    code = f"""
-        import fcntl, os, time
-        with open({str(run_dir / ".run.lock")!r}, "w") as lock:  # the run dir's lock, as a training holds it
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            lock.write(f"{{os.getpid()}}\\n")
-            lock.flush()
-            print("locked", flush=True)
-            time.sleep(120)
-    """
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline() == "locked\n"
+    with lock_held_elsewhere(run_dir) as holder:
         status = train(shard, tokenizer, run_dir, "--resume-from", run_dir)
-    finally:
-        holder.kill()
-        holder.wait()
     err = capsys.readouterr().err
 
     assert status == 1 and fake_torchrun == []

@@ -6,9 +6,6 @@ test_train_and_evaluate_pipelines."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +17,7 @@ from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 from tests.pipelines.conftest import run_stage
+from tests.processes import lock_held_elsewhere
 
 PARAMS = {
     "launch": {"nproc_per_node": 1},
@@ -93,25 +91,11 @@ def test_a_run_dir_another_training_writes_is_refused_and_left_alone(inputs, tmp
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "checkpoint_latest.json").write_text('{"step": 7}')
-    code = f"""
-        import fcntl, os, time
-        with open({str(run_dir / ".run.lock")!r}, "w") as lock:  # the run dir's lock, as a training holds it
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            lock.write(f"{{os.getpid()}}\\n")
-            lock.flush()
-            print("locked", flush=True)
-            time.sleep(120)
-    """
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline() == "locked\n"
-        with pytest.raises(OSError, match=f"in use by another training \\(pid {holder.pid} holds"):
-            run_train_stage(inputs, run_dir)
-    finally:
-        holder.kill()
-        holder.wait()
+    with (
+        lock_held_elsewhere(run_dir) as holder,
+        pytest.raises(OSError, match=f"in use by another training \\(pid {holder.pid} holds"),
+    ):
+        run_train_stage(inputs, run_dir)
 
     assert fake_torchrun == []
     assert (run_dir / "checkpoint_latest.json").read_text() == '{"step": 7}', (

@@ -86,8 +86,9 @@ RANK = textwrap.dedent(
 )
 
 
-def test_a_rank_exits_when_its_launcher_is_killed_even_if_its_own_parent_lives_on():
-    # launcher -> middle (stands in for torchrun, outlives the launcher) -> rank: only the watchdog can act.
+def start_chain() -> tuple[subprocess.Popen, int, int]:
+    """launcher -> middle (a stand-in for torchrun, unguarded) -> rank (``RANK``, told the launcher's pid):
+    the launcher process and the two pids below it."""
     launcher = python(
         f"""
         import os, subprocess, sys, time
@@ -104,6 +105,12 @@ def test_a_rank_exits_when_its_launcher_is_killed_even_if_its_own_parent_lives_o
     )
     middle = int(launcher.stdout.readline())
     rank = int(launcher.stdout.readline())  # the rank inherited the launcher's stdout
+    return launcher, middle, rank
+
+
+def test_a_rank_exits_when_its_launcher_is_killed_even_if_its_own_parent_lives_on():
+    # launcher -> middle (stands in for torchrun, outlives the launcher) -> rank: only the watchdog can act.
+    launcher, middle, rank = start_chain()
     try:
         assert parent_of(rank) == middle and parent_of(middle) == launcher.pid
         launcher.kill()
@@ -126,22 +133,7 @@ def test_a_rank_whose_launcher_is_already_gone_stops_at_once():
 
 def test_a_rank_dies_with_its_parent_by_the_parent_death_signal():
     # launcher -> parent -> rank; the parent is killed while the launcher lives: the kernel's signal acts.
-    launcher = python(
-        f"""
-        import os, subprocess, sys, time
-        env = {{**os.environ, {LAUNCHER_PID_ENV!r}: str(os.getpid())}}
-        parent = subprocess.Popen(
-            [sys.executable, "-c", "import subprocess, sys, time; "
-             "subprocess.Popen([sys.executable, '-c', sys.argv[1]]); time.sleep(120)", {RANK!r}],
-            env=env,
-        )
-        print(parent.pid, flush=True)
-        time.sleep(120)
-        """,
-        stdout=subprocess.PIPE,
-    )
-    parent = int(launcher.stdout.readline())
-    rank = int(launcher.stdout.readline())
+    launcher, parent, rank = start_chain()
     try:
         kill(parent)
         assert wait_gone(rank, DEADLINE_SEC), f"rank {rank} outlived its killed parent"
