@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, add_checkpoint_flag, existing_path
-from asr_pipeline.serve.options import ServeOptions, option_field
+from asr_pipeline.serve.options import LIMITS, ServeOptions
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,15 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)"
     )
     parser.add_argument("--port", type=int, default=7860)
-    for name, kind in (
-        ("max_upload_mb", float),
-        ("max_duration_sec", float),
-        ("max_decoded_mb", float),
-        ("upload_max_age_sec", int),
-    ):
-        spec = option_field(name)  # default and help from the one place that holds them
+    for limit in LIMITS:  # default, type and help from the one place that holds them
         parser.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, default=spec.default, help=spec.metadata["help"]
+            f"--{limit.name.replace('_', '-')}",
+            type=type(limit.default),
+            default=limit.default,
+            help=limit.metadata["help"],
         )
     add_checkpoint_flag(parser)
     parser.set_defaults(handler=run)
@@ -51,13 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, got {args.port}")
     try:
-        options = ServeOptions(
-            max_upload_mb=args.max_upload_mb,
-            max_duration_sec=args.max_duration_sec,
-            max_decoded_mb=args.max_decoded_mb,
-            upload_max_age_sec=args.upload_max_age_sec,
-            checkpoint=args.checkpoint,
-        )
+        limits = {limit.name: getattr(args, limit.name) for limit in LIMITS}
+        options = ServeOptions(**limits, checkpoint=args.checkpoint)
     except ValueError as error:
         raise UsageError(str(error)) from None
     serve(run_dir, lm=lm, lexicon=lexicon, host=args.host, port=args.port, options=options)

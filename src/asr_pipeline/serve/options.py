@@ -6,7 +6,7 @@ Kept apart from ``serve.app`` so that the CLI builds its parser without importin
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,12 @@ class ServeOptions:
     checkpoint: Literal["latest", "best"] = "latest"
 
     def __post_init__(self) -> None:
-        for name in ("max_upload_mb", "max_duration_sec", "max_decoded_mb", "upload_max_age_sec"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        for limit in LIMITS:
+            if not getattr(self, limit.name) > 0:
+                raise ValueError(
+                    f"--{limit.name.replace('_', '-')} must be > 0, got {getattr(self, limit.name)}"
+                )
 
 
-def option_field(name: str) -> Any:
-    """The ``dataclasses.Field`` of ``name`` (its default and help, for the CLI)."""
-    return next(f for f in fields(ServeOptions) if f.name == name)
+# The limits: the fields with a help text, each an `asr-pipeline serve` flag of its default's type, above 0.
+LIMITS = tuple(option for option in fields(ServeOptions) if "help" in option.metadata)
