@@ -1,19 +1,35 @@
-"""One way to turn a params mapping into a frozen options dataclass: unknown keys are named, never ignored,
-and a value of the wrong type names its key."""
+"""The one engine between plain params and typed config dataclasses.
+
+A config field states every fact about itself once, with ``setting(...)``: its default, its help text,
+its unit, the command-line flag and aliases that set it, and, where the reference trainer's default or
+meaning differs from ours, the reference's. ``from_dict`` turns a params mapping (params.yaml, a saved
+``training_config.json``, flags) into any config dataclass, nested sections, lists, literals and unions
+included: unknown keys are named with what the section accepts, never ignored, and a value of the wrong
+type names its dotted key. ``to_dict`` is the way back. ``walk`` lists a config's fields with their
+dotted keys, so the CLI parser, the docs' flag table and the defaults table are generated from the fields.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, dataclass
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
-# Types a plain params value is checked against (nested options and containers are checked by their own
-# from_dict). A float field takes an int (YAML's `2` for 2.0); nothing takes a bool but a bool field.
-_SCALARS = (bool, int, float, str)
+# A field's metadata key holding its Setting.
+SETTING = "setting"
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()  # Setting.reference of a field whose default the reference trainer shares
 
 
 class ConfigError(ValueError):
@@ -21,51 +37,290 @@ class ConfigError(ValueError):
     and what is allowed; commands and ``kedro run`` print it without a traceback (``asr_pipeline.errors``)."""
 
 
-def options_from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str) -> T:
-    """``cls(**values)``, after checking every key is a field of ``cls`` and every scalar value has the
-    field's type.
+@dataclass(frozen=True)
+class Setting:
+    """What a config field says about itself beyond its type and default (``setting`` builds it).
 
-    ``section`` names the params.yaml key in the message, so a typo points at the line to fix.
+    ``flag``: the command-line name that sets it ("--epochs"; None: ``--set section.key=VALUE`` only); a
+    name without the leading dashes is relative, prefixed with the enclosing section's ``flag_prefix``
+    (``validation.decoding``'s "--val-"). ``shown_default``: the default as --help states it when the
+    value alone would mislead ("per architecture: ..."). ``reference``: the reference trainer's default
+    where ours differs (``--defaults reference`` applies it), ``reference_note`` why ours differs or what
+    the reference means by the flag. ``parse``: how a flag's text becomes the value (default: from the type).
     """
+
+    help: str
+    unit: str | None = None
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    metavar: str | None = None
+    shown_default: str | None = None
+    const: Any = None  # a switch's value (bool fields; None: True)
+    reference: Any = UNSET
+    reference_note: str | None = None
+    parse: Callable[[str], Any] | None = None
+    flag_prefix: str | None = None  # nested sections: prefix of their fields' relative flags
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    help: str,
+    default_factory: Callable[[], Any] | Any = MISSING,
+    **facts: Any,
+) -> Any:
+    """A dataclass field whose help, unit, flag, aliases and reference default live with it (``Setting``)."""
+    metadata = {SETTING: Setting(help=help, **facts)}
+    if default_factory is not MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def setting_of(field: dataclasses.Field) -> Setting | None:
+    return field.metadata.get(SETTING)
+
+
+# --- dict -> dataclass ---------------------------------------------------------------------------------
+def from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str = "") -> T:
+    """``cls`` built from ``values``: nested dataclasses from nested mappings, every key known, every value
+    of its field's type (an int is taken for a float), then the class's own checks. Raises ConfigError (a
+    one-line ValueError) whose message starts with the dotted key, prefixed by ``section`` (the params.yaml
+    key or "--config FILE", so a typo points at the line to fix)."""
+    unknown = unknown_keys(cls, values or {}, f"{section}." if section else "")
+    if unknown:
+        raise ConfigError(f"unknown option(s) {'; '.join(unknown)}")
+    try:
+        return _build(cls, values or {}, f"{section}." if section else "")
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise ConfigError(str(error)) from None
+
+
+def options_from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str) -> T:
+    """``from_dict`` for a params.yaml section of options: the message lists the known options on a typo."""
     values = dict(values or {})
     known = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"{section}: unknown option(s) {unknown}; the known options are {known}")
-    try:  # the class's own checks first: their messages say more than a type name
-        options = cls(**values)
-    except TypeError:  # e.g. "lots" < 1 in a __post_init__: the type check below names the key
-        _check_scalar_types(cls, values, section)
-        raise
-    _check_scalar_types(cls, values, section)
-    return options
-
-
-def _check_scalar_types(cls: type, values: Mapping[str, Any], section: str) -> None:
-    for name, allowed in _scalar_types(cls).items():
-        if name in values and not _is_instance(values[name], allowed):
-            expected = " or ".join("null" if kind is type(None) else kind.__name__ for kind in allowed)
-            raise ConfigError(f"{section}.{name}: expected {expected}, got {values[name]!r}")
-
-
-def _scalar_types(cls: type) -> dict[str, tuple[type, ...]]:
-    """Field name -> the allowed types, for fields annotated with scalars (optionally ``| None``) only."""
     try:
-        hints = typing.get_type_hints(cls)
-    except (NameError, TypeError):  # an annotation only importable under TYPE_CHECKING: no check
-        return {}
-    scalars = {}
-    for name, hint in hints.items():
-        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-        members = typing.get_args(hint) if union else (hint,)
-        if all(member in _SCALARS or member is type(None) for member in members):
-            scalars[name] = tuple(members)
-    return scalars
+        return _build(cls, values, f"{section}.")
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise ConfigError(str(error) if str(error).startswith(section) else f"{section}: {error}") from None
 
 
-def _is_instance(value: Any, allowed: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in allowed
-    if isinstance(value, int) and float in allowed:
-        return True
-    return isinstance(value, allowed)
+def to_dict(config: Any) -> dict[str, Any]:
+    """The plain dict ``from_dict`` reads back to an equal config."""
+    return dataclasses.asdict(config)
+
+
+def unknown_keys(cls: type, values: Any, prefix: str) -> list[str]:
+    """Every key of ``values`` (nested) that is no field of ``cls``, each with what its section accepts."""
+    hints = _hints(cls)
+    if not isinstance(values, Mapping) or hints is None:
+        return []
+    unknown = []
+    for key, value in values.items():
+        if key not in hints:
+            accepted = ", ".join(f.name for f in dataclasses.fields(cls))
+            unknown.append(f"{prefix}{key} (the {prefix.rstrip('.') or 'top'} section accepts: {accepted})")
+        elif _dataclass_of(hints[key]) is not None:
+            unknown.extend(unknown_keys(_dataclass_of(hints[key]), value, f"{prefix}{key}."))
+    return unknown
+
+
+def _dataclass_of(annotation: Any) -> type | None:
+    """The dataclass an annotation names, alone or ``| None``; else None."""
+    if dataclasses.is_dataclass(annotation):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        classes = [a for a in typing.get_args(annotation) if dataclasses.is_dataclass(a)]
+        return classes[0] if len(classes) == 1 else None
+    return None
+
+
+def _build(cls: type, values: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the config"
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} must be a mapping of keys to values, got {type(values).__name__}")
+    hints = _hints(cls)
+    if hints is None:  # an annotation only importable under TYPE_CHECKING: the class checks itself
+        return cls(**values)
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is MISSING and f.default_factory is MISSING and f.init
+    ]
+    missing = [f"{prefix}{name}" for name in required if name not in values]
+    if missing:
+        raise ConfigError(f"missing required config keys: {', '.join(missing)}")
+    try:
+        kwargs = {name: coerce(hints[name], value, f"{prefix}{name}") for name, value in values.items()}
+    except ConfigError as type_error:  # the class's own check, where it has one, says more than a type name
+        try:
+            cls(**values)
+        except ValueError as own:
+            raise ConfigError(f"{where}: {own}") from None
+        except TypeError:
+            pass
+        raise type_error from None
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _hints(cls: type) -> dict[str, Any] | None:
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        return None
+
+
+def coerce(annotation: Any, value: Any, path: str) -> Any:
+    """``value`` checked against (and converted to) ``annotation``; ConfigError naming ``path`` if it is not."""
+    if dataclasses.is_dataclass(annotation):
+        return _build(annotation, value, f"{path}.")
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return coerce(option, value, path)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{path}: expected {type_name(annotation)}, got {value!r}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{path}: expected one of {list(args)}, got {value!r}")
+        return value
+    if (
+        origin is dict or annotation is dict
+    ):  # keys of free-form mappings (model.options) are checked where used
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        if len(args) == 2:
+            return {
+                coerce(args[0], k, f"{path} key"): coerce(args[1], v, f"{path}[{k!r}]")
+                for k, v in value.items()
+            }
+        return dict(value)
+    if (origin is tuple or annotation is tuple) and not isinstance(value, list | tuple):
+        return value  # a range given as one number (augment.conditions): the class's own check decides
+    if origin in (list, tuple) or annotation in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ConfigError(f"{path}: expected {len(args)} values, got {value!r}")
+            return tuple(
+                coerce(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, value, strict=True))
+            )
+        item_type = args[0] if args else Any
+        items = [coerce(item_type, item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return tuple(items) if origin is tuple or annotation is tuple else items
+    if annotation is bool and isinstance(value, bool):
+        return value
+    if annotation is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if annotation is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if annotation is str and isinstance(value, str):
+        return value
+    if (
+        isinstance(annotation, type)
+        and annotation not in (bool, int, float, str)
+        and isinstance(value, annotation)
+    ):
+        return value  # an object the caller built (a Path, an enum member)
+    if not isinstance(annotation, type) or annotation in (bool, int, float, str):
+        raise ConfigError(f"{path}: expected {type_name(annotation)}, got {value!r}")
+    try:  # another class (Path, an enum): from the plain value
+        return annotation(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: expected {type_name(annotation)}, got {value!r}") from None
+
+
+def type_name(annotation: Any) -> str:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else type_name(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+# --- the fields of a config, for parsers and tables -----------------------------------------------------
+@dataclass(frozen=True)
+class ConfigField:
+    """One leaf field of a config, where it sits and what it says about itself."""
+
+    key: str  # dotted, e.g. "validation.decoding.beam_width"
+    field: dataclasses.Field
+    owner: type  # the dataclass declaring it
+    annotation: Any
+    setting: Setting | None
+    flag_prefix: str  # the enclosing sections' flag prefix ("--val-" under validation.decoding)
+
+    @property
+    def default(self) -> Any:
+        if self.field.default is not MISSING:
+            return self.field.default
+        if self.field.default_factory is not MISSING:
+            return self.field.default_factory()
+        return MISSING
+
+    @property
+    def flag(self) -> str | None:
+        if self.setting is None or self.setting.flag is None:
+            return None
+        return absolute_flag(self.setting.flag, self.flag_prefix)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        if self.setting is None:
+            return ()
+        return tuple(absolute_flag(alias, self.flag_prefix) for alias in self.setting.aliases)
+
+
+def absolute_flag(name: str, prefix: str) -> str:
+    return name if name.startswith("--") else f"{prefix or '--'}{name}"
+
+
+def walk(cls: type, prefix: str = "", flag_prefix: str = "") -> Iterator[ConfigField]:
+    """Every leaf field of ``cls``, nested sections expanded, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        annotation = hints[field.name]
+        info = setting_of(field)
+        nested = _dataclass_of(annotation)
+        if nested is not None and typing.get_origin(annotation) is None:
+            inner_prefix = info.flag_prefix if info is not None and info.flag_prefix else flag_prefix
+            yield from walk(nested, f"{prefix}{field.name}.", inner_prefix)
+        else:
+            yield ConfigField(f"{prefix}{field.name}", field, cls, annotation, info, flag_prefix)
+
+
+__all__ = [
+    "UNSET",
+    "ConfigError",
+    "ConfigField",
+    "Setting",
+    "absolute_flag",
+    "coerce",
+    "from_dict",
+    "options_from_dict",
+    "setting",
+    "setting_of",
+    "to_dict",
+    "type_name",
+    "unknown_keys",
+    "walk",
+]
