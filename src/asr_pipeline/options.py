@@ -56,6 +56,7 @@ class Setting:
     metavar: str | None = None
     shown_default: str | None = None
     const: Any = None  # a switch's value (bool fields; None: True)
+    choices: Any = None  # a live sequence of allowed values (Literal fields need none: the type lists them)
     reference: Any = UNSET
     reference_note: str | None = None
     parse: Callable[[str], Any] | None = None
@@ -81,16 +82,16 @@ def setting_of(field: dataclasses.Field) -> Setting | None:
 
 
 # --- dict -> dataclass ---------------------------------------------------------------------------------
-def from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str = "") -> T:
+def from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str = "", what: str = "config") -> T:
     """``cls`` built from ``values``: nested dataclasses from nested mappings, every key known, every value
     of its field's type (an int is taken for a float), then the class's own checks. Raises ConfigError (a
     one-line ValueError) whose message starts with the dotted key, prefixed by ``section`` (the params.yaml
-    key or "--config FILE", so a typo points at the line to fix)."""
+    key or "--config FILE", so a typo points at the line to fix); ``what`` names the whole in messages."""
     unknown = unknown_keys(cls, values or {}, f"{section}." if section else "")
     if unknown:
-        raise ConfigError(f"unknown option(s) {'; '.join(unknown)}")
+        raise ConfigError(f"unknown {what} keys: {', '.join(unknown)}")
     try:
-        return _build(cls, values or {}, f"{section}." if section else "")
+        return _build(cls, values or {}, f"{section}." if section else "", what)
     except ConfigError:
         raise
     except (ValueError, TypeError) as error:
@@ -142,8 +143,8 @@ def _dataclass_of(annotation: Any) -> type | None:
     return None
 
 
-def _build(cls: type, values: Any, prefix: str) -> Any:
-    where = prefix.rstrip(".") or "the config"
+def _build(cls: type, values: Any, prefix: str, what: str = "config") -> Any:
+    where = prefix.rstrip(".") or f"the {what}"
     if isinstance(values, cls):
         return values
     if not isinstance(values, Mapping):
@@ -158,17 +159,21 @@ def _build(cls: type, values: Any, prefix: str) -> Any:
     ]
     missing = [f"{prefix}{name}" for name in required if name not in values]
     if missing:
-        raise ConfigError(f"missing required config keys: {', '.join(missing)}")
-    try:
-        kwargs = {name: coerce(hints[name], value, f"{prefix}{name}") for name, value in values.items()}
-    except ConfigError as type_error:  # the class's own check, where it has one, says more than a type name
+        raise ConfigError(f"missing required {what} keys: {', '.join(missing)}")
+    kwargs, type_error = {}, None
+    for name, value in values.items():
         try:
-            cls(**values)
+            kwargs[name] = coerce(hints[name], value, f"{prefix}{name}", what)
+        except ConfigError as error:
+            kwargs[name], type_error = value, type_error or error
+    if type_error is not None:  # the class's own check, where it has one, says more than a type name
+        try:
+            cls(**kwargs)
         except ValueError as own:
             raise ConfigError(f"{where}: {own}") from None
-        except TypeError:
+        except Exception:  # a check that trips over the wrong type (TypeError, AttributeError)
             pass
-        raise type_error from None
+        raise type_error
     try:
         return cls(**kwargs)
     except ConfigError:
@@ -184,10 +189,10 @@ def _hints(cls: type) -> dict[str, Any] | None:
         return None
 
 
-def coerce(annotation: Any, value: Any, path: str) -> Any:
+def coerce(annotation: Any, value: Any, path: str, what: str = "config") -> Any:
     """``value`` checked against (and converted to) ``annotation``; ConfigError naming ``path`` if it is not."""
     if dataclasses.is_dataclass(annotation):
-        return _build(annotation, value, f"{path}.")
+        return _build(annotation, value, f"{path}.", what)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if annotation is Any:
         return value
@@ -196,7 +201,7 @@ def coerce(annotation: Any, value: Any, path: str) -> Any:
             return None
         for option in (a for a in args if a is not type(None)):
             try:
-                return coerce(option, value, path)
+                return coerce(option, value, path, what)
             except ConfigError:
                 continue
         raise ConfigError(f"{path}: expected {type_name(annotation)}, got {value!r}")
@@ -224,10 +229,11 @@ def coerce(annotation: Any, value: Any, path: str) -> Any:
             if len(args) != len(value):
                 raise ConfigError(f"{path}: expected {len(args)} values, got {value!r}")
             return tuple(
-                coerce(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, value, strict=True))
+                coerce(a, item, f"{path}[{i}]", what)
+                for i, (a, item) in enumerate(zip(args, value, strict=True))
             )
         item_type = args[0] if args else Any
-        items = [coerce(item_type, item, f"{path}[{i}]") for i, item in enumerate(value)]
+        items = [coerce(item_type, item, f"{path}[{i}]", what) for i, item in enumerate(value)]
         return tuple(items) if origin is tuple or annotation is tuple else items
     if annotation is bool and isinstance(value, bool):
         return value
@@ -255,6 +261,32 @@ def type_name(annotation: Any) -> str:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return " or ".join("null" if a is type(None) else type_name(a) for a in typing.get_args(annotation))
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+# --- merging params -------------------------------------------------------------------------------------
+def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` over it, nested mappings merged key by key (the config's one merge rule)."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def expand_dotted(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"optim.epochs": 3}`` -> ``{"optim": {"epochs": 3}}``, nested and plain keys alike (command lines
+    and schedules write dotted keys)."""
+    expanded: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            value = expand_dotted(value)
+        head, _, rest = str(key).partition(".")
+        if rest:
+            value = expand_dotted({rest: value})
+        expanded = deep_merge(expanded, {head: value})
+    return expanded
 
 
 # --- the fields of a config, for parsers and tables -----------------------------------------------------
@@ -315,6 +347,8 @@ __all__ = [
     "Setting",
     "absolute_flag",
     "coerce",
+    "deep_merge",
+    "expand_dotted",
     "from_dict",
     "options_from_dict",
     "setting",

@@ -249,7 +249,7 @@ def test_device_indices_are_comma_separated_and_a_bad_list_is_a_usage_error(shar
     assert train_config(shard, "--backend", "cuda", "--device-indices", "2,0").run.device_indices == [2, 0]
 
     assert cli("train", "--train-manifest", shard, "--device-indices", "0,x") == 2
-    assert "expected comma-separated GPU indices such as 0,1, got '0,x'" in capsys.readouterr().err
+    assert "expected comma-separated int values, got '0,x'" in capsys.readouterr().err
 
 
 # --- devices and torchrun ----------------------------------------------------------------------------------
@@ -478,3 +478,107 @@ def test_shards_of_another_width_than_the_architecture_exit_2_before_torchrun(sh
         in err
     )
     assert not (tmp_path / "run").exists()
+
+
+# --- whose defaults, and --set ----------------------------------------------------------------------------
+# The reference trainer's defaults where they differ from ours (docs/reference/defaults.md), as the reference
+# states them: key -> value. --defaults reference must give exactly these and change nothing else.
+REFERENCE_DEFAULTS = {
+    "data.spec_time_masks": 0,
+    "data.spec_freq_masks": 0,
+    "data.waveform_noise_kind": "uniform",
+    "data.max_audio_duration_filters_validation": True,
+    "optim.gradient_clip_norm": None,
+    "validation.decoding.beam_width": 1,
+}
+
+
+def flat(config: Any) -> dict[str, Any]:
+    from asr_pipeline.options import to_dict
+
+    def walk(values: dict, prefix: str) -> dict[str, Any]:
+        out = {}
+        for key, value in values.items():
+            if isinstance(value, dict) and key != "options":
+                out |= walk(value, f"{prefix}{key}.")
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    return walk(to_dict(config), "")
+
+
+def test_defaults_reference_gives_the_reference_trainers_defaults_and_changes_nothing_else(shard):
+    ours = flat(train_config(shard))
+    reference = flat(train_config(shard, "--defaults", "reference"))
+
+    changed = {key: reference[key] for key in reference if reference[key] != ours[key]}
+    assert changed == REFERENCE_DEFAULTS
+    assert all(ours[key] != value for key, value in REFERENCE_DEFAULTS.items()), "each row is a difference"
+
+
+def test_a_flag_given_wins_over_the_reference_defaults(shard):
+    config = train_config(shard, "--defaults", "reference", "--spec-time-masks", "3")
+
+    assert (config.data.spec_time_masks, config.data.spec_freq_masks) == (3, 0)
+
+
+def test_the_reference_defaults_set_an_architectures_reference_options(shard):
+    paraformer = train_config(shard, "--paraformer", "--variant", "tiny", "--defaults", "reference")
+
+    assert paraformer.model.options == {"alignment_mode": "viterbi"}
+    assert train_config(shard, "--paraformer", "--variant", "tiny").model.options == {}
+
+
+def test_set_reaches_a_field_without_a_flag_and_wins_over_the_flags(shard):
+    config = train_config(
+        shard,
+        "--set",
+        "validation.decoding.beam_threshold=12.5",
+        "--set",
+        "optim.newbob.decay=0.7",
+        "--epochs",
+        "3",
+        "--set",
+        "optim.epochs=4",
+    )
+
+    assert config.validation.decoding.beam_threshold == 12.5
+    assert config.optim.newbob.decay == 0.7
+    assert config.optim.epochs == 4
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("optim.epoch=3", r"unknown training config keys: optim\.epoch \(the optim section accepts: epochs,"),
+        ("optim.epochs=three", r"optim\.epochs: expected int, got 'three'"),
+    ],
+)
+def test_set_with_an_unknown_key_or_a_wrong_type_names_the_key(shard, assignment, message):
+    with pytest.raises(ValueError, match=message):
+        train_config(shard, "--set", assignment)
+
+
+def test_set_without_an_equals_sign_is_a_usage_error(shard, capsys):
+    assert cli("train", "--train-manifest", shard, "--set", "optim.epochs") == 2
+    assert "expected KEY=VALUE such as optim.epochs=3" in capsys.readouterr().err
+
+
+def test_every_flag_of_a_config_field_is_generated_from_the_field():
+    from asr_pipeline.cli.train import CONFIG_FLAGS
+    from asr_pipeline.options import walk
+    from asr_pipeline.training.config import TrainConfig
+
+    with_flags = {field.key: field.flag for field in walk(TrainConfig) if field.flag}
+    assert {flag.key: flag.flag for flag in CONFIG_FLAGS} == with_flags
+    help_text = train_parser().format_help()
+    assert all(flag in help_text for flag in with_flags.values())
+
+
+def test_the_docs_defaults_page_is_the_generated_one():
+    from asr_pipeline.cli.docs import DEFAULTS_PAGE, render_defaults_page
+
+    assert DEFAULTS_PAGE.read_text() == render_defaults_page(), (
+        "docs/reference/defaults.md is out of date: run `python -m asr_pipeline.cli.docs`"
+    )

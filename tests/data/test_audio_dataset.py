@@ -257,6 +257,20 @@ def test_waveform_gain_scales_by_the_drawn_decibels_and_noise_has_the_given_spre
     assert np.all(waveform == np.float32(0.1)), "the input is left untouched"
 
 
+def test_uniform_noise_stays_within_its_amplitude_with_the_spread_of_a_uniform_draw():
+    waveform = np.zeros(20000, dtype=np.float32)
+
+    noise = WaveformAugment(noise_std=0.05, noise_kind="uniform")(waveform, np.random.default_rng(0))
+
+    assert float(np.abs(noise).max()) <= 0.05 and float(np.abs(noise).max()) > 0.049
+    assert abs(float(np.std(noise)) - 0.05 / np.sqrt(3)) < 0.001  # U(-a, a) has std a / sqrt(3)
+
+
+def test_an_unknown_noise_kind_is_refused_naming_the_kinds():
+    with pytest.raises(ValueError, match="noise_kind must be one of gaussian, uniform"):
+        WaveformAugment(noise_std=0.1, noise_kind="pink")
+
+
 def test_workers_yield_exactly_the_batches_of_the_main_process_with_augmentation(tone_manifest):
     index, _ = index_of(tone_manifest)
     dataset = AudioDataset(

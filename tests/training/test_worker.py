@@ -79,6 +79,24 @@ def test_max_audio_duration_drops_long_examples_and_reports_them(corpus, tokeniz
     assert metrics["train_audio_hours"] <= 16 * 0.9 / 3600
 
 
+def test_the_duration_limit_filters_validation_only_when_asked(corpus, tokenizer_path, tmp_path):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["data"] |= {"max_audio_duration_sec": 0.9, "max_audio_duration_filters_validation": True}
+    config["optim"]["epochs"] = 1
+
+    run(config)
+
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    val = next(e for e in events if e["type"] == "data")["values"]["val"]
+    assert val["too_long"] > 0 and val["examples"] + val["too_long"] == len_of(corpus["val"])
+
+
+def len_of(shards: list[str]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(shard).num_rows for shard in shards)
+
+
 def test_shards_of_another_feature_dimension_are_refused_before_training(corpus, tokenizer_path, tmp_path):
     config = tiny_config(corpus, tokenizer_path, tmp_path)
     config["data"]["input_dim"] = 80

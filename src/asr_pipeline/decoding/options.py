@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asr_pipeline.options import options_from_dict
+from asr_pipeline.options import options_from_dict, setting
 
 DECODERS = ("greedy", "lexicon", "lexicon_free", "prefix_beam", "cuda")
 # The decoders whose beam search fuses a KenLM model, and which model each reads.
@@ -43,18 +43,46 @@ class DecodingOptions:
     (prefix_beam only) drop the sentence start/end contexts.
     """
 
-    decoder: str = "greedy"
-    beam_width: int = 16
-    n_best: int = 1
-    lm_weight: float = 0.5
-    word_score: float = 0.0
-    blank_penalty: float = 0.0  # flashlight decoders: subtracted from the blank's log-prob per frame
-    unk_score: float | None = None
-    beam_threshold: float = 25.0
-    beam_size_token: int | None = None
-    lm_no_bos: bool = False
-    lm_no_eos: bool = False
-    blank_skip_threshold: float = 0.95  # cuda: frames whose blank probability exceeds this are skipped
+    decoder: str = setting(
+        "greedy",
+        help="the decoder: greedy, lexicon (a lexicon and a word LM), lexicon_free (a piece LM), prefix_beam, cuda",
+        flag="decoder",
+        choices=DECODERS,
+    )
+    beam_width: int = setting(
+        16,
+        help="beam width of a beam decoder",
+        flag="beam-width",
+        reference=1,
+        reference_note="the reference trainer's validation beam is 1; ours is 16, the width the beam decoders "
+        "were tuned at (the default decoder, greedy, reads none)",
+    )
+    n_best: int = setting(1, help="hypotheses kept per utterance (beam search)", flag="n-best")
+    lm_weight: float = setting(0.5, help="weight of ln P_LM in the search", flag="lm-weight")
+    word_score: float = setting(
+        0.0,
+        help="score added per word (nats; lexicon, prefix_beam)",
+        flag="word-score",
+        aliases=("lm-word-bonus",),
+    )
+    blank_penalty: float = setting(
+        0.0, help="flashlight decoders: subtracted from the blank's log-prob per frame"
+    )
+    unk_score: float | None = setting(
+        None,
+        help="lexicon: score of a piece sequence that ends as <unk> (a lexicon word's prefix); unset: never",
+    )
+    beam_threshold: float = setting(
+        25.0, help="flashlight decoders: drop hypotheses scoring more than this below the frame's best"
+    )
+    beam_size_token: int | None = setting(
+        None, help="outputs tried per frame at most; unset: all (flashlight), 16 (prefix_beam)"
+    )
+    lm_no_bos: bool = setting(False, help="prefix_beam: score the first word without <s>", flag="lm-no-bos")
+    lm_no_eos: bool = setting(False, help="prefix_beam: do not score </s> at the end", flag="lm-no-eos")
+    blank_skip_threshold: float = setting(
+        0.95, help="cuda: frames whose blank probability exceeds this are skipped"
+    )
 
     def __post_init__(self) -> None:
         if self.decoder not in DECODERS:

@@ -97,9 +97,14 @@ def _spans(
     return tuple(spans)
 
 
+NOISE_KINDS = ("gaussian", "uniform")
+
+
 class WaveformAugment:
-    """A gain drawn uniformly in [``gain_min_db``, ``gain_max_db``] dB, then Gaussian noise of standard
-    deviation ``noise_std`` (in the [-1, 1] waveform scale), applied to one utterance's waveform.
+    """A gain drawn uniformly in [``gain_min_db``, ``gain_max_db``] dB, then noise applied to one utterance's
+    waveform (in the [-1, 1] scale): Gaussian of standard deviation ``noise_std``, or with ``noise_kind``
+    "uniform" drawn uniformly from [-noise_std, noise_std] (the reference trainer's meaning of
+    --waveform-noise-std: the amplitude, so its noise is quieter, std noise_std / sqrt(3)).
 
     Gain first, so the noise level is absolute rather than relative to the utterance: the model sees the
     same noise floor under louder and quieter speech, which is what varies between recordings. Nothing is
@@ -108,7 +113,15 @@ class WaveformAugment:
     and the log-mel features use.
     """
 
-    def __init__(self, gain_min_db: float = 0.0, gain_max_db: float = 0.0, noise_std: float = 0.0) -> None:
+    def __init__(
+        self,
+        gain_min_db: float = 0.0,
+        gain_max_db: float = 0.0,
+        noise_std: float = 0.0,
+        noise_kind: str = "gaussian",
+    ) -> None:
+        if noise_kind not in NOISE_KINDS:
+            raise ValueError(f"noise_kind must be one of {', '.join(NOISE_KINDS)}, got {noise_kind!r}")
         if gain_min_db > gain_max_db:
             raise ValueError(f"gain_min_db={gain_min_db} must be <= gain_max_db={gain_max_db}")
         if noise_std < 0:
@@ -116,6 +129,7 @@ class WaveformAugment:
         self.gain_min_db = gain_min_db
         self.gain_max_db = gain_max_db
         self.noise_std = noise_std
+        self.noise_kind = noise_kind
 
     @property
     def active(self) -> bool:
@@ -125,9 +139,11 @@ class WaveformAugment:
         """An augmented float32 copy of ``waveform`` (N,); ``rng`` makes the draw reproducible."""
         gain_db = rng.uniform(self.gain_min_db, self.gain_max_db)
         augmented = waveform.astype(np.float32) * np.float32(10.0 ** (gain_db / 20.0))
-        if self.noise_std > 0:
+        if self.noise_std > 0 and self.noise_kind == "uniform":
+            augmented += rng.uniform(-self.noise_std, self.noise_std, size=waveform.shape).astype(np.float32)
+        elif self.noise_std > 0:
             augmented += rng.normal(0.0, self.noise_std, size=waveform.shape).astype(np.float32)
         return augmented
 
 
-__all__ = ["MaskSpans", "SpecAugment", "WaveformAugment"]
+__all__ = ["NOISE_KINDS", "MaskSpans", "SpecAugment", "WaveformAugment"]

@@ -35,6 +35,13 @@ def peak_learning_rate(variant: str | None) -> float:
 
 PARAFORMER = ArchitectureSpec(
     name="paraformer",
+    reference_options={
+        "alignment_mode": (
+            "viterbi",
+            "the reference trainer builds the decoder queries from CTC forced alignment; ours from the CIF "
+            "predictor as the Paraformer paper does, which needs no CTC head at decoding",
+        )
+    },
     config_class=f"{MODEL}:ParaformerConfig",
     variants=VARIANTS,
     config_for=config_for,

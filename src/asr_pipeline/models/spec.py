@@ -108,6 +108,9 @@ class ArchitectureSpec:
     # sequence (frozen by finetune.freeze_frontend), and a regular expression over module names matching the
     # attention and feed-forward projections that LoRA adapts (models.lora; None: name them yourself).
     frontend_modules: tuple[str, ...] = ()
+    # The reference trainer's defaults of architecture options where ours differ (``--defaults reference``
+    # puts them in model.options): option -> (its value, why ours differs).
+    reference_options: Mapping[str, tuple[object, str]] = dataclasses.field(default_factory=dict)
     lora_targets: str | None = None
     # The module that turns the encoder's last hidden states into CTC logits: its input is the representation
     # other models read (models.representations; the pronunciation scoring head's "richer features"). None:

@@ -54,6 +54,13 @@ def narrow(config: ZipformerConfig, fraction: float) -> ZipformerConfig:
 
 ZIPFORMER = ArchitectureSpec(
     name="zipformer",
+    reference_options={
+        "swoosh": (
+            "sigmoid",
+            "the reference trainer's kernel-table Swoosh x*sigmoid(x-4), x*sigmoid(x-1) is a different function "
+            "from the paper's and icefall's, which we keep (--swoosh paper)",
+        )
+    },
     config_class=f"{MODEL}:ZipformerConfig",
     variants=VARIANTS,
     config_for=config_for,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,76 +24,201 @@ from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.registry import (  # torch-free: the specs name their model code by import path
     DEFAULT_ARCHITECTURE,
+    REGISTERED_ARCHITECTURES,
+    architecture_names,
     check_available,
     check_variant,
     default_input_dim,
+    get_spec,
 )
 from asr_pipeline.models.registry import peak_learning_rate as spec_peak_learning_rate
-from asr_pipeline.options import ConfigError
+from asr_pipeline.options import (
+    UNSET,
+    ConfigError,
+    deep_merge,
+    expand_dotted,
+    from_dict,
+    setting,
+    to_dict,
+    walk,
+)
 from asr_pipeline.training.epoch_schedule import (
     CurriculumConfig,
     EpochSettings,
     ScheduleEntry,
     check_schedule,
+    parse_schedule,
 )
 from asr_pipeline.training.lr_control import NewbobConfig
+
+# What data.adaptive_batch_budget counts; data.sampler.BATCH_UNITS implements each (a test keeps them equal).
+BatchUnit = Literal[
+    "samples",
+    "frames",
+    "padded-frames",
+    "feature-values",
+    "duration-ms",
+    "padded-duration-ms",
+    "padded-attention",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    # Feature shard files (io.shards) or raw manifests (io.manifests: JSONL/JSON/TSV/Parquet records or
-    # audio folders, featurized on the fly, see data.audio_dataset), read in this order; one kind per split.
-    train_manifests: list[str]
-    val_manifests: list[str] = field(default_factory=list)  # empty: no validation
-    length_index: str | None = None  # Parquet from the index stage; rebuilt in memory when stale or absent
+    train_manifests: list[str] = setting(
+        help="Feature shard files (io.shards) or raw manifests (io.manifests: JSONL/JSON/TSV/Parquet records or audio folders, featurized on the fly, see data.audio_dataset), read in this order; one kind per split."
+    )
+    val_manifests: list[str] = setting(default_factory=list, help="empty: no validation")
+    length_index: str | None = setting(
+        None, help="Parquet from the index stage; rebuilt in memory when stale or absent"
+    )
     # A folder caching the length index of the training/validation shards (one file per shard list); a
     # stale or missing one is rebuilt and written there. Used when length_index is unset.
-    dataset_index_dir: str | None = None
+    dataset_index_dir: str | None = setting(
+        None,
+        help="cache the shards' length index in this folder: reused while every shard's fingerprint matches, rebuilt and rewritten when one changed",
+        flag="--dataset-index-dir",
+        metavar="DIR",
+    )
     # Feature bins F; every shard row must have cols == input_dim. None: the width of model.architecture's
     # frontend (80 fbank bins; 160 for w2v-bert), resolved when the config is (the saved config has it).
-    input_dim: int | None = None
-    max_train_samples: int | None = None  # keep the first N training examples (after the duration filter)
-    max_val_samples: int | None = None
-    batch_size: int | None = None  # fixed batches; None: adaptive batches under adaptive_batch_budget
+    input_dim: int | None = setting(
+        None,
+        help="feature bins per frame (the shards' cols)",
+        flag="--input-dim",
+        shown_default="the architecture's frontend: 80 (fbank), 160 (w2v-bert)",
+    )
+    max_train_samples: int | None = setting(
+        None, help="keep the first N training examples", flag="--max-train-samples"
+    )
+    max_val_samples: int | None = setting(
+        None, help="keep the first N validation examples", flag="--max-val-samples"
+    )
+    batch_size: int | None = setting(
+        None, help="fixed batch size; unset: adaptive batches", flag="--batch-size"
+    )
     # What adaptive_batch_budget counts (data.sampler): padded units count batch size * longest example,
     # the others sum the examples' amounts. Must list the same names as data.sampler.BATCH_UNITS.
-    adaptive_batch_unit: Literal[
-        "samples",
-        "frames",
+    adaptive_batch_unit: BatchUnit = setting(
         "padded-frames",
-        "feature-values",
-        "duration-ms",
-        "padded-duration-ms",
-        "padded-attention",
-    ] = "padded-frames"
-    adaptive_batch_budget: int = 20000  # in adaptive_batch_unit; padded frames: batch size * longest T
+        help="what --adaptive-batch-budget counts: padded-* units count batch size * longest example, the others sum the examples' amounts (feature-values: frames * feature dim; padded-attention: batch size * longest frames squared)",
+        flag="--adaptive-batch-unit",
+    )
+    adaptive_batch_budget: int = setting(
+        20000,
+        help="most an adaptive batch may cost, in --adaptive-batch-unit; a longer example forms a batch of one, counted in the data event",
+        flag="--adaptive-batch-budget",
+    )
     # (padded-attention: batch size * longest T squared, the attention scores of a model that keeps the frame rate)
-    adaptive_batch_max_samples: int = 64
-    max_audio_duration_sec: float | None = None  # longer training examples are dropped and counted
+    adaptive_batch_max_samples: int = setting(
+        64, help="utterances per adaptive batch at most", flag="--adaptive-batch-max-samples"
+    )
+    max_audio_duration_sec: float | None = setting(
+        None,
+        help="drop (and count) longer training examples (validation too with "
+        "--max-audio-duration-filters-validation)",
+        flag="--max-audio-duration-sec",
+        unit="s",
+    )
+    max_audio_duration_filters_validation: bool = setting(
+        False,
+        help="--max-audio-duration-sec drops longer validation examples too",
+        flag="--max-audio-duration-filters-validation",
+        reference=True,
+        reference_note="the reference trainer's --max-audio-duration-sec filters validation as well; ours "
+        "validates on every example, so a validation score covers the whole split",
+    )
     # Frame labels of the training data (training.alignment: the align stage's Parquet). Set: the model trains
     # with frame-wise cross-entropy on them instead of CTC (a CTC-output architecture of the same frame rate).
-    alignment: str | None = None
+    alignment: str | None = setting(
+        None,
+        help="frame labels of the training data (the align stage's Parquet): train with frame-wise cross-entropy on them instead of CTC; for hubert-pretrain, the units it predicts",
+        flag="--alignment",
+        metavar="PARQUET",
+    )
     # The same for the validation data: a HuBERT pretraining run validates its unit prediction on them.
-    val_alignment: str | None = None
-    sort_buffer_size: int = 4096  # examples sorted by length together (see data.sampler)
-    sort_by_length_desc: bool = False  # longest first within a buffer, batch order kept (data.sampler)
+    val_alignment: str | None = setting(
+        None,
+        help="frame labels of the validation data (hubert-pretrain: the validation utterances' units)",
+        flag="--val-alignment",
+        metavar="PARQUET",
+    )
+    sort_buffer_size: int = setting(
+        4096, help="examples sorted by length together", flag="--sort-buffer-size"
+    )
+    sort_by_length_desc: bool = setting(
+        False,
+        help="sort each buffer longest first and keep that batch order (the largest batch of a buffer runs first, so an out-of-memory batch fails early); unset: shortest first, batches shuffled",
+        flag="--sort-by-length-desc",
+    )
     # Feature shards mixed at once when shuffling (data.sampler, shard windows): each epoch shuffles the
     # shards, then the examples of this many shards at a time, so a rank holds this many decompressed shards
     # (plus one) however large the corpus; 0 or None: one global shuffle, every shard held once read.
-    shuffle_window_shards: int | None = 8
-    num_workers: int = 0  # DataLoader worker processes per rank (persistent across epochs when > 0)
-    prefetch_factor: int | None = None  # batches each worker loads ahead; None: torch's default (2)
-    pin_memory: bool | None = None  # page-locked host batches; None: when run.backend is cuda
-    spec_time_masks: int = 2
-    spec_time_mask_max_frames: int = 40
-    spec_freq_masks: int = 2
-    spec_freq_mask_max_bins: int = 15
+    shuffle_window_shards: int | None = setting(
+        8,
+        help="feature shards shuffled together: an epoch shuffles the shards, then the examples of N shards at a time, so memory holds N+1 shards whatever the corpus size; 0: one global shuffle",
+        flag="--shuffle-window-shards",
+    )
+    num_workers: int = setting(0, help="DataLoader worker processes per rank", flag="--num-workers")
+    prefetch_factor: int | None = setting(
+        None,
+        help="batches each loader worker prepares ahead (needs --num-workers > 0); unset: torch's 2",
+        flag="--prefetch-factor",
+    )
+    pin_memory: bool | None = setting(
+        None,
+        help="page-locked host batches for asynchronous copies to the GPU; ignored with a warning without CUDA; unset: on with --backend cuda",
+        flag="--pin-memory",
+    )
+    spec_time_masks: int = setting(
+        2,
+        help="SpecAugment time masks per example",
+        flag="--spec-time-masks",
+        reference=0,
+        reference_note="SpecAugment is off in the reference trainer; on here: every recipe we measured "
+        "generalizes better with it (docs/results/accuracy-per-minute.md)",
+    )
+    spec_time_mask_max_frames: int = setting(
+        40, help="frames per time mask at most", flag="--spec-time-mask-max-frames"
+    )
+    spec_freq_masks: int = setting(
+        2,
+        help="SpecAugment frequency masks per example",
+        flag="--spec-freq-masks",
+        reference=0,
+        reference_note="as --spec-time-masks",
+    )
+    spec_freq_mask_max_bins: int = setting(
+        15, help="bins per frequency mask at most", flag="--spec-freq-mask-max-bins"
+    )
     # Waveform augmentation, raw manifests only (an error with feature shards): a uniform gain in
     # [min, max] dB and Gaussian noise of this standard deviation (waveform in [-1, 1]) per training
     # example, before the features; seeded by (run.seed, epoch, example). Never on validation.
-    waveform_gain_min_db: float = 0.0
-    waveform_gain_max_db: float = 0.0
-    waveform_noise_std: float = 0.0
+    waveform_gain_min_db: float = setting(
+        0.0,
+        help="lowest random gain per training example, in dB (raw audio manifests only)",
+        flag="--waveform-gain-min-db",
+    )
+    waveform_gain_max_db: float = setting(
+        0.0,
+        help="highest random gain per training example, in dB (raw audio manifests only)",
+        flag="--waveform-gain-max-db",
+    )
+    waveform_noise_std: float = setting(
+        0.0,
+        help="noise added to training waveforms in [-1, 1] (raw audio only): the standard deviation of Gaussian "
+        "noise, or the amplitude of uniform noise with --waveform-noise-kind uniform",
+        flag="--waveform-noise-std",
+    )
+    waveform_noise_kind: Literal["gaussian", "uniform"] = setting(
+        "gaussian",
+        help="the waveform noise's distribution: gaussian (std --waveform-noise-std) or uniform in "
+        "[-std, std] (features.augment.WaveformAugment)",
+        flag="--waveform-noise-kind",
+        reference="uniform",
+        reference_note="the reference trainer reads --waveform-noise-std as a uniform noise's amplitude; ours "
+        "as a Gaussian's standard deviation, the usual meaning of std",
+    )
 
     def __post_init__(self) -> None:
         _positive(
@@ -139,26 +263,69 @@ class DataConfig:
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     # One of models.registry's architectures; another is refused here, before torchrun.
-    architecture: str = DEFAULT_ARCHITECTURE
+    architecture: str = setting(
+        DEFAULT_ARCHITECTURE,
+        help=f"model architecture (models.registry); buildable: {', '.join(architecture_names())}",
+        flag="--architecture",
+        choices=REGISTERED_ARCHITECTURES,
+    )
     # A named size ("xs", "demo"; "tiny" in tests), checked here too; None: the default sizes.
-    variant: str | None = None
-    vocab_size: int | None = None  # None: the tokenizer's vocab_size (pieces + blank)
-    blank_id: int = 0
+    variant: str | None = setting(
+        None,
+        help="named size of the architecture: "
+        + "; ".join(f"{name} {', '.join(get_spec(name).variants)}" for name in architecture_names())
+        + "; unset: squeezeformer takes --d-model, --num-layers, --num-heads, zipformer is M, w2v-bert 600m",
+        flag="--variant",
+        shown_default="unset",
+    )
+    vocab_size: int | None = setting(
+        None,
+        help="output classes incl. blank",
+        flag="--vocab-size",
+        shown_default="inferred from --tokenizer (pieces + blank)",
+    )
+    blank_id: int = setting(0, help="CTC blank id (as given to the tokenizer)", flag="--blank-id")
     # Size overrides. None: the variant's value, or with no variant the reference trainer's defaults
     # (d_model 256, 16 layers, 4 heads: models.squeezeformer_spec.DEFAULT_*).
-    d_model: int | None = None
-    num_layers: int | None = None
-    num_heads: int | None = None
-    dropout: float | None = None
-    # Architecture-specific config fields (e.g. Squeezeformer's conv_kernel_size, a Zipformer's per-stack
-    # tuples), over the variant's values; checked against the architecture's config dataclass
-    # (models.registry.check_options). Configs saved before this key load with none.
-    options: dict[str, Any] = field(default_factory=dict)
+    d_model: int | None = setting(
+        None,
+        help="model width (squeezeformer, w2v-bert; zipformer's are per stack: --model-option encoder_dim=[...])",
+        flag="--d-model",
+        shown_default="256 (squeezeformer), w2v-bert 1024; a --variant's own size when given",
+    )
+    num_layers: int | None = setting(
+        None,
+        help="encoder blocks",
+        flag="--num-layers",
+        shown_default="16 (squeezeformer), w2v-bert 24; a --variant's own size when given",
+    )
+    num_heads: int | None = setting(
+        None,
+        help="attention heads",
+        flag="--num-heads",
+        shown_default="4 (squeezeformer), w2v-bert 16; a --variant's own size when given",
+    )
+    dropout: float | None = setting(
+        None, help="dropout probability", flag="--dropout", shown_default="the variant's, or 0.1"
+    )
+    options: dict[str, Any] = setting(
+        default_factory=dict,
+        help="Architecture-specific config fields (e.g. Squeezeformer's conv_kernel_size, a Zipformer's per-stack tuples), over the variant's values; checked against the architecture's config dataclass (models.registry.check_options). Configs saved before this key load with none.",
+    )
     # A pretrained model folder (or its config.json) whose config the model is built from, under options
     # and the size fields (W2V-BERT: a Hugging Face Wav2Vec2BertModel/ForCTC dir, --w2v-hf-model-dir);
     # load_pretrained_weights also imports its weights at the start of a run (not on resume).
-    pretrained_dir: str | None = None
-    load_pretrained_weights: bool = False
+    pretrained_dir: str | None = setting(
+        None,
+        help="w2v-bert: build the encoder from this Hugging Face Wav2Vec2BertModel (or ForCTC) folder's config.json, or from a config.json path; nothing is downloaded",
+        flag="--w2v-hf-model-dir",
+        metavar="DIR|config.json",
+    )
+    load_pretrained_weights: bool = setting(
+        False,
+        help="w2v-bert: also import the .safetensors weights of --w2v-hf-model-dir at the start (not on resume); prints what was loaded, skipped (with the reason) and left at initialisation",
+        flag="--w2v-hf-load-weights",
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "vocab_size", "d_model", "num_layers", "num_heads")
@@ -185,29 +352,94 @@ class OptimConfig:
     field is set, which selects the step schedule.
     """
 
-    epochs: int = 500
-    learning_rate: float | None = None  # peak; None: the architecture's recipe, see peak_learning_rate
-    weight_decay: float = 5e-4
-    lr_warmup_epochs: int = 20  # epoch schedule: warmup, interpolated per optimizer step
-    lr_hold_epochs: int = 160
-    lr_decay_exponent: float = 1.0  # both schedules: 1 decays linearly, 2 quadratically (polynomial)
-    lr_warmup_steps: int | None = None  # step schedule, selected when any of these three is set
-    lr_hold_steps: int | None = None  # None under the step schedule: 0
-    lr_decay_steps: int | None = None  # None: decay over all steps left after warmup and hold
-    lr_min: float = 0.0
-    gradient_clip_norm: float | None = 5.0  # None: no clipping (the norm is still logged)
-    gradient_clip_value: float | None = None  # clip each gradient element to [-v, v]; excludes the norm clip
-    gradient_accumulation_steps: int = 1
-    ema_decay: float | None = None  # keep an exponential moving average of the weights (training.ema)
-    ema_start_step: int = 0  # before this optimizer step the average just copies the weights
+    epochs: int = setting(500, help="passes over the training data", flag="--epochs")
+    learning_rate: float | None = setting(
+        None,
+        help="peak AdamW learning rate",
+        flag="--learning-rate",
+        shown_default="per architecture: squeezeformer min(variant peak, 3e-4), 3e-4 without --variant; zipformer and paraformer 1e-3; w2v-bert 1e-4",
+    )
+    weight_decay: float = setting(5e-4, help="AdamW weight decay", flag="--weight-decay")
+    lr_warmup_epochs: int = setting(
+        20,
+        help="epoch schedule: epochs of linear warmup, interpolated per optimizer step (a run shorter than warmup + hold scales both to fill half of it)",
+        flag="--lr-warmup-epochs",
+        aliases=("--warmup-epochs",),
+    )
+    lr_hold_epochs: int = setting(
+        160,
+        help="epoch schedule: epochs at the peak after warmup; the remaining epochs decay to --lr-min",
+        flag="--lr-hold-epochs",
+        aliases=("--hold-epochs",),
+    )
+    lr_decay_exponent: float = setting(
+        1.0,
+        help="exponent of the polynomial decay to --lr-min, both schedules (1: linear)",
+        flag="--lr-decay-exponent",
+        aliases=("--decay-exponent",),
+    )
+    lr_warmup_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps of linear warmup; any --lr-*-steps flag replaces the epoch schedule by the step schedule (unset ones: 0 warmup, 0 hold, decay over the rest)",
+        flag="--lr-warmup-steps",
+        shown_default="unset: the epoch schedule",
+    )
+    lr_hold_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps at the peak after warmup",
+        flag="--lr-hold-steps",
+        shown_default="unset: 0 under the step schedule",
+    )
+    lr_decay_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps of decay to --lr-min",
+        flag="--lr-decay-steps",
+        shown_default="all steps left after warmup and hold",
+    )
+    lr_min: float = setting(0.0, help="learning rate at the end of the decay", flag="--lr-min")
+    gradient_clip_norm: float | None = setting(
+        5.0,
+        reference=None,
+        reference_note="the reference trainer does not clip unless asked; a clip at 5.0 keeps one bad batch "
+        "from undoing a run (the norm is logged either way)",
+        help="clip the global gradient norm to this; excludes --gradient-clip-value",
+        flag="--gradient-clip-norm",
+    )
+    gradient_clip_value: float | None = setting(
+        None,
+        help="clip each gradient element to [-v, v]; given alone, turns the norm clip off",
+        flag="--gradient-clip-value",
+    )
+    gradient_accumulation_steps: int = setting(
+        1, help="batches summed into one optimizer step", flag="--gradient-accumulation-steps"
+    )
+    ema_decay: float | None = setting(
+        None, help="keep an EMA of the weights, e.g. 0.999; unset: none", flag="--ema-decay"
+    )
+    ema_start_step: int = setting(
+        0, help="optimizer step before which the EMA copies", flag="--ema-start-step"
+    )
     # What sets the rate (training.optimization): "schedule", the warmup-hold-decay above; "newbob", the
     # validation-driven control of training.lr_control (options in ``newbob``) after the schedule's warmup.
-    lr_control: Literal["schedule", "newbob"] = "schedule"
+    lr_control: Literal["schedule", "newbob"] = setting(
+        "schedule",
+        help="what sets the learning rate: schedule (warmup, hold, decay) or newbob (the validation score decides each epoch's rate, after the schedule's warmup; needs validation manifests)",
+        flag="--lr-control",
+    )
     newbob: NewbobConfig = field(default_factory=NewbobConfig)
     # Stop once the validation score (val_cer; val_loss for HuBERT pretraining) has not improved by more than
     # early_stopping_min_delta for this many epochs in a row (training.early_stopping); None: run every epoch.
-    early_stopping_patience: int | None = None
-    early_stopping_min_delta: float = 0.0
+    early_stopping_patience: int | None = setting(
+        None,
+        help="stop once the validation score (val CER; val loss for HuBERT pretraining) has not improved for N epochs in a row; the best weights are checkpoint_best",
+        flag="--early-stopping-patience",
+        metavar="N",
+    )
+    early_stopping_min_delta: float = setting(
+        0.0,
+        help="an improvement must exceed this (in the score's units, e.g. CER points)",
+        flag="--early-stopping-min-delta",
+    )
 
     def __post_init__(self) -> None:
         _positive(
@@ -257,51 +489,122 @@ class OptimConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    output_dir: str = "runs/asr"  # the run dir: config, events, checkpoints, metrics
-    tokenizer: str | None = None  # SentencePiece .model; needed for vocab inference and text CER/WER
-    seed: int = 0
-    log_every: int = 10  # optimizer steps between "train" events
-    backend: Literal["cpu", "cuda"] = "cpu"
+    output_dir: str = setting("runs/asr", help="the run dir: config, events, checkpoints, metrics")
+    tokenizer: str | None = setting(
+        None, help="SentencePiece .model; needed for vocab inference and text CER/WER"
+    )
+    seed: int = setting(0, help="random seed", flag="--seed")
+    log_every: int = setting(10, help="optimizer steps between train events", flag="--log-every")
+    backend: Literal["cpu", "cuda"] = setting("cpu", help="device type", flag="--backend")
     # CUDA devices (training.distributed.select_device): device_indices lists one GPU per process of a
     # node (local rank i uses cuda:device_indices[i]); without it a single process uses cuda:device_index
     # and several processes use cuda:<local rank>.
-    device_index: int = 0
-    device_indices: list[int] = field(default_factory=list)
+    device_index: int = setting(
+        0,
+        help="the CUDA device of a single-process run (cuda:N); several processes without --device-indices use cuda:<local rank>",
+        flag="--device-index",
+    )
+    device_indices: list[int] = setting(
+        default_factory=list,
+        help="comma-separated CUDA devices, one torchrun process each: local rank i trains on cuda:LIST[i]; --nproc-per-node defaults to their count and must equal it when given",
+        flag="--device-indices",
+        metavar="LIST",
+        shown_default="unset",
+    )
     # f16 and bf16 run the forward pass under torch.autocast (CTC stays float32); f16 also scales the loss
     # with a GradScaler, whose state is checkpointed. Weights and optimizer state stay float32.
-    precision: Literal["f32", "bf16", "f16"] = "f32"
+    precision: Literal["f32", "bf16", "f16"] = setting(
+        "f32",
+        help="training precision: bf16/f16 autocast the forward pass (f16 with a checkpointed gradient scaler); weights stay float32",
+        flag="--precision",
+    )
     # Whose code runs the models' hot-spot ops (asr_kernels): auto = the Triton kernels on CUDA, the
     # PyTorch references elsewhere; reference or triton force one (triton on a CPU needs TRITON_INTERPRET=1).
-    kernels: Literal["auto", "reference", "triton"] = "auto"
-    threads_per_rank: int | None = None  # CPU: torch threads per rank; None: max(1, cores // world size)
-    checkpoint_every_steps: int | None = None  # extra mid-epoch checkpoints; one is always written per epoch
+    kernels: Literal["auto", "reference", "triton"] = setting(
+        "auto",
+        help="the models' hot-spot ops: auto = Triton kernels on CUDA, PyTorch references elsewhere; reference or triton forces one",
+        flag="--kernels",
+    )
+    threads_per_rank: int | None = setting(
+        None, help="CPU: torch threads per rank; None: max(1, cores // world size)"
+    )
+    checkpoint_every_steps: int | None = setting(
+        None,
+        help="optimizer steps between extra mid-epoch checkpoints; unset: one per epoch only",
+        flag="--checkpoint-every-steps",
+    )
     # Also keep every checkpoint's weights as checkpoints/step-<step>.safetensors (training.checkpoint), so
     # each can be validated later (HuBERT's recipe picks the best by validation loss this way).
-    keep_checkpoints: bool = False
-    resume_from: str | None = None  # a run dir whose checkpoint_latest to continue from (training.resume)
+    keep_checkpoints: bool = setting(
+        False,
+        help="also keep every checkpoint's weights as checkpoints/step-<step>.safetensors in the run dir",
+        flag="--keep-checkpoints",
+    )
+    resume_from: str | None = setting(
+        None,
+        help="continue the run in this run dir from its checkpoint_latest (the run dir, its checkpoint_latest/ or its checkpoint_latest.json)",
+        flag="--resume-from",
+        metavar="DIR",
+    )
     # Start from these weights (a run dir's checkpoint_latest, or a .safetensors file); tensors whose name
     # or shape differ are skipped and reported. Ignored when resume_from is set: the checkpoint wins.
-    init_from: str | None = None
-    dry_run: bool = False  # forward + loss on the first batch only; no optimizer step, no checkpoint
-    tui: bool = False  # rank 0 draws a live table (tui.LiveView) instead of the tqdm progress bar
+    init_from: str | None = setting(
+        None,
+        help="start from a run dir's (or its checkpoint_latest/ or checkpoint_latest.json) or a .safetensors file's weights (matching tensors); ignored with --resume-from",
+        flag="--init-from",
+        metavar="PATH",
+    )
+    dry_run: bool = setting(
+        False,
+        help="forward + loss on the first batch only, to check data, model and device; no step, no checkpoint",
+        flag="--dry-run",
+    )
+    tui: bool = setting(
+        False, help="a live table of loss, throughput, LR and validation (rank 0)", flag="--tui"
+    )
     # Rank 0 also logs the curves to DVCLive (dvc plots show, dvc exp show). False: events.jsonl and
     # metrics.json only, for machines without dvc (a cluster node, a GPU box) or runs nobody plots.
-    dvclive: bool = True
+    dvclive: bool = setting(
+        True,
+        help="do not log curves to DVCLive (events.jsonl and metrics.json are still written)",
+        flag="--no-dvclive",
+        const=False,
+    )
     # Abort once more micro-batches than this (summed over ranks, over the whole run) had a NaN/inf loss.
     # 100: a few broken batches are skipped and survived, while a diverged model fails every batch and
     # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.
-    max_non_finite_losses: int | None = 100
+    max_non_finite_losses: int | None = setting(
+        100,
+        help="abort once more batches than this had a NaN/inf loss (summed over ranks)",
+        flag="--max-non-finite-losses",
+    )
     # Bitwise-reproducible weights (training.determinism): seeded RNGs, deterministic algorithms, cuDNN and
     # cuBLAS settings. Off: the same results up to nondeterministic CUDA kernels.
-    deterministic: bool = False
+    deterministic: bool = setting(
+        False,
+        help="bitwise-reproducible weights: seeded RNGs, torch deterministic algorithms, cuDNN/cuBLAS settings (some CUDA kernels run slower)",
+        flag="--deterministic",
+    )
     # Upload every checkpoint to the Hugging Face Hub (publish.hub.CheckpointUploader: rank 0, a background
     # thread, retried, never fatal) as checkpoint-<step>/ of hf_upload_repo_id at hf_upload_revision. The
     # token is huggingface_hub's (HF_TOKEN or its login), never part of the config.
-    hf_upload_checkpoints: bool = False
-    hf_upload_repo_id: str | None = None
-    hf_upload_revision: str = "main"
-    hf_upload_private: bool = False  # create the repo private (an existing repo keeps its visibility)
-    hf_upload_checkpoint_format: Literal["safetensors"] = "safetensors"
+    hf_upload_checkpoints: bool = setting(
+        False,
+        help="upload every checkpoint to the Hugging Face Hub (rank 0, in the background, retried, never fatal) as checkpoint-<step>/; the token is HF_TOKEN or huggingface_hub's login",
+        flag="--hf-upload-checkpoints",
+    )
+    hf_upload_repo_id: str | None = setting(
+        None, help="the Hub repo (namespace/name)", flag="--hf-upload-repo-id", metavar="ID"
+    )
+    hf_upload_revision: str = setting(
+        "main", help="the branch to commit to", flag="--hf-upload-revision", metavar="REV"
+    )
+    hf_upload_private: bool = setting(False, help="create the repo private", flag="--hf-upload-private")
+    hf_upload_checkpoint_format: Literal["safetensors"] = setting(
+        "safetensors",
+        help="what a checkpoint is uploaded as: safetensors (the weights, the pointer, the config, the tokenizer)",
+        flag="--hf-upload-checkpoint-format",
+    )
 
     def __post_init__(self) -> None:
         if self.hf_upload_checkpoints and not self.hf_upload_repo_id:
@@ -337,13 +640,33 @@ class ValidationConfig:
     word KenLM in ``lm_path`` decodes as `evaluate` does, so a validation CER predicts the evaluated one.
     """
 
-    every_steps: int | None = None  # extra validations mid-epoch; one always follows every epoch
-    decoding: DecodingOptions = field(default_factory=DecodingOptions)
-    lm_path: str | None = (
-        None  # KenLM fused by the decoder: word LM (lexicon, prefix_beam), piece LM (lexicon_free)
+    every_steps: int | None = setting(
+        None,
+        help="optimizer steps between extra mid-epoch validations; unset: after every epoch only",
+        flag="--validate-every-steps",
     )
-    lexicon_path: str | None = None  # the lexicon decoder's word list (the tokenizer stage's lexicon.txt)
-    log_samples: int = 0  # predictions (id, reference, hypothesis[, n-best]) written per validation event
+    decoding: DecodingOptions = setting(
+        default_factory=DecodingOptions,
+        help="the validation decoder's options (decoding.options), set by the --val-* flags",
+        flag_prefix="--val-",
+    )
+    lm_path: str | None = setting(
+        None,
+        help="KenLM fused by the validation decoder: word LM (lexicon, prefix_beam) or piece LM (lexicon_free)",
+        flag="--val-lm-path",
+        metavar="PATH",
+    )
+    lexicon_path: str | None = setting(
+        None,
+        help="the lexicon decoder's word list (word<TAB>pieces; the tokenizer stage's lexicon.txt)",
+        flag="--val-lexicon",
+        metavar="PATH",
+    )
+    log_samples: int = setting(
+        0,
+        help="sample predictions (id, reference, hypothesis, n-best) written into each validation event",
+        flag="--val-log-samples",
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "every_steps")
@@ -366,11 +689,35 @@ class GrowConfig:
     model's width and widen at the start of each epoch in ``width_epochs``, by equal steps to the full width
     (training.growth). Depth growth is off when ``start_layers`` is None, widening when ``start_width`` is."""
 
-    start_layers: int | None = None
-    epochs: list[int] = field(default_factory=list)  # the epochs that add blocks, increasing
-    layers_per_growth: int | None = None  # None: an even share, so the last growth reaches the full depth
-    start_width: float | None = None  # the first epochs' width, a fraction of the model's in (0, 1)
-    width_epochs: list[int] = field(default_factory=list)  # the epochs that widen, increasing
+    start_layers: int | None = setting(
+        None,
+        help="start with this many encoder blocks and add the rest at --grow-epochs (a growing network)",
+        flag="--grow-start-layers",
+    )
+    epochs: list[int] = setting(
+        default_factory=list,
+        help="comma-separated epochs (counting from 1) that add encoder blocks, e.g. 3,5",
+        flag="--grow-epochs",
+        metavar="EPOCH,...",
+    )
+    layers_per_growth: int | None = setting(
+        None,
+        help="blocks each growth adds",
+        flag="--grow-layers-per-growth",
+        shown_default="an even share reaching the full depth at the last growth",
+    )
+    start_width: float | None = setting(
+        None,
+        help="start at this fraction of the model's width (heads and channels) and widen at --grow-width-epochs, copying the trained weights into the wider tensors",
+        flag="--grow-start-width",
+        metavar="FRACTION",
+    )
+    width_epochs: list[int] = setting(
+        default_factory=list,
+        help="comma-separated epochs (counting from 1) that widen the model, by equal steps to the full width",
+        flag="--grow-width-epochs",
+        metavar="EPOCH,...",
+    )
 
     def __post_init__(self) -> None:
         if self.start_width is None:
@@ -414,15 +761,43 @@ class FinetuneConfig:
     (``<output_dir>/merged``) when training ends.
     """
 
-    method: Literal["full", "lora"] = "full"
-    freeze_frontend: bool = False
-    freeze_layers: int = 0
-    freeze_epochs: int | None = None
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_dropout: float = 0.0
-    lora_target_modules: str | None = None  # a regex over module names; None: the architecture's projections
-    merge_lora: bool = False
+    method: Literal["full", "lora"] = setting(
+        "full",
+        help="how a run started from --init-from (or --w2v-hf-load-weights) trains: every weight (full), or LoRA adapters on the attention and feed-forward projections only (lora; checkpoints hold the adapters)",
+        flag="--finetune-method",
+    )
+    freeze_frontend: bool = setting(
+        False,
+        help="full fine-tuning: hold the front-end (subsampling / feature projection) still for --freeze-epochs",
+        flag="--freeze-frontend",
+    )
+    freeze_layers: int = setting(
+        0,
+        help="full fine-tuning: hold the first N encoder blocks still for --freeze-epochs",
+        flag="--freeze-layers",
+        metavar="N",
+    )
+    freeze_epochs: int | None = setting(
+        None,
+        help="epochs the frozen modules stay frozen, then they train too",
+        flag="--freeze-epochs",
+        shown_default="the whole run",
+    )
+    lora_rank: int = setting(8, help="LoRA rank r of each adapter (B A, A: r x in)", flag="--lora-rank")
+    lora_alpha: float = setting(16.0, help="LoRA scale: the update is (alpha / r) B A", flag="--lora-alpha")
+    lora_dropout: float = setting(0.0, help="dropout on the adapters' input", flag="--lora-dropout")
+    lora_target_modules: str | None = setting(
+        None,
+        help="regular expression over module names of the linears to adapt",
+        flag="--lora-target-modules",
+        metavar="REGEX",
+        shown_default="the architecture's attention and feed-forward projections",
+    )
+    merge_lora: bool = setting(
+        False,
+        help="when training ends, fold the best checkpoint's adapters into the base weights: a plain run dir in <output-dir>/merged",
+        flag="--merge-lora",
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "freeze_epochs", "lora_rank", "lora_alpha")
@@ -456,10 +831,28 @@ class RegularizationConfig:
     """``train.regularization``: layer drop and weight noise in training forwards (training.regularization);
     0 turns each off."""
 
-    layer_drop: float = 0.0  # the deepest encoder block's skip probability (every block's under "uniform")
-    layer_drop_rule: Literal["linear", "uniform"] = "linear"  # linear: block l of L skips with p * (l+1)/L
-    weight_noise_std: float = 0.0  # Gaussian std added to the chosen weights in each training forward
-    weight_noise_families: list[str] = field(default_factory=lambda: ["linear", "conv"])
+    layer_drop: float = setting(
+        0.0,
+        help="training forwards skip encoder blocks: the deepest block's probability (every block's with --layer-drop-rule uniform)",
+        flag="--layer-drop",
+    )
+    layer_drop_rule: Literal["linear", "uniform"] = setting(
+        "linear",
+        help="linear: block l of L skips with p*(l+1)/L; uniform: every block with p",
+        flag="--layer-drop-rule",
+    )
+    weight_noise_std: float = setting(
+        0.0,
+        help="Gaussian noise of this std on the chosen weights in each training forward (not stored)",
+        flag="--weight-noise-std",
+    )
+    weight_noise_families: list[str] = setting(
+        default_factory=lambda: ["linear", "conv"],
+        help="comma-separated module families --weight-noise-std applies to: linear, conv, embedding",
+        flag="--weight-noise-families",
+        metavar="FAMILY,...",
+        shown_default="linear,conv",
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.layer_drop < 1.0:
@@ -481,12 +874,23 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     # Settings by epoch and short utterances first (training.epoch_schedule).
-    schedule: list[ScheduleEntry] = field(default_factory=list)
+    schedule: list[ScheduleEntry] = setting(
+        default_factory=list,
+        help="config values for epoch ranges (counting from 1), ';'-separated, e.g. '1-5:optim.gradient_clip_norm=1.0;3-:model.dropout=0.1' (README, \"Training control\")",
+        flag="--schedule",
+        parse=parse_schedule,
+        metavar="EPOCHS:KEY=VALUE;...",
+        shown_default="none",
+    )
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
-    # Layer drop and weight noise in training forwards (training.regularization).
-    regularization: RegularizationConfig = field(default_factory=RegularizationConfig)
-    grow: GrowConfig = field(default_factory=GrowConfig)  # a shallow start, deepened (training.growth)
-    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)  # full or LoRA (training.finetune)
+    regularization: RegularizationConfig = setting(
+        default_factory=RegularizationConfig,
+        help="Layer drop and weight noise in training forwards (training.regularization).",
+    )
+    grow: GrowConfig = setting(default_factory=GrowConfig, help="a shallow start, deepened (training.growth)")
+    finetune: FinetuneConfig = setting(
+        default_factory=FinetuneConfig, help="full or LoRA (training.finetune)"
+    )
 
     def __post_init__(self) -> None:
         if self.optim.lr_control == "newbob" and not self.data.val_manifests:
@@ -549,18 +953,32 @@ def resolve_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     section accepts), every missing required key, the first value of the wrong type, or the first value a
     section refuses.
     """
-    merged = deep_merge(_expand_dotted(base), _expand_dotted(overrides or {}))
-    unknown = _unknown_keys(TrainConfig, merged, "")
-    if unknown:
-        raise ConfigError(f"unknown training config keys: {', '.join(unknown)}")
-    try:
-        return _build(TrainConfig, merged, "")
-    except ValueError as error:
-        raise ConfigError(str(error)) from error
+    merged = deep_merge(expand_dotted(base), expand_dotted(overrides or {}))
+    return from_dict(TrainConfig, merged, what="training config")
 
 
-def to_dict(config: TrainConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+# --- whose defaults -----------------------------------------------------------------------------------
+PROFILES = ("ours", "reference")
+DEFAULT_PROFILE = "ours"
+
+
+def profile_values(profile: str, architecture: str = DEFAULT_ARCHITECTURE) -> dict[str, Any]:
+    """Dotted key -> default for every field whose default ``profile`` changes: none for "ours"; for
+    "reference", the reference trainer's default of each field that states one (``setting(reference=...)``)
+    and of ``architecture``'s options (its spec's ``reference_options``), so a config built on them trains as
+    the reference trainer would with the same flags."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown defaults {profile!r}; expected one of {', '.join(PROFILES)}")
+    if profile == "ours":
+        return {}
+    values = {
+        field.key: field.setting.reference
+        for field in walk(TrainConfig)
+        if field.setting is not None and field.setting.reference is not UNSET
+    }
+    options = get_spec(check_available(architecture)).reference_options
+    values |= {f"model.options.{name}": value for name, (value, _) in options.items()}
+    return values
 
 
 def save_json(config: TrainConfig, path: str | Path) -> None:
@@ -637,103 +1055,6 @@ def default_peak_learning_rate(architecture: str, variant: str | None) -> float:
 
 
 # --- helpers -------------------------------------------------------------------------------------------
-def _expand_dotted(values: Mapping[str, Any]) -> dict[str, Any]:
-    expanded: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            value = _expand_dotted(value)
-        head, _, rest = str(key).partition(".")
-        if rest:
-            value = _expand_dotted({rest: value})
-        expanded = deep_merge(expanded, {head: value})
-    return expanded
-
-
-def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overrides`` over it, nested mappings merged key by key (the config's one merge rule)."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _unknown_keys(cls: type, values: Any, prefix: str) -> list[str]:
-    if not isinstance(values, Mapping):
-        return []
-    hints = typing.get_type_hints(cls)
-    unknown = []
-    for key, value in values.items():
-        if key not in hints:
-            accepted = ", ".join(f.name for f in dataclasses.fields(cls))
-            unknown.append(f"{prefix}{key} (the {prefix.rstrip('.') or 'top'} section accepts: {accepted})")
-        elif dataclasses.is_dataclass(hints[key]):
-            unknown.extend(_unknown_keys(hints[key], value, f"{prefix}{key}."))
-    return unknown
-
-
-def _build(cls: type, values: Any, prefix: str) -> Any:
-    where = prefix.rstrip(".") or "the training config"
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{where} must be a mapping of keys to values, got {type(values).__name__}")
-    hints = typing.get_type_hints(cls)
-    required = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    missing = [f"{prefix}{name}" for name in required if name not in values]
-    if missing:
-        raise ValueError(f"missing required training config keys: {', '.join(missing)}")
-    kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}") for name, value in values.items()}
-    try:
-        return cls(**kwargs)
-    except ValueError as error:
-        raise ValueError(f"{where}: {error}") from None
-
-
-def _coerce(annotation: Any, value: Any, path: str) -> Any:
-    if dataclasses.is_dataclass(annotation):
-        return _build(annotation, value, f"{path}.")
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(option, value, path)
-            except ValueError:
-                continue
-        raise ValueError(f"{path}: expected {_type_name(annotation)}, got {value!r}")
-    if origin is Literal:
-        if value not in args:
-            raise ValueError(f"{path}: expected one of {list(args)}, got {value!r}")
-        return value
-    if origin is dict:  # free-form mappings (model.options): the keys are checked where they are used
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{path}: expected a mapping, got {value!r}")
-        return dict(value)
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"{path}: expected a list, got {value!r}")
-        return [_coerce(args[0], item, f"{path}[{i}]") for i, item in enumerate(value)]
-    if annotation is bool and isinstance(value, bool):
-        return value
-    if annotation is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if annotation is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if annotation is str and isinstance(value, str):
-        return value
-    raise ValueError(f"{path}: expected {_type_name(annotation)}, got {value!r}")
-
-
-def _type_name(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-
-
 def _positive(config: Any, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
@@ -749,6 +1070,8 @@ def _non_negative(config: Any, *names: str) -> None:
 
 
 __all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILES",
     "WEIGHT_NOISE_FAMILY_NAMES",
     "DataConfig",
     "FinetuneConfig",
@@ -764,6 +1087,7 @@ __all__ = [
     "default_peak_learning_rate",
     "load_json",
     "peak_learning_rate",
+    "profile_values",
     "resolve_config",
     "save_json",
     "to_dict",

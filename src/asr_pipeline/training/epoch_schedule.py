@@ -30,10 +30,9 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from asr_pipeline.training.config import TrainConfig
+from asr_pipeline.options import deep_merge, expand_dotted, from_dict, setting, to_dict
 
 # Key -> where its per-epoch value takes effect.
 SCHEDULABLE_KEYS: dict[str, str] = {
@@ -80,10 +79,24 @@ class ScheduleEntry:
 class CurriculumConfig:
     """Short utterances first (module docstring); ``epochs: 0`` is off."""
 
-    epochs: int = 0  # the first this many epochs (counting from 1) batch only the short utterances
-    max_duration_sec: float | None = None  # "short": at most this long ...
-    shortest_fraction: float | None = None  # ... or the shortest fraction of the training set, in (0, 1]
-    sort_by_length: bool = False  # one ascending pass (shortest batches first) instead of a shuffle
+    epochs: int = setting(
+        0,
+        help="the first N epochs batch only short utterances (--curriculum-max-duration-sec or --curriculum-shortest-fraction)",
+        flag="--curriculum-epochs",
+    )
+    max_duration_sec: float | None = setting(
+        None, help="curriculum: short means at most this long", flag="--curriculum-max-duration-sec"
+    )
+    shortest_fraction: float | None = setting(
+        None,
+        help="curriculum: short means among this fraction of the shortest training utterances",
+        flag="--curriculum-shortest-fraction",
+    )
+    sort_by_length: bool = setting(
+        False,
+        help="curriculum epochs run one ascending pass (shortest batches first) instead of a shuffle",
+        flag="--curriculum-sort-by-length",
+    )
 
     def __post_init__(self) -> None:
         if self.epochs < 0:
@@ -104,6 +117,32 @@ class CurriculumConfig:
     def active(self, epoch0: int) -> bool:
         """Whether 0-based ``epoch0`` is a curriculum epoch."""
         return epoch0 < self.epochs
+
+
+class ScheduledConfig(Protocol):
+    """What the schedule reads of a training config (training.config.TrainConfig, which builds
+    ``EpochSettings`` of itself: this module does not import it)."""
+
+    schedule: list[ScheduleEntry]
+    curriculum: CurriculumConfig
+    optim: Any
+
+
+def parse_schedule(text: str) -> list[dict[str, Any]]:
+    """``"1-5:optim.gradient_clip_norm=1.0;3-:model.dropout=0.1"`` -> schedule entries (values read as YAML):
+    the command line's form of ``schedule`` (``--schedule``)."""
+    import yaml
+
+    entries = []
+    for part in (part.strip() for part in text.split(";") if part.strip()):
+        epochs, _, assignment = part.partition(":")
+        key, equals, value = assignment.partition("=")
+        if not (epochs.strip() and key.strip() and equals):
+            raise ValueError(
+                f"expected EPOCHS:KEY=VALUE entries such as 1-5:optim.gradient_clip_norm=1.0, got {part!r}"
+            )
+        entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
+    return entries
 
 
 def epoch_range(epochs: str | int) -> tuple[int, int | None]:
@@ -143,12 +182,12 @@ def check_schedule(entries: list[ScheduleEntry], known: set[str]) -> None:
         )
 
 
-def scheduled_keys(config: TrainConfig) -> list[str]:
+def scheduled_keys(config: ScheduledConfig) -> list[str]:
     """The keys any schedule entry sets, in first-mention order."""
     return list(dict.fromkeys(key for entry in config.schedule for key in entry.values))
 
 
-def overrides_for_epoch(config: TrainConfig, epoch0: int) -> dict[str, Any]:
+def overrides_for_epoch(config: ScheduledConfig, epoch0: int) -> dict[str, Any]:
     """The dotted-key values the schedule sets in 0-based ``epoch0`` (later entries win)."""
     values: dict[str, Any] = {}
     for entry in config.schedule:
@@ -161,27 +200,27 @@ class EpochSettings:
     """Each epoch's effective config of one run: ``config`` with the schedule applied (checked as a whole
     for every epoch up to ``optim.epochs`` when built, so a bad combination fails before training)."""
 
-    def __init__(self, config: TrainConfig) -> None:
-        from asr_pipeline.training.config import resolve_config, to_dict
-
+    def __init__(self, config: ScheduledConfig) -> None:
         self.config = config
         self.keys = scheduled_keys(config)
         base = {**to_dict(config), "schedule": []}
-        self._configs: dict[tuple, TrainConfig] = {}
-        self._by_epoch: list[TrainConfig] = []
+        self._configs: dict[tuple, ScheduledConfig] = {}
+        self._by_epoch: list[ScheduledConfig] = []
         for epoch0 in range(config.optim.epochs):
             overrides = overrides_for_epoch(config, epoch0)
             signature = tuple(sorted((key, repr(value)) for key, value in overrides.items()))
             if signature not in self._configs:
                 try:
-                    self._configs[signature] = resolve_config(base, overrides) if overrides else config
+                    # The config's own class rebuilds it (options.from_dict): no import of training.config.
+                    merged = deep_merge(base, expand_dotted(overrides))
+                    self._configs[signature] = from_dict(type(config), merged) if overrides else config
                 except ValueError as error:
                     raise ValueError(
                         f"schedule: epoch {epoch0 + 1}'s settings are refused: {error}"
                     ) from None
             self._by_epoch.append(self._configs[signature])
 
-    def at(self, epoch0: int) -> TrainConfig:
+    def at(self, epoch0: int) -> ScheduledConfig:
         """The effective config of 0-based ``epoch0`` (past ``optim.epochs``, the last epoch's)."""
         return self._by_epoch[min(epoch0, len(self._by_epoch) - 1)]
 

@@ -132,7 +132,10 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         )
     else:
         waveform_augment = WaveformAugment(
-            data.waveform_gain_min_db, data.waveform_gain_max_db, data.waveform_noise_std
+            data.waveform_gain_min_db,
+            data.waveform_gain_max_db,
+            data.waveform_noise_std,
+            data.waveform_noise_kind,
         )
         train_set = AudioDataset(
             train_index,
@@ -166,7 +169,11 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     if data.val_manifests:
         val_source = resolve_manifests(data.val_manifests, "validation manifest")
         val_index, val_skips = sources.index(val_source.kind, val_source.paths)
-        val_index, _ = select_examples(val_index, max_samples=data.max_val_samples)
+        # The duration limit filters validation too only when asked (the reference trainer's meaning).
+        val_max_ms = max_duration_ms if data.max_audio_duration_filters_validation else None
+        val_index, _ = select_examples(
+            val_index, max_duration_ms=val_max_ms, max_samples=data.max_val_samples
+        )
         if val_index.num_rows == 0:
             raise ValueError(f"no validation examples in {data.val_manifests}: {val_skips.to_dict()}")
         _check_feature_dim(val_index, data.input_dim)
@@ -180,7 +187,12 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         # "pad" so no rank has zero batches; the duplicates are removed by utterance id after gathering.
         val_sampler = _batch_sampler(val_set, data, ctx, shuffle=False, seed=0, uneven="pad")
         val_loader = _loader(val_set, val_sampler, data, pin_memory, ctx, config.run.seed)
-        val_report = {"kind": val_source.kind, "examples": val_index.num_rows, **_skips(val_skips)}
+        val_report = {
+            "kind": val_source.kind,
+            "examples": val_index.num_rows,
+            "too_long": val_selection.too_long,
+            **_skips(val_skips),
+        }
     report = {
         "train": {"kind": train_source.kind, "selection": asdict(selection), **_skips(train_skips)},
         "val": val_report,

@@ -38,8 +38,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from asr_pipeline.options import setting
 
 KINDS = ("relative", "absolute", "multi_epoch")
 SCORE_KEYS = ("val_loss", "val_cer")
@@ -53,18 +55,51 @@ class NewbobConfig:
     ``learning_rates`` (index 0 is epoch 1) and ``resets``. Decay is limited to (0, 1]: RETURNN's growth
     factors and callables are not offered."""
 
-    kind: Literal["relative", "absolute", "multi_epoch"] = "relative"
-    score_key: Literal["val_loss", "val_cer"] = "val_loss"  # the validation score watched (lower is better)
+    kind: Literal["relative", "absolute", "multi_epoch"] = setting(
+        "relative",
+        help="newbob: compare the last two validations relatively or absolutely, or average the relative changes of the last --newbob-multi-num-epochs (RETURNN's NewbobRelative/Abs/MultiEpoch)",
+        flag="--newbob-kind",
+    )
+    score_key: Literal["val_loss", "val_cer"] = setting(
+        "val_loss", help="newbob: the validation score it watches (lower is better)", flag="--newbob-score"
+    )
     # The least improvement that keeps the rate: relative (0.01 = 1 %) or absolute (in the score's unit;
     # val_cer is in percent). Note the sign: RETURNN's newbob_*_threshold = -0.01 is threshold 0.01 here.
-    threshold: float = 0.01
-    decay: float = 0.5  # the rate is multiplied by this on a stall (RETURNN's newbob_learning_rate_decay)
-    min_learning_rate: float = 0.0  # a decay never goes below this
-    multi_num_epochs: int = 5  # multi_epoch: relative changes averaged over this many validations
-    multi_update_interval: int | None = None  # multi_epoch: epochs between decisions; None: multi_num_epochs
-    relative_error_divides_by: Literal["new", "old"] = "new"  # relative kinds: (new - old) / |new| or / |old|
-    learning_rates: list[float] = field(default_factory=list)  # epochs 1..N use these; later the control
-    resets: dict[int, float] = field(default_factory=dict)  # epoch -> the rate it jumps back to
+    threshold: float = setting(
+        0.01,
+        help="newbob: the least improvement that keeps the rate (relative: 0.01 = 1 %%; absolute: in the score's unit)",
+        flag="--newbob-threshold",
+    )
+    decay: float = setting(0.5, help="newbob: the rate's factor on a stall, in (0, 1]", flag="--newbob-decay")
+    min_learning_rate: float = setting(0.0, help="newbob: no decay goes below this", flag="--newbob-min-lr")
+    multi_num_epochs: int = setting(
+        5,
+        help="newbob multi_epoch: validations whose relative changes are averaged",
+        flag="--newbob-multi-num-epochs",
+    )
+    multi_update_interval: int | None = setting(
+        None,
+        help="newbob multi_epoch: epochs between decisions",
+        flag="--newbob-multi-update-interval",
+        shown_default="--newbob-multi-num-epochs",
+    )
+    relative_error_divides_by: Literal["new", "old"] = setting(
+        "new",
+        help="newbob relative kinds: divide the change by the new score (RETURNN's default) or the old one",
+        flag="--newbob-relative-divides-by",
+    )
+    learning_rates: list[float] = setting(
+        default_factory=list,
+        help="newbob: the rates of epochs 1, 2, ... (comma-separated); later epochs follow the control",
+        flag="--learning-rates",
+        metavar="LR,LR,...",
+    )
+    resets: dict[int, float] = setting(
+        default_factory=dict,
+        help="newbob: jump back to a rate at given epochs (counting from 1), e.g. 30:1e-3,60:5e-4; added to a --config file's resets",
+        flag="--lr-resets",
+        metavar="EPOCH:LR,...",
+    )
 
     def __post_init__(self) -> None:
         _one_of(self, "kind", KINDS)

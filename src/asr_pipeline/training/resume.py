@@ -72,6 +72,7 @@ CRITICAL_DATA_KEYS = (
     "waveform_gain_min_db",
     "waveform_gain_max_db",
     "waveform_noise_std",
+    "waveform_noise_kind",
     "alignment",
 )
 # Early stopping may be switched on, off or retuned when resuming: it decides when to stop, not the trajectory.
