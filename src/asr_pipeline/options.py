@@ -214,6 +214,10 @@ def coerce(annotation: Any, value: Any, path: str, what: str = "config") -> Any:
     ):  # keys of free-form mappings (model.options) are checked where used
         if not isinstance(value, Mapping):
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        if len(args) == 2 and args[0] is int:  # JSON writes every mapping key as a string: "30" is 30
+            value = {
+                int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k: v for k, v in value.items()
+            }
         if len(args) == 2:
             return {
                 coerce(args[0], k, f"{path} key"): coerce(args[1], v, f"{path}[{k!r}]")

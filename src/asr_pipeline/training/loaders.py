@@ -171,7 +171,7 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         val_index, val_skips = sources.index(val_source.kind, val_source.paths)
         # The duration limit filters validation too only when asked (the reference trainer's meaning).
         val_max_ms = max_duration_ms if data.max_audio_duration_filters_validation else None
-        val_index, _ = select_examples(
+        val_index, val_selection = select_examples(
             val_index, max_duration_ms=val_max_ms, max_samples=data.max_val_samples
         )
         if val_index.num_rows == 0:
