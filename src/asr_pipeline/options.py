@@ -326,6 +326,15 @@ class ConfigField:
         return tuple(absolute_flag(alias, self.flag_prefix) for alias in self.setting.aliases)
 
 
+def reference_values(cls: type) -> dict[str, Any]:
+    """Dotted key -> the reference trainer's default, for every field of ``cls`` that states one."""
+    return {
+        field.key: field.setting.reference
+        for field in walk(cls)
+        if field.setting is not None and field.setting.reference is not UNSET
+    }
+
+
 def absolute_flag(name: str, prefix: str) -> str:
     return name if name.startswith("--") else f"{prefix or '--'}{name}"
 
@@ -355,6 +364,7 @@ __all__ = [
     "expand_dotted",
     "from_dict",
     "options_from_dict",
+    "reference_values",
     "setting",
     "setting_of",
     "to_dict",

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from asr_pipeline.cli import build_parser, main
+from asr_pipeline.cli.tokenizer import sentencepiece_options
 from asr_pipeline.text.normalize import normalization_for_model
 from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -84,17 +85,22 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def test_flags_have_the_reference_names_and_the_librarys_defaults():
     args = build_parser().parse_args(["tokenizer", "--input", "x"])
-    library = SentencePieceOptions()  # what the tokenizer stage trains with for unset params
 
     assert (args.output_dir, args.model_prefix) == ("tokenizer", "tokenizer")
-    for name in (
-        "vocab_size", "model_type", "character_coverage", "input_sentence_size", "shuffle_input_sentence",
-        "train_extremely_large_corpus", "byte_fallback", "blank_id", "sentencepiece_command",
-    ):  # fmt: skip
-        assert getattr(args, name) == getattr(library, name), name
-    assert (args.vocab_size, args.shuffle_input_sentence) == (256, True), "no longer 5000 and off"
+    # what the tokenizer stage trains with for unset params
+    assert sentencepiece_options(args) == SentencePieceOptions()
+    assert (SentencePieceOptions().vocab_size, SentencePieceOptions().shuffle_input_sentence) == (256, True)
     assert (args.user_defined_symbols, args.keep_corpus) == (None, False)
     assert (args.unicode_form, args.no_lowercase, args.keep_punctuation) == ("NFKC", False, False)
+
+
+def test_defaults_reference_gives_the_reference_trainers_vocab_and_shuffle_and_a_flag_still_wins():
+    parse = build_parser().parse_args
+    reference = sentencepiece_options(parse(["tokenizer", "--input", "x", "--defaults", "reference"]))
+    given = sentencepiece_options(parse(["tokenizer", "--defaults", "reference", "--vocab-size", "300"]))
+
+    assert reference == SentencePieceOptions(vocab_size=5000, shuffle_input_sentence=False)
+    assert (given.vocab_size, given.shuffle_input_sentence) == (300, False)
 
 
 def test_switches_turn_a_default_on_or_off():

@@ -86,40 +86,37 @@ DEFAULTS_HEADER = """\
 `asr-pipeline train` keeps the reference Rust trainer's flag names. Where our default differs from the reference
 trainer's, or the reference reads a flag differently, the field says so (`setting(reference=...)` in
 `src/asr_pipeline/training/config.py`, `reference_options` in an architecture's spec) and this table lists it.
-`asr-pipeline train --defaults reference` starts from the reference column instead of ours; a `--config` file and
-the flags given still win over either.
+`asr-pipeline train --defaults reference` (`asr-pipeline tokenizer --defaults reference` for the `tokenizer.`
+rows) starts from the reference column instead of ours; a `--config` file and the flags given still win over either.
 
 """
 
 
 def defaults_rows() -> list[tuple[str, str, str, str, str]]:
     """(config key, flag, ours, the reference's, why) for every field and architecture option that differ."""
-    from asr_pipeline.cli.config_flags import shown_default
     from asr_pipeline.models.registry import architecture_names, get_spec
     from asr_pipeline.options import UNSET, walk
+    from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
     from asr_pipeline.training.config import TrainConfig
 
     rows = []
-    for field in walk(TrainConfig):
-        if field.setting is None or field.setting.reference is UNSET:
-            continue
-        ours = shown_default(field) or ("off" if field.default is False else "unset")
-        rows.append(
-            (
-                field.key,
-                field.flag or "",
-                ours,
-                _value(field.setting.reference),
-                field.setting.reference_note or "",
-            )
-        )
+    for section, cls, command in (("", TrainConfig, ""), ("tokenizer.", SentencePieceOptions, "tokenizer ")):
+        for field in walk(cls):
+            if field.setting is None or field.setting.reference is UNSET:
+                continue
+            ours = field.setting.shown_default or _value(field.default)
+            flag = f"{command}{field.flag}" if field.flag else ""
+            why = field.setting.reference_note or ""
+            rows.append((f"{section}{field.key}", flag, ours, _value(field.setting.reference), why))
     for name in architecture_names():
         spec = get_spec(name)
         if not spec.reference_options:
             continue
         defaults = {f.name: f.default for f in dataclasses.fields(spec.config_type())}  # imports the model
         for option, (value, why) in spec.reference_options.items():
-            rows.append((f"model.options.{option} ({name})", "", _value(defaults[option]), _value(value), why))
+            rows.append(
+                (f"model.options.{option} ({name})", "", _value(defaults[option]), _value(value), why)
+            )
     return rows
 
 

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
+from asr_pipeline.cli.config_flags import shown_default
 from asr_pipeline.io.report import SkipReport
+from asr_pipeline.options import reference_values, walk
 from asr_pipeline.text.normalize import UNICODE_FORMS, NormalizationOptions, normalize_text, tokenizer_sidecar
-from asr_pipeline.text.sentencepiece_training import MODEL_TYPES, SentencePieceOptions
+from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
 
 
 def _default(options: type, name: str) -> Any:
@@ -55,70 +57,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--output-dir", default="tokenizer", help="folder to write into")
     parser.add_argument("--model-prefix", default="tokenizer", help="file name stem of .model/.vocab/.json")
-    spm = SentencePieceOptions
     parser.add_argument(
-        "--vocab-size",
-        type=int,
-        default=_default(spm, "vocab_size"),
-        help="SentencePiece pieces, blank excluded",
+        "--defaults",
+        choices=("ours", "reference"),
+        default="ours",
+        help="whose defaults fill the trainer options not given: ours, or the reference trainer's "
+        "(docs/reference/defaults.md)",
     )
-    parser.add_argument(
-        "--model-type",
-        choices=MODEL_TYPES,
-        default=_default(spm, "model_type"),
-        help="SentencePiece model type",
-    )
-    parser.add_argument(
-        "--character-coverage",
-        type=float,
-        default=_default(spm, "character_coverage"),
-        help="fraction of characters the pieces must cover",
-    )
-    parser.add_argument(
-        "--input-sentence-size",
-        type=int,
-        default=_default(spm, "input_sentence_size"),
-        help="train on at most this many sentences; 0 uses all",
-    )
-    parser.add_argument(
-        "--shuffle-input-sentence",
-        action=argparse.BooleanOptionalAction,
-        default=_default(spm, "shuffle_input_sentence"),
-        help="sample the --input-sentence-size sentences at random (--no-shuffle-input-sentence: take the "
-        "first ones)",
-    )
-    parser.add_argument(
-        "--train-extremely-large-corpus",
-        action=argparse.BooleanOptionalAction,
-        default=_default(spm, "train_extremely_large_corpus"),
-        help="wider counters for unigram training on very large corpora (more memory)",
-    )
-    parser.add_argument(
-        "--user-defined-symbols",
-        metavar="CSV",
-        help="comma-separated pieces that are never split, e.g. '<noise>,<laugh>'",
-    )
-    parser.add_argument(
-        "--byte-fallback",
-        action=argparse.BooleanOptionalAction,
-        default=_default(spm, "byte_fallback"),
-        help="spell unknown characters as UTF-8 bytes",
-    )
+    # The trainer options are SentencePieceOptions' fields (help, flag, default): no argparse default, so
+    # --defaults decides what an option not given takes.
+    for field in walk(SentencePieceOptions):
+        info = field.setting
+        shown = shown_default(field)
+        help_text = info.help + ("" if shown is None else f" (default: {shown})")
+        if field.annotation is bool:
+            action: Any = argparse.BooleanOptionalAction
+            parser.add_argument(info.flag, dest=field.key, action=action, default=None, help=help_text)
+        elif field.key == "user_defined_symbols":
+            parser.add_argument(info.flag, dest=field.key, metavar="CSV", help=help_text)
+        else:
+            kind = int if field.annotation is int else float if field.annotation is float else str
+            parser.add_argument(
+                info.flag, dest=field.key, type=kind, choices=info.choices, default=None, help=help_text
+            )
     parser.add_argument(
         "--keep-corpus",
         action="store_true",
         help="keep the training text (<model-prefix>.corpus.txt) next to the model instead of deleting it",
-    )
-    parser.add_argument(
-        "--sentencepiece-command",
-        metavar="PATH",
-        help="train with this external spm_train (same flags) instead of the Python library",
-    )
-    parser.add_argument(
-        "--blank-id",
-        type=int,
-        default=_default(spm, "blank_id"),
-        help="CTC blank position among the model ids",
     )
     parser.add_argument(
         "--unicode-form",
@@ -140,6 +105,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="fail on the first bad record (naming file and line) instead of skipping and counting it",
     )
     parser.set_defaults(handler=run)
+
+
+def sentencepiece_options(args: argparse.Namespace) -> SentencePieceOptions:
+    """The trainer options given, over the chosen defaults (ours: the library's; --defaults reference)."""
+    given = {
+        field.key: getattr(args, field.key)
+        for field in walk(SentencePieceOptions)
+        if getattr(args, field.key) is not None
+    }
+    defaults = reference_values(SentencePieceOptions) if args.defaults == "reference" else {}
+    return SentencePieceOptions.from_dict({**defaults, **given})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,20 +145,7 @@ def run(args: argparse.Namespace) -> int:
         lowercase=not args.no_lowercase,
         strip_punctuation=not args.keep_punctuation,
     )
-    options = SentencePieceOptions.from_dict(
-        {
-            "vocab_size": args.vocab_size,
-            "model_type": args.model_type,
-            "character_coverage": args.character_coverage,
-            "input_sentence_size": args.input_sentence_size,
-            "shuffle_input_sentence": args.shuffle_input_sentence,
-            "train_extremely_large_corpus": args.train_extremely_large_corpus,
-            "user_defined_symbols": args.user_defined_symbols or (),
-            "byte_fallback": args.byte_fallback,
-            "blank_id": args.blank_id,
-            "sentencepiece_command": args.sentencepiece_command,
-        }
-    )
+    options = sentencepiece_options(args)
     report = SkipReport(strict=args.strict)
     output_dir.mkdir(parents=True, exist_ok=True)
     corpus = output_dir / f"{args.model_prefix}.corpus.txt"

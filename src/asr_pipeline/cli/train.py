@@ -28,6 +28,7 @@ from asr_pipeline.training.config import (
     DEFAULT_PROFILE,
     PROFILES,
     TrainConfig,
+    one_clip,
     profile_values,
     resolve_config,
 )
@@ -304,12 +305,7 @@ def train_config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path 
             raise UsageError(f"--variant: {error}") from None
     if args.manifest_dir is not None:
         _use_manifest_dir(args, output_dir=args.output_dir or base.get("run", {}).get("output_dir"))
-    # The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0: a clip flag given
-    # alone picks that clip and turns the other off (both given: the config's error, exit 1).
-    if args.gradient_clip_value is not None and args.gradient_clip_norm is None:
-        overrides["optim.gradient_clip_norm"] = None
-    if args.gradient_clip_norm is not None and args.gradient_clip_value is None:
-        overrides["optim.gradient_clip_value"] = None
+    overrides = one_clip(overrides)  # a clip flag given alone picks that clip (training.config)
     if args.train_manifest:
         overrides["data.train_manifests"] = _manifest_paths(args.train_manifest, "--train-manifest")
     if args.val_manifest:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from asr_pipeline.options import options_from_dict
+from asr_pipeline.options import options_from_dict, setting
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
@@ -25,18 +25,55 @@ MIN_INPUT_SENTENCE_SIZE = 100  # SentencePiece rejects 1..100 (trainer_interface
 
 @dataclass(frozen=True)
 class SentencePieceOptions:
-    vocab_size: int = 256
-    model_type: str = "unigram"  # unigram | bpe | char | word
-    character_coverage: float = 1.0
-    input_sentence_size: int = 0  # 0 = use every sentence
-    shuffle_input_sentence: bool = True
+    vocab_size: int = setting(
+        256,
+        help="SentencePiece pieces, blank excluded",
+        flag="--vocab-size",
+        reference=5000,
+        reference_note="the reference trainer's 5000 pieces suit thousands of hours; 256 measured better on "
+        "the demo and small corpora (docs/results/accuracy-per-minute.md), and params.yaml sets the stage's",
+    )
+    model_type: str = setting(
+        "unigram", help="SentencePiece model type", flag="--model-type", choices=MODEL_TYPES
+    )
+    character_coverage: float = setting(
+        1.0, help="fraction of characters the pieces must cover", flag="--character-coverage"
+    )
+    input_sentence_size: int = setting(
+        0, help="train on at most this many sentences; 0 uses all", flag="--input-sentence-size"
+    )
+    shuffle_input_sentence: bool = setting(
+        True,
+        help="sample the --input-sentence-size sentences at random (--no-shuffle-input-sentence: take the first "
+        "ones)",
+        flag="--shuffle-input-sentence",
+        reference=False,
+        reference_note="the reference trainer takes the first --input-sentence-size sentences; a random sample "
+        "represents a corpus sorted by speaker or source",
+    )
     # Wider counters for unigram on very large corpora; spm_train 0.1.x honors it, the 0.2 library has
     # deprecated it (accepted, ignored, not saved in the model).
-    train_extremely_large_corpus: bool = False
-    user_defined_symbols: tuple[str, ...] = ()
-    byte_fallback: bool = False
-    blank_id: int = 0  # CTC blank position in the model's vocabulary (see text/tokenizer.py)
-    sentencepiece_command: str | None = None  # an spm_train executable to use instead of the library
+    train_extremely_large_corpus: bool = setting(
+        False,
+        help="wider counters for unigram training on very large corpora (more memory)",
+        flag="--train-extremely-large-corpus",
+    )
+    user_defined_symbols: tuple[str, ...] = setting(
+        (),
+        help="comma-separated pieces that are never split, e.g. '<noise>,<laugh>'",
+        flag="--user-defined-symbols",
+    )
+    byte_fallback: bool = setting(
+        False, help="spell unknown characters as UTF-8 bytes", flag="--byte-fallback"
+    )
+    blank_id: int = setting(
+        0, help="CTC blank position among the model ids (text/tokenizer.py)", flag="--blank-id"
+    )
+    sentencepiece_command: str | None = setting(
+        None,
+        help="train with this external spm_train (same flags) instead of the Python library",
+        flag="--sentencepiece-command",
+    )
 
     @classmethod
     def from_dict(cls, values: dict | None) -> SentencePieceOptions:

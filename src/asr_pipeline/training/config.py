@@ -33,14 +33,13 @@ from asr_pipeline.models.registry import (  # torch-free: the specs name their m
 )
 from asr_pipeline.models.registry import peak_learning_rate as spec_peak_learning_rate
 from asr_pipeline.options import (
-    UNSET,
     ConfigError,
     deep_merge,
     expand_dotted,
     from_dict,
+    reference_values,
     setting,
     to_dict,
-    walk,
 )
 from asr_pipeline.training.epoch_schedule import (
     CurriculumConfig,
@@ -957,6 +956,23 @@ def resolve_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     return from_dict(TrainConfig, merged, what="training config")
 
 
+CLIPS = ("optim.gradient_clip_norm", "optim.gradient_clip_value")
+
+
+def one_clip(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted ``overrides`` in which a clip given alone turns the other one off.
+
+    The config clips by one of norm or value, and gradient_clip_norm defaults to 5.0, so a user asking for
+    a value clip (``--gradient-clip-value``) means "instead of the norm clip". Both given: left as they are,
+    for the config's own error. ``resolve_config`` itself applies no such rule: a file must say what it means.
+    """
+    given = [key for key in CLIPS if overrides.get(key) is not None]
+    if len(given) != 1 or any(key in overrides for key in CLIPS if key not in given):
+        return dict(overrides)
+    (other,) = (key for key in CLIPS if key not in given)
+    return {**overrides, other: None}
+
+
 # --- whose defaults -----------------------------------------------------------------------------------
 PROFILES = ("ours", "reference")
 DEFAULT_PROFILE = "ours"
@@ -971,11 +987,7 @@ def profile_values(profile: str, architecture: str = DEFAULT_ARCHITECTURE) -> di
         raise ConfigError(f"unknown defaults {profile!r}; expected one of {', '.join(PROFILES)}")
     if profile == "ours":
         return {}
-    values = {
-        field.key: field.setting.reference
-        for field in walk(TrainConfig)
-        if field.setting is not None and field.setting.reference is not UNSET
-    }
+    values = reference_values(TrainConfig)
     options = get_spec(check_available(architecture)).reference_options
     values |= {f"model.options.{name}": value for name, (value, _) in options.items()}
     return values
@@ -1086,6 +1098,7 @@ __all__ = [
     "deep_merge",
     "default_peak_learning_rate",
     "load_json",
+    "one_clip",
     "peak_learning_rate",
     "profile_values",
     "resolve_config",
