@@ -17,12 +17,18 @@ from asr_pipeline.cli.common import (
     print_json,
     shard_paths,
 )
+from asr_pipeline.cli.config_flags import add_config_flags, config_flags
 from asr_pipeline.decoding.options import DECODERS, DecodingOptions
 
 if TYPE_CHECKING:
     from asr_pipeline.decoding.decoders import DecodingResources
 
-DEFAULTS = DecodingOptions()
+SEARCH_OPTIONS = (
+    "beam_width",
+    "lm_weight",
+    "word_score",
+    "blank_penalty",
+)  # the flags decode/transcribe take
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -90,19 +96,8 @@ def add_decoding_flags(
         metavar="TXT",
         help="word<TAB>pieces lexicon (the lexicon decoder needs it; default: the run's, as for --lm)",
     )
-    parser.add_argument("--beam-width", type=int, help=f"beam width (default {DEFAULTS.beam_width})")
-    parser.add_argument("--lm-weight", type=float, help=f"weight of ln P_LM (default {DEFAULTS.lm_weight})")
-    parser.add_argument(
-        "--word-score",
-        "--word-bonus",
-        type=float,
-        help=f"score added per word, nats (lexicon, prefix_beam; default {DEFAULTS.word_score})",
-    )
-    parser.add_argument(
-        "--blank-penalty",
-        type=float,
-        help=f"subtracted from the blank log-prob per frame (flashlight decoders; default {DEFAULTS.blank_penalty})",
-    )
+    # The beam search's options and their help are DecodingOptions' fields (decoding.options).
+    add_config_flags(parser, [flag for flag in config_flags(DecodingOptions) if flag.key in SEARCH_OPTIONS])
 
 
 def run_tokenizer_path(args: argparse.Namespace, run_dir: Path) -> Path:

@@ -23,6 +23,7 @@ from asr_pipeline.cli.common import (
     load_tokenizer,
     print_json,
 )
+from asr_pipeline.cli.config_flags import add_config_flags, config_flags, given_overrides
 from asr_pipeline.cli.decode import (
     add_decoding_flags,
     build_decoders,
@@ -30,8 +31,7 @@ from asr_pipeline.cli.decode import (
     decoding_resources,
     run_tokenizer_path,
 )
-
-WINDOW_DEFAULTS = {"window_sec": 20.0, "split": "silence"}  # decoding.transcribe.WindowOptions' defaults
+from asr_pipeline.decoding.windows import WindowOptions
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -67,18 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="write here instead of stdout; with --output srt and several inputs a folder (one <name>.srt each)",
     )
-    parser.add_argument(
-        "--window-sec",
-        type=float,
-        default=WINDOW_DEFAULTS["window_sec"],
-        help="longest piece of audio the model sees at once; longer files are cut",
-    )
-    parser.add_argument(
-        "--split",
-        choices=("silence", "fixed"),
-        default=WINDOW_DEFAULTS["split"],
-        help="where long files are cut: at the quietest 20 ms of the 3 s before each limit, or every --window-sec",
-    )
+    add_config_flags(parser, config_flags(WindowOptions))  # --window-sec, --split: WindowOptions' fields
     parser.add_argument("--strict", action="store_true", help="stop at the first unreadable file, naming it")
     parser.set_defaults(handler=run)
 
@@ -87,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
     from asr_pipeline.decoding.evaluation import load_run
     from asr_pipeline.decoding.transcribe import (
         Transcriber,
-        WindowOptions,
         audio_inputs,
         format_jsonl,
         format_srt,
@@ -107,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
         args.decoder = "greedy" if not args.lm else ("lexicon" if resources.lexicon else "prefix_beam")
     options = decoding_options(args)
     try:
-        window = WindowOptions(window_sec=args.window_sec, split=args.split)
+        window = WindowOptions.from_dict(
+            {key: value for key, (value, _) in given_overrides(args, config_flags(WindowOptions)).items()}
+        )
     except ValueError as error:
         raise UsageError(f"--window-sec: {error}") from None
     report = SkipReport(strict=args.strict)

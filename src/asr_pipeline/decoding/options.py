@@ -63,10 +63,10 @@ class DecodingOptions:
         0.0,
         help="score added per word (nats; lexicon, prefix_beam)",
         flag="word-score",
-        aliases=("lm-word-bonus",),
+        aliases=("lm-word-bonus", "word-bonus"),
     )
     blank_penalty: float = setting(
-        0.0, help="flashlight decoders: subtracted from the blank's log-prob per frame"
+        0.0, help="flashlight decoders: subtracted from the blank's log-prob per frame", flag="blank-penalty"
     )
     unk_score: float | None = setting(
         None,

@@ -22,12 +22,12 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 
 from asr_pipeline.decoding.decoders import Decoder
+from asr_pipeline.decoding.windows import WindowOptions, split_windows
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import Frontend, frontend_named
 from asr_pipeline.io.audio import AUDIO_EXTENSIONS, AudioDecodeError, load_audio
@@ -37,52 +37,9 @@ from asr_pipeline.models.loading import RunModel
 from asr_pipeline.models.registry import frontend_of
 from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.modules.forced_alignment import forced_paths
-from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
-SILENCE_FRAME_SEC = 0.02  # the energy frame the silence split compares
 MANIFEST_SUFFIXES = (".jsonl", ".json", ".tsv", ".parquet")
-
-
-@dataclass(frozen=True)
-class WindowOptions:
-    """How a long recording is cut before the model sees it (module docstring)."""
-
-    window_sec: float = 20.0
-    split: Literal["fixed", "silence"] = "silence"
-    # silence: how far before each limit the quietest point is looked for (at most half a window)
-    search_sec: float = 3.0
-
-    def __post_init__(self) -> None:
-        if self.window_sec <= 0:
-            raise ValueError(f"window_sec must be > 0, got {self.window_sec}")
-        if self.split not in ("fixed", "silence"):
-            raise ValueError(f"split must be fixed or silence, got {self.split!r}")
-        if self.search_sec < 0:
-            raise ValueError(f"search_sec must be >= 0, got {self.search_sec}")
-
-    @classmethod
-    def from_dict(cls, values: dict | None) -> WindowOptions:
-        return options_from_dict(cls, values, "transcribe windows")
-
-
-def split_windows(waveform: np.ndarray, sample_rate: int, options: WindowOptions) -> list[tuple[int, int]]:
-    """``[start, stop)`` sample ranges covering ``waveform`` (N,) in order, each at most ``window_sec`` long."""
-    total, limit = len(waveform), max(1, round(options.window_sec * sample_rate))
-    frame = max(1, round(SILENCE_FRAME_SEC * sample_rate))
-    search = min(round(options.search_sec * sample_rate), limit // 2) if options.split == "silence" else 0
-    windows, start = [], 0
-    while start < total:
-        stop = min(start + limit, total)
-        if stop < total and search >= frame:
-            # the quietest frame of the last `search` samples before the limit; cut at its middle
-            region = waveform[stop - search : stop]
-            frames = len(region) // frame
-            energy = (region[: frames * frame].reshape(frames, frame).astype(np.float64) ** 2).sum(axis=1)
-            stop = stop - search + int(np.argmin(energy)) * frame + frame // 2
-        windows.append((start, stop))
-        start = stop
-    return windows
 
 
 @dataclass(frozen=True)
