@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any, Literal, TypeVar
 
@@ -209,9 +209,8 @@ def coerce(annotation: Any, value: Any, path: str, what: str = "config") -> Any:
         if value not in args:
             raise ConfigError(f"{path}: expected one of {list(args)}, got {value!r}")
         return value
-    if (
-        origin is dict or annotation is dict
-    ):  # keys of free-form mappings (model.options) are checked where used
+    # Free-form mappings (model.options): their keys are checked where they are used.
+    if origin in (dict, Mapping, MutableMapping) or annotation is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
         if len(args) == 2 and args[0] is int:  # JSON writes every mapping key as a string: "30" is 30
@@ -220,13 +219,13 @@ def coerce(annotation: Any, value: Any, path: str, what: str = "config") -> Any:
             }
         if len(args) == 2:
             return {
-                coerce(args[0], k, f"{path} key"): coerce(args[1], v, f"{path}[{k!r}]")
+                coerce(args[0], k, f"{path} key", what): coerce(args[1], v, f"{path}[{k!r}]", what)
                 for k, v in value.items()
             }
         return dict(value)
     if (origin is tuple or annotation is tuple) and not isinstance(value, list | tuple):
         return value  # a range given as one number (augment.conditions): the class's own check decides
-    if origin in (list, tuple) or annotation in (list, tuple):
+    if origin in (list, tuple, Sequence) or annotation in (list, tuple):
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{path}: expected a list, got {value!r}")
         if origin is tuple and args and args[-1] is not Ellipsis:
