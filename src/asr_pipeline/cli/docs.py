@@ -25,7 +25,7 @@ HEADER = """\
 # `asr-pipeline train` flags
 
 Every option of `asr-pipeline train`, in `--help` order, with the default `--help` states. Each sets one key
-of the training config (`src/asr_pipeline/training/config.py`, the `train:` section of `params.yaml`); with
+of the training config (`src/asr_pipeline/training/config/`, the `train:` section of `params.yaml`); with
 `--config` an unset flag keeps the file's value. What the groups of flags do: [Training](../training.md).
 
 """
@@ -85,7 +85,7 @@ DEFAULTS_HEADER = """\
 
 `asr-pipeline train` keeps the reference Rust trainer's flag names. Where our default differs from the reference
 trainer's, or the reference reads a flag differently, the field says so (`setting(reference=...)` in
-`src/asr_pipeline/training/config.py`, `reference_options` in an architecture's spec) and this table lists it.
+`src/asr_pipeline/training/config/`, `reference_options` in an architecture's spec) and this table lists it.
 `asr-pipeline train --defaults reference` (`asr-pipeline tokenizer --defaults reference` for the `tokenizer.`
 rows) starts from the reference column instead of ours; a `--config` file and the flags given still win over either.
 

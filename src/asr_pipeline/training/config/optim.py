@@ -1,0 +1,198 @@
+"""``train.optim`` and ``train.regularization``: the optimizer, its learning rate, clipping, EMA and early
+stopping; layer drop and weight noise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from asr_pipeline.options import setting
+from asr_pipeline.training.config.checks import non_negative, positive
+from asr_pipeline.training.lr_control import NewbobConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimConfig:
+    """AdamW and its learning-rate schedule (``training.schedule``).
+
+    Two schedules, both warmup -> hold -> polynomial decay to ``lr_min``: the epoch schedule (the
+    reference recipe: 20 epochs of warmup, 160 of hold, decay over the rest) unless any ``lr_*_steps``
+    field is set, which selects the step schedule.
+    """
+
+    epochs: int = setting(500, help="passes over the training data", flag="--epochs")
+    learning_rate: float | None = setting(
+        None,
+        help="peak AdamW learning rate",
+        flag="--learning-rate",
+        shown_default="per architecture: squeezeformer min(variant peak, 3e-4), 3e-4 without --variant; zipformer and paraformer 1e-3; w2v-bert 1e-4",
+    )
+    weight_decay: float = setting(5e-4, help="AdamW weight decay", flag="--weight-decay")
+    lr_warmup_epochs: int = setting(
+        20,
+        help="epoch schedule: epochs of linear warmup, interpolated per optimizer step (a run shorter than warmup + hold scales both to fill half of it)",
+        flag="--lr-warmup-epochs",
+        aliases=("--warmup-epochs",),
+    )
+    lr_hold_epochs: int = setting(
+        160,
+        help="epoch schedule: epochs at the peak after warmup; the remaining epochs decay to --lr-min",
+        flag="--lr-hold-epochs",
+        aliases=("--hold-epochs",),
+    )
+    lr_decay_exponent: float = setting(
+        1.0,
+        help="exponent of the polynomial decay to --lr-min, both schedules (1: linear)",
+        flag="--lr-decay-exponent",
+        aliases=("--decay-exponent",),
+    )
+    lr_warmup_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps of linear warmup; any --lr-*-steps flag replaces the epoch schedule by the step schedule (unset ones: 0 warmup, 0 hold, decay over the rest)",
+        flag="--lr-warmup-steps",
+        shown_default="unset: the epoch schedule",
+    )
+    lr_hold_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps at the peak after warmup",
+        flag="--lr-hold-steps",
+        shown_default="unset: 0 under the step schedule",
+    )
+    lr_decay_steps: int | None = setting(
+        None,
+        help="step schedule: optimizer steps of decay to --lr-min",
+        flag="--lr-decay-steps",
+        shown_default="all steps left after warmup and hold",
+    )
+    lr_min: float = setting(0.0, help="learning rate at the end of the decay", flag="--lr-min")
+    gradient_clip_norm: float | None = setting(
+        5.0,
+        reference=None,
+        reference_note="the reference trainer does not clip unless asked; a clip at 5.0 keeps one bad batch "
+        "from undoing a run (the norm is logged either way)",
+        help="clip the global gradient norm to this; excludes --gradient-clip-value",
+        flag="--gradient-clip-norm",
+    )
+    gradient_clip_value: float | None = setting(
+        None,
+        help="clip each gradient element to [-v, v]; given alone, turns the norm clip off",
+        flag="--gradient-clip-value",
+    )
+    gradient_accumulation_steps: int = setting(
+        1, help="batches summed into one optimizer step", flag="--gradient-accumulation-steps"
+    )
+    ema_decay: float | None = setting(
+        None, help="keep an EMA of the weights, e.g. 0.999; unset: none", flag="--ema-decay"
+    )
+    ema_start_step: int = setting(
+        0, help="optimizer step before which the EMA copies", flag="--ema-start-step"
+    )
+    # What sets the rate (training.optimization): "schedule", the warmup-hold-decay above; "newbob", the
+    # validation-driven control of training.lr_control (options in ``newbob``) after the schedule's warmup.
+    lr_control: Literal["schedule", "newbob"] = setting(
+        "schedule",
+        help="what sets the learning rate: schedule (warmup, hold, decay) or newbob (the validation score decides each epoch's rate, after the schedule's warmup; needs validation manifests)",
+        flag="--lr-control",
+    )
+    newbob: NewbobConfig = field(default_factory=NewbobConfig)
+    # Stop once the validation score (val_cer; val_loss for HuBERT pretraining) has not improved by more than
+    # early_stopping_min_delta for this many epochs in a row (training.early_stopping); None: run every epoch.
+    early_stopping_patience: int | None = setting(
+        None,
+        help="stop once the validation score (val CER; val loss for HuBERT pretraining) has not improved for N epochs in a row; the best weights are checkpoint_best",
+        flag="--early-stopping-patience",
+        metavar="N",
+    )
+    early_stopping_min_delta: float = setting(
+        0.0,
+        help="an improvement must exceed this (in the score's units, e.g. CER points)",
+        flag="--early-stopping-min-delta",
+    )
+
+    def __post_init__(self) -> None:
+        positive(
+            self,
+            "epochs",
+            "early_stopping_patience",
+            "learning_rate",
+            "lr_decay_steps",
+            "lr_decay_exponent",
+            "gradient_clip_norm",
+            "gradient_clip_value",
+            "gradient_accumulation_steps",
+        )
+        non_negative(
+            self,
+            "weight_decay",
+            "lr_warmup_epochs",
+            "lr_hold_epochs",
+            "lr_warmup_steps",
+            "lr_hold_steps",
+            "lr_min",
+            "ema_start_step",
+            "early_stopping_min_delta",
+        )
+        if self.learning_rate is not None and self.lr_min > self.learning_rate:
+            raise ValueError(
+                f"lr_min={self.lr_min} is above the peak learning_rate={self.learning_rate}; the decay "
+                "would raise the rate: lower lr_min (--lr-min) or raise learning_rate (--learning-rate)"
+            )
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in (0, 1), e.g. 0.999, got {self.ema_decay}")
+        # Both at once would make the logged grad_norm and the applied update hard to reason about, and
+        # gradient_clip_norm has a non-None default, so a silent precedence rule would surprise someone.
+        if self.gradient_clip_value is not None and self.gradient_clip_norm is not None:
+            raise ValueError(
+                f"gradient_clip_value={self.gradient_clip_value} and gradient_clip_norm="
+                f"{self.gradient_clip_norm} are both set; clip by one of them: set gradient_clip_norm "
+                "to null (None) to clip by value"
+            )
+
+    @property
+    def uses_step_schedule(self) -> bool:
+        """True when any ``lr_*_steps`` field is set: the step schedule replaces the epoch schedule (as
+        in the reference trainer, where any step option overrides the epoch options)."""
+        return any(v is not None for v in (self.lr_warmup_steps, self.lr_hold_steps, self.lr_decay_steps))
+
+
+WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegularizationConfig:
+    """``train.regularization``: layer drop and weight noise in training forwards (training.regularization);
+    0 turns each off."""
+
+    layer_drop: float = setting(
+        0.0,
+        help="training forwards skip encoder blocks: the deepest block's probability (every block's with --layer-drop-rule uniform)",
+        flag="--layer-drop",
+    )
+    layer_drop_rule: Literal["linear", "uniform"] = setting(
+        "linear",
+        help="linear: block l of L skips with p*(l+1)/L; uniform: every block with p",
+        flag="--layer-drop-rule",
+    )
+    weight_noise_std: float = setting(
+        0.0,
+        help="Gaussian noise of this std on the chosen weights in each training forward (not stored)",
+        flag="--weight-noise-std",
+    )
+    weight_noise_families: list[str] = setting(
+        default_factory=lambda: ["linear", "conv"],
+        help="comma-separated module families --weight-noise-std applies to: linear, conv, embedding",
+        flag="--weight-noise-families",
+        metavar="FAMILY,...",
+        shown_default="linear,conv",
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.layer_drop < 1.0:
+            raise ValueError(f"layer_drop must be in [0, 1), got {self.layer_drop}")
+        non_negative(self, "weight_noise_std")
+        unknown = sorted(set(self.weight_noise_families) - set(WEIGHT_NOISE_FAMILY_NAMES))
+        if unknown or not self.weight_noise_families:
+            raise ValueError(
+                f"weight_noise_families must name some of {', '.join(WEIGHT_NOISE_FAMILY_NAMES)}, got "
+                f"{self.weight_noise_families}"
+            )

@@ -1,0 +1,205 @@
+"""``train.run`` and ``train.validation``: where and how a run executes, and how it is scored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from asr_pipeline.decoding.options import DecodingOptions
+from asr_pipeline.options import setting
+from asr_pipeline.training.config.checks import non_negative, positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    output_dir: str = setting("runs/asr", help="the run dir: config, events, checkpoints, metrics")
+    tokenizer: str | None = setting(
+        None, help="SentencePiece .model; needed for vocab inference and text CER/WER"
+    )
+    seed: int = setting(0, help="random seed", flag="--seed")
+    log_every: int = setting(10, help="optimizer steps between train events", flag="--log-every")
+    backend: Literal["cpu", "cuda"] = setting("cpu", help="device type", flag="--backend")
+    # CUDA devices (training.distributed.select_device): device_indices lists one GPU per process of a
+    # node (local rank i uses cuda:device_indices[i]); without it a single process uses cuda:device_index
+    # and several processes use cuda:<local rank>.
+    device_index: int = setting(
+        0,
+        help="the CUDA device of a single-process run (cuda:N); several processes without --device-indices use cuda:<local rank>",
+        flag="--device-index",
+    )
+    device_indices: list[int] = setting(
+        default_factory=list,
+        help="comma-separated CUDA devices, one torchrun process each: local rank i trains on cuda:LIST[i]; --nproc-per-node defaults to their count and must equal it when given",
+        flag="--device-indices",
+        metavar="LIST",
+        shown_default="unset",
+    )
+    # f16 and bf16 run the forward pass under torch.autocast (CTC stays float32); f16 also scales the loss
+    # with a GradScaler, whose state is checkpointed. Weights and optimizer state stay float32.
+    precision: Literal["f32", "bf16", "f16"] = setting(
+        "f32",
+        help="training precision: bf16/f16 autocast the forward pass (f16 with a checkpointed gradient scaler); weights stay float32",
+        flag="--precision",
+    )
+    # Whose code runs the models' hot-spot ops (asr_kernels): auto = the Triton kernels on CUDA, the
+    # PyTorch references elsewhere; reference or triton force one (triton on a CPU needs TRITON_INTERPRET=1).
+    kernels: Literal["auto", "reference", "triton"] = setting(
+        "auto",
+        help="the models' hot-spot ops: auto = Triton kernels on CUDA, PyTorch references elsewhere; reference or triton forces one",
+        flag="--kernels",
+    )
+    threads_per_rank: int | None = setting(
+        None, help="CPU: torch threads per rank; None: max(1, cores // world size)"
+    )
+    checkpoint_every_steps: int | None = setting(
+        None,
+        help="optimizer steps between extra mid-epoch checkpoints; unset: one per epoch only",
+        flag="--checkpoint-every-steps",
+    )
+    # Also keep every checkpoint's weights as checkpoints/step-<step>.safetensors (training.checkpoint), so
+    # each can be validated later (HuBERT's recipe picks the best by validation loss this way).
+    keep_checkpoints: bool = setting(
+        False,
+        help="also keep every checkpoint's weights as checkpoints/step-<step>.safetensors in the run dir",
+        flag="--keep-checkpoints",
+    )
+    resume_from: str | None = setting(
+        None,
+        help="continue the run in this run dir from its checkpoint_latest (the run dir, its checkpoint_latest/ or its checkpoint_latest.json)",
+        flag="--resume-from",
+        metavar="DIR",
+    )
+    # Start from these weights (a run dir's checkpoint_latest, or a .safetensors file); tensors whose name
+    # or shape differ are skipped and reported. Ignored when resume_from is set: the checkpoint wins.
+    init_from: str | None = setting(
+        None,
+        help="start from a run dir's (or its checkpoint_latest/ or checkpoint_latest.json) or a .safetensors file's weights (matching tensors); ignored with --resume-from",
+        flag="--init-from",
+        metavar="PATH",
+    )
+    dry_run: bool = setting(
+        False,
+        help="forward + loss on the first batch only, to check data, model and device; no step, no checkpoint",
+        flag="--dry-run",
+    )
+    tui: bool = setting(
+        False, help="a live table of loss, throughput, LR and validation (rank 0)", flag="--tui"
+    )
+    # Rank 0 also logs the curves to DVCLive (dvc plots show, dvc exp show). False: events.jsonl and
+    # metrics.json only, for machines without dvc (a cluster node, a GPU box) or runs nobody plots.
+    dvclive: bool = setting(
+        True,
+        help="do not log curves to DVCLive (events.jsonl and metrics.json are still written)",
+        flag="--no-dvclive",
+        const=False,
+    )
+    # Abort once more micro-batches than this (summed over ranks, over the whole run) had a NaN/inf loss.
+    # 100: a few broken batches are skipped and survived, while a diverged model fails every batch and
+    # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.
+    max_non_finite_losses: int | None = setting(
+        100,
+        help="abort once more batches than this had a NaN/inf loss (summed over ranks)",
+        flag="--max-non-finite-losses",
+    )
+    # Bitwise-reproducible weights (training.determinism): seeded RNGs, deterministic algorithms, cuDNN and
+    # cuBLAS settings. Off: the same results up to nondeterministic CUDA kernels.
+    deterministic: bool = setting(
+        False,
+        help="bitwise-reproducible weights: seeded RNGs, torch deterministic algorithms, cuDNN/cuBLAS settings (some CUDA kernels run slower)",
+        flag="--deterministic",
+    )
+    # Upload every checkpoint to the Hugging Face Hub (publish.hub.CheckpointUploader: rank 0, a background
+    # thread, retried, never fatal) as checkpoint-<step>/ of hf_upload_repo_id at hf_upload_revision. The
+    # token is huggingface_hub's (HF_TOKEN or its login), never part of the config.
+    hf_upload_checkpoints: bool = setting(
+        False,
+        help="upload every checkpoint to the Hugging Face Hub (rank 0, in the background, retried, never fatal) as checkpoint-<step>/; the token is HF_TOKEN or huggingface_hub's login",
+        flag="--hf-upload-checkpoints",
+    )
+    hf_upload_repo_id: str | None = setting(
+        None, help="the Hub repo (namespace/name)", flag="--hf-upload-repo-id", metavar="ID"
+    )
+    hf_upload_revision: str = setting(
+        "main", help="the branch to commit to", flag="--hf-upload-revision", metavar="REV"
+    )
+    hf_upload_private: bool = setting(False, help="create the repo private", flag="--hf-upload-private")
+    hf_upload_checkpoint_format: Literal["safetensors"] = setting(
+        "safetensors",
+        help="what a checkpoint is uploaded as: safetensors (the weights, the pointer, the config, the tokenizer)",
+        flag="--hf-upload-checkpoint-format",
+    )
+
+    def __post_init__(self) -> None:
+        if self.hf_upload_checkpoints and not self.hf_upload_repo_id:
+            raise ValueError(
+                "hf_upload_checkpoints needs hf_upload_repo_id (--hf-upload-repo-id namespace/name)"
+            )
+        positive(self, "log_every", "threads_per_rank", "checkpoint_every_steps")
+        non_negative(self, "max_non_finite_losses", "device_index")
+        if any(index < 0 for index in self.device_indices):
+            raise ValueError(f"device_indices must be >= 0, got {self.device_indices}")
+        if len(set(self.device_indices)) != len(self.device_indices):
+            raise ValueError(
+                f"device_indices={self.device_indices} names a GPU twice; give each process its own GPU"
+            )
+        if self.backend != "cuda" and (self.device_indices or self.device_index != 0):
+            raise ValueError(
+                f"device_index={self.device_index} / device_indices={self.device_indices} choose CUDA "
+                f"devices, but backend is {self.backend!r}: set backend 'cuda' (--backend cuda) or drop them"
+            )
+        if self.device_indices and self.device_index != 0:
+            raise ValueError(
+                f"device_index={self.device_index} and device_indices={self.device_indices} are both set; "
+                "give one GPU with --device-index or one per process with --device-indices"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationConfig:
+    """Scoring the validation manifests: after every epoch, and every ``every_steps`` optimizer steps.
+
+    ``decoding`` is the one decoding options shape (``decoding.options.DecodingOptions``) that `evaluate`
+    and ``asr-pipeline decode`` use too: greedy by default; ``decoder: lexicon`` with ``lexicon_path`` and a
+    word KenLM in ``lm_path`` decodes as `evaluate` does, so a validation CER predicts the evaluated one.
+    """
+
+    every_steps: int | None = setting(
+        None,
+        help="optimizer steps between extra mid-epoch validations; unset: after every epoch only",
+        flag="--validate-every-steps",
+    )
+    decoding: DecodingOptions = setting(
+        default_factory=DecodingOptions,
+        help="the validation decoder's options (decoding.options), set by the --val-* flags",
+        flag_prefix="--val-",
+    )
+    lm_path: str | None = setting(
+        None,
+        help="KenLM fused by the validation decoder: word LM (lexicon, prefix_beam) or piece LM (lexicon_free)",
+        flag="--val-lm-path",
+        metavar="PATH",
+    )
+    lexicon_path: str | None = setting(
+        None,
+        help="the lexicon decoder's word list (word<TAB>pieces; the tokenizer stage's lexicon.txt)",
+        flag="--val-lexicon",
+        metavar="PATH",
+    )
+    log_samples: int = setting(
+        0,
+        help="sample predictions (id, reference, hypothesis, n-best) written into each validation event",
+        flag="--val-log-samples",
+    )
+
+    def __post_init__(self) -> None:
+        positive(self, "every_steps")
+        non_negative(self, "log_samples")
+        if self.lm_path is not None and self.decoding.lm_kind is None:
+            raise ValueError(
+                f"lm_path is set but the {self.decoding.decoder} decoder fuses no LM; set "
+                "validation.decoding.decoder (--val-decoder) to lexicon, lexicon_free or prefix_beam"
+            )
+
+    @property
+    def uses_beam_search(self) -> bool:
+        return self.decoding.decoder != "greedy"
