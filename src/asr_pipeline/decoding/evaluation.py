@@ -19,6 +19,7 @@ from asr_pipeline.decoding.inference import BatchOutput, iter_log_probs
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DECODERS, DecodingOptions
 from asr_pipeline.models.loading import RunModel, load_run_model
+from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -32,12 +33,12 @@ def load_run(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "lates
 
 def greedy_decoder(run: RunModel, tokenizer: CTCTokenizer) -> GreedyDecoder:
     """Best path for a CTC run; for a Paraformer run the argmax of each token position (no collapse)."""
-    return GreedyDecoder(DecodingOptions(), tokenizer, collapse=run.output == "ctc")
+    return GreedyDecoder(DecodingOptions(), tokenizer, collapse=has_frame_posteriors(run.output))
 
 
 def beam_decoders_skipped(run: RunModel, names: Iterable[str]) -> dict[str, str]:
-    """The beam decoders a run cannot use, each with the reason (none for a CTC run)."""
-    if run.output == "ctc":
+    """The beam decoders a run cannot use, each with the reason (none for a run with frame posteriors)."""
+    if has_frame_posteriors(run.output):
         return {}
     reason = (
         f"a {run.architecture} run decodes in one parallel pass over per-token posteriors; the CTC beam "

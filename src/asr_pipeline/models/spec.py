@@ -21,14 +21,37 @@ if TYPE_CHECKING:
 # "ctc": (B, T', V) log-probs; "paraformer": a decoder returning its loss terms; "hubert": masked prediction of
 # frame units (self-supervised, no text output).
 OutputKind = Literal["ctc", "paraformer", "hubert"]
-# The output kinds whose models give (B, T', V) frame log-probs: CTC's collapse, beam search over frames and
-# forced alignment (word times, training.alignment) apply; the others' outputs are per token or per unit.
-FRAME_POSTERIOR_OUTPUTS: tuple[str, ...] = ("ctc",)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the rest of the pipeline may know about an output kind (training's side is
+    ``training.ctc.OBJECTIVES``)."""
+
+    # (B, T', V) frame log-probs: CTC's collapse, beam search over frames and forced alignment (word times,
+    # training.alignment) apply; otherwise the outputs are per token (one parallel decoder pass) or per unit.
+    frame_posteriors: bool
+    card_tag: str  # the model card's tag (publish.export)
+    described_as: str  # how the model card names what it outputs
+
+
+OUTPUTS: dict[str, Output] = {
+    "ctc": Output(frame_posteriors=True, card_tag="ctc", described_as="CTC"),
+    "paraformer": Output(
+        frame_posteriors=False, card_tag="paraformer", described_as="a CIF predictor and parallel decoder"
+    ),
+    "hubert": Output(
+        frame_posteriors=False, card_tag="hubert", described_as="masked prediction of discrete units (HuBERT)"
+    ),
+}
+FRAME_POSTERIOR_OUTPUTS: tuple[str, ...] = tuple(
+    kind for kind, output in OUTPUTS.items() if output.frame_posteriors
+)
 
 
 def has_frame_posteriors(output: str) -> bool:
-    """Whether a model of output kind ``output`` gives frame log-probs (``FRAME_POSTERIOR_OUTPUTS``)."""
-    return output in FRAME_POSTERIOR_OUTPUTS
+    """Whether a model of output kind ``output`` gives frame log-probs (``OUTPUTS``)."""
+    return OUTPUTS[output].frame_posteriors
 
 
 # Config fields the training config sets outside model.options (model.d_model, data.input_dim, ...). Every
@@ -162,9 +185,11 @@ __all__ = [
     "COMMON_FIELDS",
     "FRAME_POSTERIOR_OUTPUTS",
     "LAZY_FIELDS",
+    "OUTPUTS",
     "REQUIRED_FIELDS",
     "ArchitectureSpec",
     "Lazy",
+    "Output",
     "OutputKind",
     "has_frame_posteriors",
     "narrow_by_heads",

@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 
 from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.models.loading import RunModel, best_weights, is_export, load_run_model
+from asr_pipeline.models.spec import OUTPUTS
 from asr_pipeline.run_layout import (
     BEST_POINTER,
     CONFIG_FILE,
@@ -187,7 +188,7 @@ def model_card(
     header = ["---", "library_name: asr_pipeline", "pipeline_tag: automatic-speech-recognition"]
     header += [f"language: {card.language}"] if card.language else []
     header += [f"license: {card.license}"] if card.license else []
-    header += ["tags:", "- ctc" if run.output == "ctc" else "- paraformer", f"- {run.architecture}"]
+    header += ["tags:", f"- {OUTPUTS[run.output].card_tag}", f"- {run.architecture}"]
     header += ["- synthetic-speech"] if demo else []
     header += ["---", ""]
     frontend = config["frontend"]
@@ -256,7 +257,7 @@ def _schedule_words(optim: Mapping[str, Any]) -> str:
 
 
 def _output_words(output: str) -> str:
-    return "CTC" if output == "ctc" else "a CIF predictor and parallel decoder"
+    return OUTPUTS[output].described_as
 
 
 def _metrics_lines(final: Mapping[str, Any], evaluate: Mapping[str, Any]) -> list[str]:
