@@ -14,7 +14,7 @@ setup:
 demo: setup
 	@test -d .dvc || $(BIN)/dvc init -q
 	time $(BIN)/dvc repro
-	$(BIN)/dvc metrics show
+	@$(BIN)/python -m asr_pipeline.decoding.results
 
 test: setup
 	$(BIN)/pytest -m "not slow" -q

@@ -1,0 +1,73 @@
+"""The short results table ``make demo`` ends with: one row per evaluated split, CER and WER per decoder, and
+where the model is.
+
+It reads what the evaluate stage wrote (``<metrics>/evaluate_<split>.json``: ``{"utterances": N, "greedy":
+{"cer", "wer"}, "lexicon": {...}, ...}``, in percent) and nothing else, so it shows the numbers ``dvc metrics
+show`` holds, without its hundred columns.
+
+    python -m asr_pipeline.decoding.results     # the project's table (paths from conf/base/globals.yml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+GLOBALS = Path("conf/base/globals.yml")
+# Decoders in the order a reader compares them: no LM, then the lexicon-free and the lexicon + word LM searches.
+DECODER_ORDER = ("greedy", "lexicon_free", "prefix_beam", "lexicon", "cuda")
+
+
+def split_metrics(metrics_dir: Path) -> dict[str, dict]:
+    """Split -> its evaluate metrics, for every split evaluated: dev, test, then the others by name."""
+    paths = {path.stem.removeprefix("evaluate_"): path for path in metrics_dir.glob("evaluate_*.json")}
+    first = [split for split in ("dev", "test") if split in paths]
+    order = first + sorted(set(paths) - set(first))
+    return {split: json.loads(paths[split].read_text()) for split in order}
+
+
+def results_table(metrics: dict[str, dict]) -> str:
+    """A markdown table: split, utterances, then CER / WER (%) per decoder any split was scored with."""
+    decoders = [
+        name for name in DECODER_ORDER if any(isinstance(row.get(name), dict) for row in metrics.values())
+    ]
+    header = ["split", "utterances", *(f"{name} CER / WER" for name in decoders)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for split, row in metrics.items():
+        cells = [split, str(row.get("utterances", ""))]
+        for name in decoders:
+            scores = row.get(name)
+            cells.append(f"{scores['cer']:.1f} / {scores['wer']:.1f}" if isinstance(scores, dict) else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def project_paths(globals_file: Path = GLOBALS) -> dict[str, str]:
+    import yaml
+
+    return yaml.safe_load(globals_file.read_text())["paths"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--globals", type=Path, default=GLOBALS, help="the project's paths (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    paths = project_paths(args.globals)
+    metrics = split_metrics(Path(paths["metrics"]))
+    if not metrics:
+        print(f"no evaluation results under {paths['metrics']}: run `dvc repro` first", file=sys.stderr)
+        return 1
+    print(results_table(metrics))
+    print(
+        f"\nCER / WER in %. The model: {paths['train']}/run (transcribe with `asr-pipeline transcribe --run-dir "
+        f"{paths['train']}/run AUDIO`); every metric: `dvc metrics show`."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
