@@ -6,16 +6,29 @@ from dataclasses import replace
 
 import pytest
 
-from asr_pipeline.demo.corpus import DemoCorpusParams, build_demo_corpus, layout_files, synthesize_corpus
+from asr_pipeline.demo.corpus import (
+    DemoCorpusParams,
+    build_demo_corpus,
+    layout_files,
+    open_sentences,
+    synthesize_corpus,
+)
 from asr_pipeline.demo.synthesis import split_voices
 from asr_pipeline.io.manifests import iter_manifest
 from asr_pipeline.io.report import SkipReport
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
-TINY = DemoCorpusParams(train_size=6, dev_size=3, test_size=3, seed=7, jobs=2)
+TINY = DemoCorpusParams(train_size=6, dev_size=3, test_size=3, test_open_size=2, seed=7, jobs=2)
 # A 2-3 s window on up-to-12-word sentences makes most first draws miss, exercising the redraw rounds.
 NARROW = DemoCorpusParams(
-    train_size=6, dev_size=3, test_size=3, seed=11, min_duration_sec=2.0, max_duration_sec=3.0, max_words=12
+    train_size=6,
+    dev_size=3,
+    test_size=3,
+    test_open_size=0,
+    seed=11,
+    min_duration_sec=2.0,
+    max_duration_sec=3.0,
+    max_words=12,
 )
 
 
@@ -28,8 +41,8 @@ def tiny_files() -> dict[str, bytes]:
 def test_layout_is_a_train_folder_with_sidecars_and_dev_test_manifests(tiny_files):
     train_ids = [f"train-{i:06d}" for i in range(1, 7)]
     expected = {f"train/{utt}.{ext}" for utt in train_ids for ext in ("wav", "txt")}
-    for split in ("dev", "test"):
-        expected |= {f"{split}.jsonl"} | {f"{split}/{split}-{i:06d}.wav" for i in range(1, 4)}
+    for split, count in (("dev", 3), ("test", 3), ("test_open", 2)):
+        expected |= {f"{split}.jsonl"} | {f"{split}/{split}-{i:06d}.wav" for i in range(1, count + 1)}
     assert set(tiny_files) == expected
 
 
@@ -95,7 +108,9 @@ def test_output_is_byte_identical_for_one_or_two_threads():
 
 @needs_espeak
 def test_a_different_seed_gives_a_different_corpus(tiny_files):
-    other = build_demo_corpus(DemoCorpusParams(train_size=6, dev_size=3, test_size=3, seed=8))
+    other = build_demo_corpus(
+        DemoCorpusParams(train_size=6, dev_size=3, test_size=3, test_open_size=2, seed=8)
+    )
     assert set(other) == set(tiny_files)
     assert other["dev.jsonl"] != tiny_files["dev.jsonl"]
     assert other["train/train-000001.wav"] != tiny_files["train/train-000001.wav"]
@@ -116,10 +131,39 @@ def test_transcripts_are_unique_and_held_out_variants_stay_out_of_train():
 @needs_espeak
 def test_an_impossible_duration_window_fails_naming_the_utterance():
     params = DemoCorpusParams(
-        train_size=1, dev_size=0, test_size=0, min_duration_sec=20.0, max_duration_sec=21.0, max_words=3
+        train_size=1,
+        dev_size=0,
+        test_size=0,
+        test_open_size=0,
+        min_duration_sec=20.0,
+        max_duration_sec=21.0,
+        max_words=3,
     )
     with pytest.raises(RuntimeError, match=r"no usable draw for train-000001 in 50 draws.*\[20.0, 21.0\] s"):
         synthesize_corpus(params)
+
+
+@needs_espeak
+def test_the_open_test_set_speaks_the_hand_written_sentences_in_the_held_out_test_voices():
+    corpus = synthesize_corpus(TINY)
+
+    assert [u.text for u in corpus.utterances["test_open"]] == open_sentences()[:2]
+    assert {(u.voice.name, u.voice.variant) for u in corpus.utterances["test_open"]} <= set(
+        split_voices(TINY.seed)["test"]
+    )
+
+
+def test_the_open_sentences_are_written_apart_from_the_generators_words():
+    from asr_pipeline.demo.sentences import generate_sentences
+
+    sentences = open_sentences()
+    generated = {word for sentence in generate_sentences(5000, seed=1) for word in sentence.split()}
+    words = [word for sentence in sentences for word in sentence.split()]
+    unseen = [word for word in words if word not in generated]
+
+    assert len(sentences) >= 100 and len(set(sentences)) == len(sentences)
+    assert 0.03 < len(unseen) / len(words) < 0.2, "some words the generator (and so the lexicon) never says"
+    assert not set(sentences) & set(generate_sentences(5000, seed=1))
 
 
 def test_a_missing_espeak_binary_fails_clearly():
@@ -137,7 +181,13 @@ def test_from_dict_reads_known_keys_and_rejects_unknown_ones():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"train_size": -1}, {"min_duration_sec": 5.0, "max_duration_sec": 5.0}, {"max_words": 1}, {"jobs": 0}],
+    [
+        {"train_size": -1},
+        {"min_duration_sec": 5.0, "max_duration_sec": 5.0},
+        {"max_words": 1},
+        {"jobs": 0},
+        {"test_open_size": 10_000},
+    ],
 )
 def test_invalid_params_are_rejected(bad):
     with pytest.raises(ValueError, match="demo_corpus"):

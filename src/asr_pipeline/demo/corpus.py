@@ -5,8 +5,13 @@ Layout (paths relative to the corpus root; one form of each input the pipeline a
     train/<id>.wav, train/<id>.txt     an audio folder with transcript sidecars
     dev.jsonl, dev/<id>.wav            JSONL manifests {"id", "audio_path", "text", "speaker", "rate_wpm",
     test.jsonl, test/<id>.wav          "pitch"}, audio_path relative to the manifest's folder; speaker is the
-                                       espeak-ng voice (``en-us+m3``): with rate and pitch it replays the
+    test_open.jsonl, test_open/        espeak-ng voice (``en-us+m3``): with rate and pitch it replays the
                                        synthesis (demo.phones: phone alignments, HuBERT's ABX items)
+
+``test_open`` is the open test set: everyday sentences written by hand (``demo/data/open_sentences.txt``),
+independently of the generator's templates and words, some of them in no training transcript, spoken by test's
+held-out voices. Test measures the generator's language with new sentences; test_open measures whether the model
+learned speech or only the generator's shapes.
 
 Reproducibility: every utterance draws its sentence, speaker, rate and pitch from an RNG seeded by
 (seed, split, index, attempt), and espeak-ng is deterministic, so the files are byte-identical for
@@ -23,6 +28,7 @@ from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from asr_pipeline.demo.sentences import generate_sentences
@@ -38,7 +44,16 @@ from asr_pipeline.options import options_from_dict
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "dev", "test")
+SPLITS = ("train", "dev", "test", "test_open")
+OPEN_SENTENCES_FILE = Path(__file__).with_name("data") / "open_sentences.txt"
+
+
+def open_sentences() -> list[str]:
+    """The open test set's sentences, in file order (comments and blank lines left out)."""
+    lines = OPEN_SENTENCES_FILE.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
 # A sentence that misses the duration window is redrawn; at the defaults 23 of 1800 are (1.3%, plus
 # 37 redraws for duplicate texts), so 50 draws failing in a row means the window cannot be met.
 MAX_DRAWS_PER_UTTERANCE = 50
@@ -49,6 +64,7 @@ class DemoCorpusParams:
     train_size: int = 1500
     dev_size: int = 150
     test_size: int = 150
+    test_open_size: int | None = None  # the open test set: its first N sentences; None: every one
     seed: int = 1234
     min_duration_sec: float = 1.0
     max_duration_sec: float = 12.0
@@ -56,6 +72,12 @@ class DemoCorpusParams:
     jobs: int = 2  # espeak-ng subprocesses running at once
 
     def __post_init__(self) -> None:
+        available = len(open_sentences())
+        if self.test_open_size is not None and not 0 <= self.test_open_size <= available:
+            raise ValueError(
+                f"demo_corpus: test_open_size must be in [0, {available}] (the open sentences written), got "
+                f"{self.test_open_size}"
+            )
         for name in ("train_size", "dev_size", "test_size"):
             if getattr(self, name) < 0:
                 raise ValueError(f"demo_corpus: {name} must be >= 0, got {getattr(self, name)}")
@@ -74,6 +96,8 @@ class DemoCorpusParams:
         return options_from_dict(cls, raw, "params.yaml demo_corpus")
 
     def size(self, split: str) -> int:
+        if split == "test_open":
+            return len(open_sentences()) if self.test_open_size is None else self.test_open_size
         return {"train": self.train_size, "dev": self.dev_size, "test": self.test_size}[split]
 
 
@@ -107,8 +131,11 @@ class DemoCorpus:
 def _plan(
     params: DemoCorpusParams, split: str, index: int, attempt: int, pairs: list[VoicePair]
 ) -> tuple[str, Voice]:
-    """The (text, voice) of one draw; depends on nothing but its coordinates."""
+    """The (text, voice) of one draw; depends on nothing but its coordinates. An open test sentence is fixed:
+    a redraw changes only its voice."""
     rng = random.Random(f"demo_corpus/{params.seed}/{split}/{index}/{attempt}")
+    if split == "test_open":
+        return open_sentences()[index], draw_voice(pairs, rng)
     text = generate_sentences(1, seed=rng.getrandbits(64), max_words=params.max_words)[0]
     return text, draw_voice(pairs, rng)
 
@@ -120,7 +147,10 @@ def synthesize_corpus(params: DemoCorpusParams, espeak_binary: str = "espeak-ng"
     espeak-ng calls run in threads, so the outcome never depends on thread timing.
     """
     pairs = split_voices(params.seed)
-    slots = [(split, index) for split in SPLITS for index in range(params.size(split))]
+    pairs["test_open"] = pairs["test"]  # the held-out test voices
+    # The open sentences are planned first, so a generated sentence equal to one is the one redrawn.
+    order = ("test_open", *(split for split in SPLITS if split != "test_open"))
+    slots = [(split, index) for split in order for index in range(params.size(split))]
     attempts = [0] * len(slots)
     plans: dict[int, tuple[str, Voice]] = {}
     done: dict[int, Utterance] = {}
@@ -181,7 +211,7 @@ def layout_files(corpus: DemoCorpus) -> dict[str, bytes]:
     for utt in corpus.utterances["train"]:
         files[f"train/{utt.id}.wav"] = utt.wav
         files[f"train/{utt.id}.txt"] = (utt.text + "\n").encode("utf-8")
-    for split in ("dev", "test"):
+    for split in ("dev", "test", "test_open"):
         utts = corpus.utterances[split]
         rows = [
             {"id": u.id, "audio_path": f"{split}/{u.id}.wav", "text": u.text, "speaker": u.voice.espeak_name,
