@@ -1,0 +1,98 @@
+"""Recipes for the demo's training, side by side: validation CER after each epoch and the wall time it took.
+
+Each arm is `asr-pipeline train` on the demo's shards with params.yaml ``train`` (as the train stage runs it) and
+the arm's overrides (``--set`` assignments), for the same number of epochs; the table gives each arm's dev CER
+(greedy) per epoch and its seconds per epoch, so recipes compare at equal CPU-minutes. Arms run one after
+another; a machine shared with other work inflates every arm's seconds alike only if the load is steady, so the
+table states the load average seen.
+
+Reads what `dvc repro index` left: data/03_tokenizer, data/04_features/{train,dev}.
+
+    .venv/bin/python benchmarks/demo_recipe.py --epochs 4 --arm base= \\
+        --arm lr4e-3=optim.learning_rate=4e-3 --out runs/recipe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+DATA = Path("data")
+
+
+def base_config(out: Path) -> Path:
+    """params.yaml ``train`` (launch options left out) with the demo's shards, tokenizer and run dir."""
+    params = yaml.safe_load(Path("params.yaml").read_text())["train"]
+    sections = {key: value for key, value in params.items() if key != "launch"}
+    sections["data"] = {
+        **sections.get("data", {}),
+        "train_manifests": [str(p) for p in sorted((DATA / "04_features" / "train").glob("shard-*.parquet"))],
+        "val_manifests": [str(p) for p in sorted((DATA / "04_features" / "dev").glob("shard-*.parquet"))],
+    }
+    sections["run"] = {**sections.get("run", {}), "tokenizer": str(DATA / "03_tokenizer" / "tokenizer.model")}
+    path = out / "base_config.json"
+    path.write_text(json.dumps(sections, indent=1))
+    return path
+
+
+def run_arm(name: str, assignments: list[str], epochs: int, out: Path, nproc: int) -> dict:
+    run_dir = out / name
+    command = [
+        sys.executable, "-m", "asr_pipeline.cli", "train", "--config", str(base_config(out)),
+        "--output-dir", str(run_dir), "--overwrite-output-dir", "--epochs", str(epochs),
+        "--nproc-per-node", str(nproc), "--no-dvclive",
+        *(part for assignment in assignments for part in ("--set", assignment)),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    validations = [e for e in events if e["type"] == "validation"]
+    epoch_ends = [e for e in events if e["type"] == "epoch"]
+    return {
+        "arm": name,
+        "set": assignments,
+        "val_cer": [round(e["values"].get("val_cer", float("nan")), 2) for e in validations],
+        "epoch_seconds": [round(e["values"].get("duration_sec", float("nan"))) for e in epoch_ends],
+        "wall_seconds": round(seconds),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument(
+        "--arm", action="append", required=True, metavar="NAME=KEY=VALUE,KEY=VALUE",
+        help="an arm: its name, then its config assignments (none: params.yaml's recipe)",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, default=Path("runs/recipe"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for arm in args.arm:
+        name, _, rest = arm.partition("=")
+        assignments = [part for part in rest.split(",") if part]
+        rows.append(run_arm(name, assignments, args.epochs, args.out, args.nproc))
+        print(json.dumps(rows[-1]), flush=True)
+    (args.out / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    print("\n| arm | overrides | dev CER by epoch | s per epoch | wall s | load |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['arm']} | {' '.join(row['set']) or '-'} | {', '.join(map(str, row['val_cer']))} | "
+            f"{', '.join(map(str, row['epoch_seconds']))} | {row['wall_seconds']} | {row['load_average']} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
