@@ -23,12 +23,13 @@ Unlike fairseq, rows are not cut to the batch's smallest masked count: the loss 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.models.hubert_spec import SIZES
 from asr_pipeline.modules.masks import padding_mask
 
 BASE_CONV_LAYERS = ((512, 10, 5),) + ((512, 3, 2),) * 4 + ((512, 2, 2),) * 2  # 320 samples per frame
@@ -441,53 +442,6 @@ class HubertCTC(nn.Module):
             mask = mask.to(projected.device)
         hidden = self.hubert.encode(projected, lengths, mask)
         return self.ctc_head(self.dropout(hidden)).float().log_softmax(-1), lengths
-
-
-@dataclass(frozen=True)
-class NamedSize:
-    d_model: int
-    num_layers: int
-    num_heads: int
-    ff_dim: int
-    extra: dict = field(default_factory=dict)
-
-
-# base: HuBERT-base; demo: a CPU size for the demo corpus; tiny: tests (a 3-block conv stack, 320 stride).
-SIZES = {
-    "base": NamedSize(768, 12, 12, 3072),
-    "demo": NamedSize(
-        192,
-        4,
-        4,
-        768,
-        {
-            "conv_layers": (
-                (128, 10, 5),
-                (128, 3, 2),
-                (128, 3, 2),
-                (128, 3, 2),
-                (128, 2, 2),
-                (128, 2, 2),
-                (128, 2, 2),
-            ),
-            "pos_conv_kernel": 32,
-            "pos_conv_groups": 4,
-            "final_dim": 64,
-        },
-    ),
-    "tiny": NamedSize(
-        32,
-        2,
-        2,
-        64,
-        {
-            "conv_layers": ((16, 10, 5), (16, 4, 4), (16, 4, 4), (16, 2, 2), (16, 2, 2)),
-            "pos_conv_kernel": 16,
-            "pos_conv_groups": 2,
-            "final_dim": 8,
-        },
-    ),
-}
 
 
 def hubert_config(variant: str, **overrides: object) -> HubertConfig:

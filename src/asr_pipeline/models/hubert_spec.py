@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,54 @@ if TYPE_CHECKING:
     from asr_pipeline.models.hubert import HubertConfig
 
 MODEL = "asr_pipeline.models.hubert"
-VARIANTS = ("base", "demo", "tiny")  # HuBERT-base (no variant: base), then the CPU sizes (SIZES)
+
+
+@dataclass(frozen=True)
+class NamedSize:
+    d_model: int
+    num_layers: int
+    num_heads: int
+    ff_dim: int
+    extra: dict = field(default_factory=dict)
+
+
+# base: HuBERT-base; demo: a CPU size for the demo corpus; tiny: tests (a 3-block conv stack, 320 stride).
+SIZES = {
+    "base": NamedSize(768, 12, 12, 3072),
+    "demo": NamedSize(
+        192,
+        4,
+        4,
+        768,
+        {
+            "conv_layers": (
+                (128, 10, 5),
+                (128, 3, 2),
+                (128, 3, 2),
+                (128, 3, 2),
+                (128, 2, 2),
+                (128, 2, 2),
+                (128, 2, 2),
+            ),
+            "pos_conv_kernel": 32,
+            "pos_conv_groups": 4,
+            "final_dim": 64,
+        },
+    ),
+    "tiny": NamedSize(
+        32,
+        2,
+        2,
+        64,
+        {
+            "conv_layers": ((16, 10, 5), (16, 4, 4), (16, 4, 4), (16, 2, 2), (16, 2, 2)),
+            "pos_conv_kernel": 16,
+            "pos_conv_groups": 2,
+            "final_dim": 8,
+        },
+    ),
+}
+VARIANTS = tuple(SIZES)  # HuBERT-base (no variant: base), then the CPU sizes (SIZES)
 
 DEFAULT_VARIANT = "base"
 PRETRAIN_PEAK_LR = 5e-4  # the recipe's (fairseq / minimal_hubert: AdamW 5e-4, warmup 32k of 400k steps)

@@ -64,6 +64,7 @@ from asr_pipeline.models.paraformer_losses import (
     token_cross_entropy,
 )
 from asr_pipeline.models.paraformer_queries import greedy_queries, uniform_queries, viterbi_queries
+from asr_pipeline.models.paraformer_spec import SIZES
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.conformer import ConformerBlock
 from asr_pipeline.modules.cross_attention import CrossAttention
@@ -441,31 +442,6 @@ def build_paraformer(config: ParaformerConfig) -> Paraformer:
         boundary_head=nn.Linear(d, 1) if config.head_weight("boundary") > 0 else None,
         token_embedding=nn.Embedding(vocab, d) if uses_embedding else None,
     )
-
-
-@dataclass(frozen=True)
-class NamedSize:
-    d_model: int
-    num_layers: int
-    num_heads: int
-    decoder_layers: int
-    ff_expansion: int
-    conv_kernel_size: int
-
-
-SIZES: dict[str, NamedSize] = {
-    # FunASR's AISHELL-1 conformer Paraformer recipe (paraformer_conformer_12e_6d_2048_256.yaml): 43.3 M
-    # parameters with a 257-piece vocabulary, 46.3 M with AISHELL-1's 4234 characters.
-    "base": NamedSize(256, 12, 4, 6, 8, 15),
-    # CPU sizes, not from the paper. "tiny" exists for tests: every code path (the shallow CTC on block 1 of
-    # 3, two decoder blocks) in ~10 ms a training step (0.13 M parameters).
-    "tiny": NamedSize(32, 3, 2, 2, 2, 7),
-    # "demo" is for `make demo` on a 2-core CPU: width 144 and 4 heads as Squeezeformer's demo, 4 full-rate
-    # conformer blocks and 2 decoder blocks (3.3 M parameters with a 257-piece vocabulary; Squeezeformer's
-    # demo 3.7 M). One forward + backward + AdamW step on 16 six-second utterances of 96 tokens, one thread,
-    # CPU time, min of 4 (glancing on): 1.96 s against 1.84 s for Squeezeformer's demo; 6 blocks took 2.44 s.
-    "demo": NamedSize(144, 4, 4, 2, 4, 15),
-}
 
 
 def paraformer_config(size: str, **overrides: object) -> ParaformerConfig:

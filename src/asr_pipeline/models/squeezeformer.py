@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from asr_kernels.residual_add_mask import residual_add_mask_time
+from asr_pipeline.models.squeezeformer_spec import SIZES
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
@@ -188,38 +189,6 @@ def build_squeezeformer(config: SqueezeformerConfig) -> Squeezeformer:
         time_reduction=TimeReduction(d) if unet else None,
         time_recovery=TimeRecovery(d) if config.time_recover_idx is not None else None,
     )
-
-
-# Named sizes. Paper rows from Kim et al. 2022, the table of Squeezeformer sizes (LibriSpeech, vocabulary 128): width, blocks,
-# heads, the peak learning rate of the Noam-style schedule, and the reported parameter count.
-@dataclass(frozen=True)
-class NamedSize:
-    d_model: int
-    num_layers: int
-    num_heads: int
-    peak_lr: float
-    conv_kernel_size: int = 31
-    paper_params_millions: float | None = None
-
-
-SIZES: dict[str, NamedSize] = {
-    "xs": NamedSize(144, 16, 4, 2e-3, paper_params_millions=9.0),
-    "s": NamedSize(196, 18, 4, 2e-3, paper_params_millions=18.6),
-    "sm": NamedSize(256, 16, 4, 2e-3, paper_params_millions=28.2),
-    "m": NamedSize(324, 20, 4, 1.5e-3, paper_params_millions=55.6),
-    "ml": NamedSize(512, 18, 8, 1e-3, paper_params_millions=125.1),
-    "l": NamedSize(640, 22, 8, 1e-3, paper_params_millions=236.3),
-    # CPU sizes, not from the paper. "tiny" exists for tests: every code path (U-Net reduce at 1,
-    # recover at 3) in a few milliseconds.
-    "tiny": NamedSize(32, 4, 2, 2e-3, conv_kernel_size=7),
-    # "demo" is XS with 6 blocks and kernel 15 (3.7 M parameters), for an ~8-minute, 2-process CPU run on
-    # ~2 hours of speech. It keeps XS's 4 heads of width 36 and the 40/80/40 ms U-Net (blocks 0-1, 2-4, 5);
-    # kernel 15 still spans 600 ms at 40 ms. Measured on the 2-core dev box, one forward + backward +
-    # AdamW step on 16 six-second utterances takes 3.3 s per process with two processes side by side
-    # (1.75 s alone), so an epoch (3600 s of audio per rank) is ~2 minutes: ~4 epochs in 8 minutes,
-    # against ~3 with 8 blocks (2.3 s alone) and under 2 with XS itself (3.9 s alone).
-    "demo": NamedSize(144, 6, 4, 2e-3, conv_kernel_size=15),
-}
 
 
 def squeezeformer_config(size: str, **overrides: object) -> SqueezeformerConfig:

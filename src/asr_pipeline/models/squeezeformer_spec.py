@@ -5,6 +5,7 @@ model's code (``models.squeezeformer``) is imported when a config or model is ma
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
@@ -13,9 +14,40 @@ if TYPE_CHECKING:
     from asr_pipeline.models.squeezeformer import SqueezeformerConfig
 
 MODEL = "asr_pipeline.models.squeezeformer"
-# The paper's named sizes (models.squeezeformer.SIZES, which a test keeps this equal to), smallest first,
-# then the CPU sizes.
-VARIANTS = ("xs", "s", "sm", "m", "ml", "l", "tiny", "demo")
+
+
+# Named sizes, the paper's smallest first, then the CPU sizes; the model (models.squeezeformer) reads them here.
+# Paper rows from Kim et al. 2022, the table of Squeezeformer sizes (LibriSpeech, vocabulary 128): width,
+# blocks, heads, the peak learning rate of the Noam-style schedule, and the reported parameter count.
+@dataclass(frozen=True)
+class NamedSize:
+    d_model: int
+    num_layers: int
+    num_heads: int
+    peak_lr: float
+    conv_kernel_size: int = 31
+    paper_params_millions: float | None = None
+
+
+SIZES: dict[str, NamedSize] = {
+    "xs": NamedSize(144, 16, 4, 2e-3, paper_params_millions=9.0),
+    "s": NamedSize(196, 18, 4, 2e-3, paper_params_millions=18.6),
+    "sm": NamedSize(256, 16, 4, 2e-3, paper_params_millions=28.2),
+    "m": NamedSize(324, 20, 4, 1.5e-3, paper_params_millions=55.6),
+    "ml": NamedSize(512, 18, 8, 1e-3, paper_params_millions=125.1),
+    "l": NamedSize(640, 22, 8, 1e-3, paper_params_millions=236.3),
+    # CPU sizes, not from the paper. "tiny" exists for tests: every code path (U-Net reduce at 1,
+    # recover at 3) in a few milliseconds.
+    "tiny": NamedSize(32, 4, 2, 2e-3, conv_kernel_size=7),
+    # "demo" is XS with 6 blocks and kernel 15 (3.7 M parameters), for an ~8-minute, 2-process CPU run on
+    # ~2 hours of speech. It keeps XS's 4 heads of width 36 and the 40/80/40 ms U-Net (blocks 0-1, 2-4, 5);
+    # kernel 15 still spans 600 ms at 40 ms. Measured on the 2-core dev box, one forward + backward +
+    # AdamW step on 16 six-second utterances takes 3.3 s per process with two processes side by side
+    # (1.75 s alone), so an epoch (3600 s of audio per rank) is ~2 minutes: ~4 epochs in 8 minutes,
+    # against ~3 with 8 blocks (2.3 s alone) and under 2 with XS itself (3.9 s alone).
+    "demo": NamedSize(144, 6, 4, 2e-3, conv_kernel_size=15),
+}
+VARIANTS = tuple(SIZES)
 # A Squeezeformer built with no variant gets the reference trainer's "custom" sizes (its --d-model,
 # --num-layers, --num-heads defaults); with a variant, the variant's own sizes apply.
 DEFAULT_D_MODEL = 256
@@ -53,14 +85,12 @@ def config_for(variant: str | None, values: Mapping[str, object]) -> Squeezeform
 
 
 def peak_learning_rate(variant: str | None) -> float:
-    from asr_pipeline.models.squeezeformer import SIZES
 
     return PEAK_LR_CAP if variant is None else min(SIZES[variant].peak_lr, PEAK_LR_CAP)
 
 
 def variant_peak_lr(variant: str | None) -> float | None:
     """The peak the paper trained this size with (XS/S/SM 2e-3, M 1.5e-3, ML/L 1e-3); None for no variant."""
-    from asr_pipeline.models.squeezeformer import SIZES
 
     return None if variant is None else SIZES[variant].peak_lr
 

@@ -38,6 +38,7 @@ from asr_kernels.glu import glu
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.residual_add_mask import residual_add_mask_time
+from asr_pipeline.models.w2v_bert_spec import SIZES
 from asr_pipeline.modules.attention import RelativePositionalEncoding, relative_shift
 from asr_pipeline.modules.widening import mark_fused_linear
 
@@ -500,34 +501,6 @@ def build_w2v_bert(config: W2VBertConfig) -> W2VBertCTC:
     if config.use_intermediate_ffn_before_adapter:
         intermediate_ffn = FeedForward(config, config.d_model, "relu")
     return W2VBertCTC(config, W2VBertModel(config, encoder, adapter, intermediate_ffn))
-
-
-# Named sizes: (d_model, num_layers, num_heads, intermediate_size, conv_depthwise_kernel_size).
-SIZES: dict[str, dict[str, int]] = {
-    # facebook/w2v-bert-2.0 (HF Wav2Vec2BertConfig's defaults): 580.5 M encoder parameters, the "600M"
-    # of the model card (arithmetic in tests/models/test_w2v_bert.py).
-    "600m": dict(
-        d_model=1024, num_layers=24, num_heads=16, intermediate_size=4096, conv_depthwise_kernel_size=31
-    ),
-    # Tests: every code path in milliseconds; distances clipped to [-8, 2] so short inputs reach both clips.
-    "tiny": dict(
-        d_model=32,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=64,
-        conv_depthwise_kernel_size=5,
-        left_max_position_embeddings=8,
-        right_max_position_embeddings=2,
-    ),
-    # `make demo` from scratch on a 2-core CPU: 3.66 M parameters (vocabulary 256) against the Squeezeformer
-    # demo's 3.69 M; 4 heads of 40, 6 layers, kernel 15 (300 ms at 20 ms frames). Measured on the shared
-    # 2-core dev box with 2 threads, one forward + backward of 16 six-second utterances (16 x 300 x 160)
-    # takes 1.1 s (best of 5; medians up to 4.8 s while other jobs load the box), the Squeezeformer demo
-    # beside it 0.7-1.1 s: twice its frames (20 ms against its 40/80 ms U-Net) for as many parameters.
-    "demo": dict(
-        d_model=160, num_layers=6, num_heads=4, intermediate_size=640, conv_depthwise_kernel_size=15
-    ),
-}
 
 
 def w2v_bert_config(size: str, **overrides: object) -> W2VBertConfig:
