@@ -124,7 +124,7 @@ if HAS_TRITON:
         tl.store(grad_h_ptr + grad_a_offsets, grad_a.to(grad_h_dtype), mask=mask)
         tl.store(grad_h_ptr + grad_a_offsets + channels, grad_b.to(grad_h_dtype), mask=mask)
 
-    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+    def launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
         """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
         return row_tiles(num_rows, num_cols, _MAX_BLOCK_C, _TILE_ELEMENTS)
 
@@ -136,7 +136,7 @@ def _glu_forward(h: Tensor) -> Tensor:
     if out.numel() == 0:
         return out
     h_rows = h.reshape(-1, 2 * channels)  # (R, 2C); a view whenever the leading dims can be flattened
-    block_rows, block_c, grid = _launch_config(h_rows.shape[0], channels)
+    block_rows, block_c, grid = launch_config(h_rows.shape[0], channels)
     _glu_forward_kernel[grid](
         h_rows,
         out,
@@ -161,7 +161,7 @@ def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
     h_rows = h.reshape(-1, 2 * channels)  # (R, 2C)
     # (R, C); strides are passed through, so the stride-0 grad that .sum().backward() produces needs no copy.
     grad_out_rows = grad_out.reshape(-1, channels)
-    block_rows, block_c, grid = _launch_config(h_rows.shape[0], channels)
+    block_rows, block_c, grid = launch_config(h_rows.shape[0], channels)
     _glu_backward_kernel[grid](
         grad_out_rows,
         h_rows,

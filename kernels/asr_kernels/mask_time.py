@@ -106,7 +106,7 @@ if HAS_TRITON:
         x = tl.load(x_ptr + x_offsets, mask=real, other=0.0)
         tl.store(out_ptr + out_offsets, x, mask=in_bounds)
 
-    def _launch_config(num_frames: int, channels: int, channels_first: bool) -> tuple[int, int, int]:
+    def launch_config(num_frames: int, channels: int, channels_first: bool) -> tuple[int, int, int]:
         """(BLOCK_T, BLOCK_C, number of time blocks): the contiguous dim gets the wide side of the tile."""
         if channels_first:  # (B, C, T): T is contiguous
             block_t, block_c = tile_sides(num_frames, channels, _MAX_BLOCK, _TILE_ELEMENTS)
@@ -124,7 +124,7 @@ def _mask(x: Tensor, lengths: Tensor, channels_first: bool) -> Tensor:
     # Both seen as (B, T, C) through their strides; nothing is copied.
     x_btc, out_btc = (x.transpose(1, 2), out.transpose(1, 2)) if channels_first else (x, out)
     batch, num_frames, channels = x_btc.shape
-    block_t, block_c, num_time_blocks = _launch_config(num_frames, channels, channels_first)
+    block_t, block_c, num_time_blocks = launch_config(num_frames, channels, channels_first)
     grid = (batch * num_time_blocks, triton.cdiv(channels, block_c))
     _mask_time_kernel[grid](
         x_btc,

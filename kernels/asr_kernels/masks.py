@@ -124,7 +124,7 @@ if HAS_TRITON:
         )  # out is freshly allocated, contiguous (R, T)
         tl.store(out_ptr + out_offsets, values.to(out_ptr.dtype.element_ty), mask=mask)
 
-    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+    def launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
         """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
         return row_tiles(num_rows, num_cols, _MAX_BLOCK_COLS, _TILE_ELEMENTS)
 
@@ -138,7 +138,7 @@ def _fill_from_lengths(
     max_length = out.shape[-1]
     # Triton has no bool pointer that torch hands over; a bool tensor is stored as bytes, so write 0 / 1 bytes.
     out_rows = (out.view(torch.uint8) if out.dtype == torch.bool else out).view(-1, max_length)  # (R, T)
-    block_rows, block_cols, grid = _launch_config(out_rows.shape[0], max_length)
+    block_rows, block_cols, grid = launch_config(out_rows.shape[0], max_length)
     _length_mask_kernel[grid](
         lengths,
         out_rows,

@@ -227,7 +227,7 @@ if HAS_TRITON:
         partial_offsets = (row * tl.num_programs(1) + tl.program_id(1)) * BLOCK_F + tl.arange(0, BLOCK_F)
         tl.store(grad_probs_partial_ptr + partial_offsets, grad_probs)
 
-    def _launch_config(factor: int, channels: int) -> tuple[int, int]:
+    def launch_config(factor: int, channels: int) -> tuple[int, int]:
         """(BLOCK_F, BLOCK_D)."""
         block_f = triton.next_power_of_2(factor)
         block_d = min(triton.next_power_of_2(channels), max(1, _TILE_ELEMENTS // block_f))
@@ -242,7 +242,7 @@ def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) ->
     out = x.new_empty((batch, out_frames, channels))
     if out.numel() == 0:
         return out
-    block_f, block_d = _launch_config(factor, channels)
+    block_f, block_d = launch_config(factor, channels)
     grid = (batch * out_frames, triton.cdiv(channels, block_d))
     _pairwise_downsample_forward_kernel[grid](
         x,
@@ -274,7 +274,7 @@ def _pairwise_downsample_backward(
     grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if grad_out.numel() == 0:
         return grad_x.zero_(), torch.zeros_like(weights)
-    block_f, block_d = _launch_config(factor, channels)
+    block_f, block_d = launch_config(factor, channels)
     grid = (batch * out_frames, triton.cdiv(channels, block_d))
     partials_dtype = torch.float64 if torch.float64 in (x.dtype, weights.dtype) else torch.float32
     # (B K, D blocks, BLOCK_F): each program's share of dL/dp, summed below in a fixed order.

@@ -136,7 +136,7 @@ if HAS_TRITON:
         grad_offsets = rows[:, None] * positions + cols[None, :]  # grad_scores is fresh, contiguous (N*T, P)
         tl.store(grad_scores_ptr + grad_offsets, grad, mask=mask)
 
-    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+    def launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
         """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
         return row_tiles(num_rows, num_cols, _MAX_BLOCK_COLS, _TILE_ELEMENTS)
 
@@ -151,7 +151,7 @@ def _relative_shift_forward(scores: Tensor) -> Tensor:
         -1, length, 2 * length - 1
     )  # (N, T, P); a view whenever the leading dims allow
     num_rows = scores_3d.shape[0] * length
-    block_rows, block_cols, grid = _launch_config(num_rows, length)
+    block_rows, block_cols, grid = launch_config(num_rows, length)
     _relative_shift_forward_kernel[grid](
         scores_3d,
         out,
@@ -175,7 +175,7 @@ def _relative_shift_backward(grad_out: Tensor) -> Tensor:
     # (N, T, T); strides are passed through, so the stride-0 grad that .sum().backward() produces needs no copy.
     grad_out_3d = grad_out.reshape(-1, length, length)
     num_rows = grad_out_3d.shape[0] * length
-    block_rows, block_cols, grid = _launch_config(num_rows, positions)
+    block_rows, block_cols, grid = launch_config(num_rows, positions)
     _relative_shift_backward_kernel[grid](
         grad_out_3d,
         grad_scores,

@@ -192,7 +192,7 @@ if HAS_TRITON:
             partial_offsets = tl.program_id(0).to(tl.int64) * channels + cols
             tl.store(grad_scale_partials_ptr + partial_offsets, grad_scale, mask=cols < channels)
 
-    def _launch_config(num_frames: int, channels: int, tiles: int) -> tuple[int, int, int]:
+    def launch_config(num_frames: int, channels: int, tiles: int) -> tuple[int, int, int]:
         """(BLOCK_T, BLOCK_C, number of time chunks of ``tiles`` blocks each)."""
         block_c, block_t = tile_sides(channels, num_frames, _MAX_BLOCK_C, _TILE_ELEMENTS)
         return block_t, block_c, triton.cdiv(num_frames, block_t * tiles)
@@ -208,7 +208,7 @@ def _residual_add_mask_time_forward(x: Tensor, y: Tensor, lengths: Tensor, scale
     if out.numel() == 0:
         return out
     batch, num_frames, channels = x.shape
-    block_t, block_c, num_time_blocks = _launch_config(num_frames, channels, tiles=1)
+    block_t, block_c, num_time_blocks = launch_config(num_frames, channels, tiles=1)
     grid = (batch * num_time_blocks, triton.cdiv(channels, block_c))
     _residual_add_mask_time_forward_kernel[grid](
         x,
@@ -241,7 +241,7 @@ def _residual_add_mask_time_backward(
     if grad_x.numel() == 0:
         return grad_x, grad_y, torch.zeros_like(scale)
     batch, num_frames, channels = grad_out.shape
-    block_t, block_c, num_time_chunks = _launch_config(num_frames, channels, _BACKWARD_TILES)
+    block_t, block_c, num_time_chunks = launch_config(num_frames, channels, _BACKWARD_TILES)
     grid = (batch * num_time_chunks, triton.cdiv(channels, block_c))
     math_dtype = compute_dtype(grad_out.dtype, scale.dtype, input_dtype)
     # One row of C partial sums per program along grid axis 0, in the compute dtype.

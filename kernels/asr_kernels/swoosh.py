@@ -173,7 +173,7 @@ if HAS_TRITON:
         grad_x_offsets = rows * channels + cols[None, :]  # grad_x is freshly allocated, contiguous (R, C)
         tl.store(grad_x_ptr + grad_x_offsets, (grad_out * slope).to(grad_x_ptr.dtype.element_ty), mask=mask)
 
-    def _launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
+    def launch_config(num_rows: int, num_cols: int) -> tuple[int, int, tuple[int, int]]:
         """(BLOCK_ROWS, BLOCK_COLS, grid) with this op's tile constants (``_tiles.row_tiles``)."""
         return row_tiles(num_rows, num_cols, _MAX_BLOCK_C, _TILE_ELEMENTS)
 
@@ -190,7 +190,7 @@ def _swoosh_forward(x: Tensor, side: str, form: str) -> Tensor:
         return out
     x_rows = _as_rows(x)  # (R, C)
     shift, offset = _SHIFT_AND_OFFSET[side]
-    block_rows, block_c, grid = _launch_config(*x_rows.shape)
+    block_rows, block_c, grid = launch_config(*x_rows.shape)
     _swoosh_forward_kernel[grid](
         x_rows,
         out,
@@ -217,7 +217,7 @@ def _swoosh_backward(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tenso
     x_rows = _as_rows(x)  # (R, C)
     # Strides are passed through, so the stride-0 grad that .sum().backward() produces needs no copy.
     grad_out_rows = _as_rows(grad_out)  # (R, C)
-    block_rows, block_c, grid = _launch_config(*x_rows.shape)
+    block_rows, block_c, grid = launch_config(*x_rows.shape)
     _swoosh_backward_kernel[grid](
         grad_out_rows,
         x_rows,

@@ -322,25 +322,25 @@ def test_backend_cuda_without_cuda_is_refused_before_torchrun_and_before_writing
 
 # --- the vocabulary --------------------------------------------------------------------------------------
 def test_without_vocab_size_the_tokenizer_sets_it(shard, tokenizer, tmp_path):
-    from asr_pipeline.training.loop import _vocab_size
+    from asr_pipeline.training.loop import vocab_size_of
 
     config = train_config(shard, "--tokenizer", tokenizer, "--output-dir", tmp_path / "run")
     ctc = CTCTokenizer.from_file(tokenizer)
 
     assert config.model.vocab_size is None
-    assert _vocab_size(config, ctc) == ctc.vocab_size == ctc.num_pieces + 1  # pieces + blank
+    assert vocab_size_of(config, ctc) == ctc.vocab_size == ctc.num_pieces + 1  # pieces + blank
     mismatched = train_config(shard, "--tokenizer", tokenizer, "--vocab-size", ctc.vocab_size + 5)
     with pytest.raises(ValueError, match=rf"model.vocab_size={ctc.vocab_size + 5} but the tokenizer .* has"):
-        _vocab_size(mismatched, ctc)
+        vocab_size_of(mismatched, ctc)
 
 
 def test_without_vocab_size_or_tokenizer_the_run_names_both_ways_to_fix_it(shard):
-    from asr_pipeline.training.loop import _vocab_size
+    from asr_pipeline.training.loop import vocab_size_of
 
     with pytest.raises(
         ValueError, match=r"pass --tokenizer MODEL .* or --vocab-size N \(model\.vocab_size\)"
     ):
-        _vocab_size(train_config(shard), None)
+        vocab_size_of(train_config(shard), None)
 
 
 # --- refused before torchrun: one line naming the flag, exit 2 ----------------------------------------------

@@ -129,7 +129,7 @@ def test_ragged_tiles_are_masked_at_every_edge(monkeypatch):
     monkeypatch.setattr(glu_module, "_MAX_BLOCK_C", 16)
     monkeypatch.setattr(glu_module, "_TILE_ELEMENTS", 64)
     shape = (5, 17, 2 * 127)
-    assert glu_module._launch_config(5 * 17, 127)[:2] == (4, 16)
+    assert glu_module.launch_config(5 * 17, 127)[:2] == (4, 16)
     assert_matches(
         glu_reference, make_hidden(shape), make_grad_out(shape), **TOLERANCE_VS_EAGER[torch.float32]
     )

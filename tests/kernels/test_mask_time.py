@@ -139,7 +139,7 @@ def test_ragged_tiles_are_masked_at_every_edge(monkeypatch, layout):
     monkeypatch.setattr(mask_module, "_TILE_ELEMENTS", 64)
     channels_first = LAYOUTS[layout][3]
     expected_config = (16, 4, 2) if channels_first else (4, 16, 5)
-    assert mask_module._launch_config(17, 127, channels_first) == expected_config
+    assert mask_module.launch_config(17, 127, channels_first) == expected_config
     x = make_input((5, 17, 127), channels_first)
     assert_kernel_matches_reference(layout, x, make_lengths([17, 1, 9, 0, 30]))
 

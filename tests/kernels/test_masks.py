@@ -145,7 +145,7 @@ def test_ragged_tiles_are_masked_at_every_edge(monkeypatch):
     # partial tile.
     monkeypatch.setattr(masks_module, "_MAX_BLOCK_COLS", 4)
     monkeypatch.setattr(masks_module, "_TILE_ELEMENTS", 16)
-    assert masks_module._launch_config(66, 11)[:2] == (4, 4)
+    assert masks_module.launch_config(66, 11)[:2] == (4, 4)
     lengths = make_lengths([11, 6])
     torch.testing.assert_close(
         attention_mask_4d_kernel(lengths, 11, 3, torch.float32),

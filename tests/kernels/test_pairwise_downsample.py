@@ -243,7 +243,7 @@ def test_ragged_channel_tiles_sum_their_weight_gradients(monkeypatch):
     # Shrink the tile so 37 channels take 3 programs per group (16 + 16 + 5): each writes its share of
     # dL/dp, which must all be summed.
     monkeypatch.setattr(pairwise_downsample_module, "_TILE_ELEMENTS", 64)
-    assert pairwise_downsample_module._launch_config(3, 37) == (4, 16)
+    assert pairwise_downsample_module.launch_config(3, 37) == (4, 16)
     x, lengths, weights, grad_out = make_inputs(2, 11, 37, 3, [11, 7])
     assert_matches_reference(x, lengths, weights, grad_out, torch.float32)
 

@@ -139,7 +139,7 @@ def test_ragged_tiles_are_masked_at_every_edge(monkeypatch):
     monkeypatch.setattr(relative_shift_module, "_MAX_BLOCK_COLS", 4)
     monkeypatch.setattr(relative_shift_module, "_TILE_ELEMENTS", 16)
     shape = (3, 11, 21)
-    assert relative_shift_module._launch_config(33, 11)[:2] == (4, 4)
+    assert relative_shift_module.launch_config(33, 11)[:2] == (4, 4)
     scores, grad_out = make_scores(shape), make_grad_out(shape)
     out, grad_scores = output_and_input_grad(relative_shift_kernel, scores, grad_out)
     expected_out, expected_grad = output_and_input_grad(relative_shift_reference, scores, grad_out)

@@ -194,7 +194,7 @@ def test_ragged_tiles_are_masked_at_every_edge(monkeypatch):
     monkeypatch.setattr(residual_module, "_MAX_BLOCK_C", 16)
     monkeypatch.setattr(residual_module, "_TILE_ELEMENTS", 64)
     monkeypatch.setattr(residual_module, "_BACKWARD_TILES", 2)
-    assert residual_module._launch_config(17, 127, tiles=2) == (4, 16, 3)
+    assert residual_module.launch_config(17, 127, tiles=2) == (4, 16, 3)
     kernel, reference = run_both(
         (5, 17, 127), make_lengths([17, 1, 9, 0, 30]), torch.float32, make_scale("channel", 127)
     )

@@ -243,7 +243,7 @@ def test_a_widened_model_keeps_its_weights_optimizer_state_and_average_in_the_wi
         moments = {name: {k: v.clone() for k, v in state[p].items()} for name, p in names.items()}
         average = {name: t.clone() for name, t in self.optimization.ema.shadow.items()}
         changed = original(self, epoch, width, copy)
-        fresh = dict(self._fresh_model(epoch, width)[0].named_parameters())
+        fresh = dict(self.fresh_model(epoch, width)[0].named_parameters())
         after = dict(self.model.named_parameters())
         new_state = self.optimization.optimizer.state
         new_moments = {name: {k: v.clone() for k, v in new_state[p].items()} for name, p in after.items()}

@@ -287,6 +287,12 @@ class EpochBatchPlans:
         return EpochPlan(**batches)
 
 
+def steps_reference_epoch(curriculum: CurriculumConfig, epochs: int) -> int:
+    """The 0-based epoch whose batch plan sets a step schedule's epoch length: the first after the
+    curriculum's short epochs (which batch fewer utterances), or the last of a run that never leaves them."""
+    return min(curriculum.epochs, epochs - 1)
+
+
 def curriculum_keep(durations_ms: Any, curriculum: CurriculumConfig) -> Any:
     """The boolean mask (numpy) of the training examples a curriculum epoch batches."""
     import numpy as np
@@ -322,4 +328,5 @@ __all__ = [
     "epoch_range",
     "overrides_for_epoch",
     "scheduled_keys",
+    "steps_reference_epoch",
 ]

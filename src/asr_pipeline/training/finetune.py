@@ -161,6 +161,13 @@ def is_finetuning(config: TrainConfig) -> bool:
     return base_model_name(config) is not None or config.finetune.method != "full" or config.finetune.freezes
 
 
+def loads_starting_weights(config: TrainConfig) -> bool:
+    """Whether the run loads its starting weights (``model.load_pretrained_weights``, ``run.init_from``): a
+    new run does; a resumed one takes its checkpoint's instead, except a LoRA run, whose checkpoint holds only
+    the adapters and so needs its base again."""
+    return not config.run.resume_from or config.finetune.method == "lora"
+
+
 def merge_run(
     run_dir: str | Path, output: str | Path, checkpoint: Literal["latest", "best"] = "best"
 ) -> Path:
@@ -214,6 +221,7 @@ __all__ = [
     "check_lora_base",
     "describe",
     "is_finetuning",
+    "loads_starting_weights",
     "lora_settings",
     "merge_run",
     "prepare_model",

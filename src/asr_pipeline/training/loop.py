@@ -33,7 +33,8 @@ average (``training.ema``); validation scores the raw weights. ``run.dry_run`` s
 Validation (``training.validation``) follows every epoch and, with ``validation.every_steps``, every that
 many optimizer steps; the lowest val CER so far is kept in ``checkpoint_best`` either way. Under
 ``optim.lr_control: newbob`` each epoch's closing validation (rank 0's scores, sent to every rank) decides
-the next epoch's rate (``Trainer.record_validation``, an "lr_control" event). Observability:
+the next epoch's rate (an "lr_control" event). Growth, fine-tuning (LoRA, freezing, the merge) and Newbob are
+hooks (``training.hooks``) the Trainer calls at fixed points; it does not branch on them. Observability:
 every event goes to ``events.jsonl`` and, on rank 0, to the progress display (``training.live``: tqdm, or
 ``run.tui``'s live table) and to DVCLive (``training.dvclive_logger``: curves for ``dvc plots show``).
 """
@@ -54,8 +55,7 @@ from torch.nn.parallel import DistributedDataParallel
 from asr_kernels import set_kernels
 from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.loading import load_pretrained_weights
-from asr_pipeline.models.lora import load_saved_weights, parameter_counts
-from asr_pipeline.models.registry import get_spec
+from asr_pipeline.models.lora import load_saved_weights
 from asr_pipeline.modules.widening import widen_into
 from asr_pipeline.run_layout import METRICS_FILE, read_checkpoint_pointer, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -83,15 +83,16 @@ from asr_pipeline.training.dry_run import dry_run
 from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.early_stopping import EarlyStopping
 from asr_pipeline.training.ema import EMA_FILE
-from asr_pipeline.training.epoch_schedule import EpochSettings
+from asr_pipeline.training.epoch_schedule import EpochSettings, steps_reference_epoch
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
-from asr_pipeline.training.finetune import MERGED_DIR, describe, is_finetuning, merge_run, prepare_model
-from asr_pipeline.training.growth import Growth, widening_report, width_at
+from asr_pipeline.training.finetune import loads_starting_weights
+from asr_pipeline.training.growth import widening_report, width_at
 from asr_pipeline.training.health import NonFiniteLossError, RunHealth
+from asr_pipeline.training.hooks import TrainingHook, build_hooks
 from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loaders import SKIPPED_SHOWN, DataBundle, build_data, nothing_trained_error
 from asr_pipeline.training.optimization import Optimization
-from asr_pipeline.training.regularization import build_regularization, encoder_gate
+from asr_pipeline.training.regularization import build_regularization
 from asr_pipeline.training.resume import check_resume_compatible, init_from_weights
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
 from asr_pipeline.training.validation import ValidationDecoder, validate, validation_metrics
@@ -105,11 +106,12 @@ class Trainer:
     """One rank's model and the steps of its loop, composed of the parts that own the rest:
     ``optimization`` (optimizer, scaler, learning rate, EMA: ``training.optimization``), ``health`` (the
     run's counters and the non-finite abort: ``training.health``) and ``checkpoints`` (latest and best:
-    ``training.run_checkpoints``).
+    ``training.run_checkpoints``), and ``hooks`` (growth, fine-tuning, Newbob: ``training.hooks``, by
+    default those ``config`` asks for), called at fixed points of the run.
 
     Public steps, in the order an epoch uses them: ``train_epoch`` (which calls ``backward`` for every
     micro-batch and ``optimizer_step`` at the end of each accumulation window), ``validate``,
-    ``record_validation`` (Newbob), ``checkpoint``; ``resume`` before the first. Methods marked
+    ``end_epoch`` (the hooks' end of epoch: Newbob), ``checkpoint``; ``resume`` before the first. Methods marked
     "collective" run collectives (all-reduce, all-gather) and must be called by every rank at the same
     point; the others are local.
     """
@@ -123,9 +125,11 @@ class Trainer:
         events: EventLog,
         tokenizer: CTCTokenizer | None = None,
         progress: TrainingProgress | None = None,
+        hooks: list[TrainingHook] | None = None,
     ) -> None:
         self.config, self.ctx, self.data, self.vocab_size, self.events = config, ctx, data, vocab_size, events
         self.tokenizer = tokenizer
+        self.hooks = build_hooks(config) if hooks is None else hooks
         self.progress = progress or TrainingProgress(epochs=config.optim.epochs, enabled=False, tui=False)
         # Built once: a KenLM model for beam-search validation is loaded per run, not per validation.
         self.decoder = (
@@ -143,9 +147,7 @@ class Trainer:
         torch.manual_seed(config.run.seed)
         self.width = width_at(config.grow, 0)  # a fraction of the model's width (training.growth)
         self.model, self.model_config = build_model_from_config(config, vocab_size, self.width)
-        # The checkpoint wins over the starting weights, except a LoRA run's, which holds only the adapters.
-        lora = config.finetune.method == "lora"
-        starting = not config.run.resume_from or lora
+        starting = loads_starting_weights(config)  # training.finetune: a LoRA resume loads its base too
         base_report = None
         if config.model.load_pretrained_weights and starting:
             model = config.model
@@ -158,16 +160,12 @@ class Trainer:
             base_report = init_from_weights(self.model, config.run.init_from, ctx.is_main)
             if not config.run.resume_from:
                 events.write("init_from", 0, 0, base_report)
-        # LoRA adapters injected (drawn from the seeded RNG, alike on every rank), or the freezing plan made.
-        self.freezing, finetune_values = prepare_model(self.model, config, base_report)
-        if is_finetuning(config) and not config.run.resume_from:
-            events.write("finetune", 0, 0, describe(self.model, finetune_values, self.freezing))
+        for hook in self.hooks:  # LoRA adapters or the freezing plan (FinetuneHook)
+            hook.on_weights_loaded(self, base_report)
         optim = config.optim
         self.sampler = data.train_sampler
         self.settings = EpochSettings(config)  # train.schedule: each epoch's effective config
-        # The epoch whose plan sets the schedule's epoch length: the first after a curriculum's short ones.
-        reference_epoch = min(config.curriculum.epochs, optim.epochs - 1)
-        batches = len(self.sampler.epoch_batches(reference_epoch))
+        batches = len(self.sampler.epoch_batches(steps_reference_epoch(config.curriculum, optim.epochs)))
         steps_per_epoch = math.ceil(batches / optim.gradient_accumulation_steps)
         # ... but different dropout and SpecAugment draws per rank (the EMA copies, AdamW draws nothing).
         torch.manual_seed(config.run.seed + 1 + ctx.rank)
@@ -203,34 +201,31 @@ class Trainer:
                 f"{schedule.hold_steps} hold steps, then {schedule.decay_steps} decay steps",
                 flush=True,
             )
-        self.growth: Growth | None = None
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
         self._attach_model()
 
     def _attach_model(self) -> None:
-        """Wire up what holds ``self.model``'s modules and parameters: the growth and layer-drop gate, weight
-        noise, the EMA's name lookup, the dropout defaults and the DDP wrapper. Again after a widening."""
-        config, ctx = self.config, self.ctx
-        growing = config.grow.start_layers is not None
-        gate = encoder_gate(self.model, config.model.architecture, "grow") if growing else None
-        self.layer_drop, self.weight_noise = build_regularization(self.model, config, ctx.rank, gate)
-        if gate is not None:
-            if self.growth is None:
-                self.growth = Growth(gate, config.grow, self._fresh_blocks)
-            else:
-                self.growth.attach(gate)
+        """Wire up what holds ``self.model``'s modules and parameters: the hooks' (a growth's block gate, which
+        layer drop shares), weight noise, the EMA's name lookup, the dropout defaults and the DDP wrapper.
+        Again after a widening."""
+        gate = None
+        for hook in self.hooks:
+            gate = hook.on_model(self) or gate
+        self.layer_drop, self.weight_noise = build_regularization(
+            self.model, self.config, self.ctx.rank, gate
+        )
         self.parameter_names = {parameter: name for name, parameter in self.model.named_parameters()}
         # Each dropout layer's own probability, restored in epochs where the schedule leaves model.dropout.
         self.dropout_defaults = {m: m.p for m in self.model.modules() if isinstance(m, nn.Dropout)}
-        self._wrap_ddp()
+        self.wrap_ddp()
 
     def _train_mode(self) -> None:
-        """Training mode, except for modules fine-tuning holds still (their batch-norm statistics too)."""
+        """Training mode, except for modules the hooks hold still (fine-tuning: batch-norm statistics too)."""
         self.ddp_model.train()
-        if self.freezing is not None:
-            self.freezing.hold()
+        for hook in self.hooks:
+            hook.on_train_mode(self)
 
-    def _wrap_ddp(self) -> None:
+    def wrap_ddp(self) -> None:
         """Collective under DDP (it broadcasts rank 0's weights). Again whenever the parameters that require a
         gradient change (training.finetune's freezing), as DDP reduces only the ones that did when it wrapped."""
         self.ddp_model: nn.Module = self.model
@@ -238,25 +233,19 @@ class Trainer:
             device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
             self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
 
-    def _fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]:
-        """A newly built model at ``width`` for a growth at ``epoch`` (training.growth): the same on every
-        rank, and without touching this rank's RNG."""
+    def fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]:
+        """A newly built model at ``width`` for a growth at ``epoch`` (training.growth) and its model config:
+        the same on every rank, and without touching this rank's RNG."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.config.run.seed + 7919 * (epoch + 1))
             return build_model_from_config(self.config, self.vocab_size, width)
-
-    def _fresh_blocks(self, epoch: int) -> list[nn.Module]:
-        """The encoder blocks of a newly built model (at the current width) for a depth growth at ``epoch``."""
-        blocks_of = get_spec(self.config.model.architecture).encoder_blocks
-        assert blocks_of is not None
-        return blocks_of(self._fresh_model(epoch, self.width)[0])
 
     def widen(self, epoch: int, width: float, copy: bool = True) -> dict[str, Any]:
         """Collective. Rebuild the model at ``width`` (training.growth): with ``copy``, the trained weights,
         optimizer state and EMA carried into the wider tensors; without (a resume, which loads them next),
         fresh ones. Returns the model-config fields that changed, {field: [old, new]}."""
         old_model, old_config = self.model, self.model_config
-        model, self.model_config = self._fresh_model(epoch, width)
+        model, self.model_config = self.fresh_model(epoch, width)
         model.to(self.ctx.device)
         if copy:
             widen_into(old_model, model)
@@ -265,15 +254,6 @@ class Trainer:
         self.checkpoints.model_config = self.model_config
         self._attach_model()
         return widening_report(old_config, self.model_config)
-
-    def _restart_average(self, parameter: nn.Parameter) -> None:
-        """A block that joined a growing network: its weight average starts from its new values."""
-        ema = self.optimization.ema
-        if ema is None:
-            return
-        name = self.parameter_names[parameter]
-        if name in ema.shadow:
-            ema.shadow[name].copy_(parameter.detach())
 
     @property
     def counters(self) -> dict[str, int]:
@@ -291,9 +271,9 @@ class Trainer:
     def resume(self, run_dir: str | Path) -> int:
         """Load ``run_dir``'s latest checkpoint; returns the epoch to continue in."""
         state = load_training_state(run_dir)
-        width = state.get("growth", {}).get("width", 1.0)
-        if width != self.width:  # a widening run saved before its last widening: rebuild that width
-            self.widen(self.sampler.epoch, width, copy=False)
+        for hook in self.hooks:  # before the weights: a widening run rebuilds the width it saved
+            if hook.state_key is not None:
+                hook.load_state_dict(self, state.get(hook.state_key))
         # Into the unwrapped model: DDP wraps the same parameters, so every rank resumes from these (a LoRA
         # run's adapters onto the base weights loaded at the start).
         load_saved_weights(self.model, load_weights(run_dir), str(run_dir))
@@ -301,8 +281,6 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.step = state["step"]
         self.health.load_state_dict(state["counters"])
-        if self.growth is not None and "growth" in state:
-            self.growth.load_state_dict(state["growth"])
         self.checkpoints.load_state_dict(state)
         if self.early_stopping is not None:
             self.early_stopping.load_state_dict(state.get("early_stopping"))
@@ -319,27 +297,9 @@ class Trainer:
         started = time.perf_counter()
         self.sampler.set_epoch(epoch)
         self.epoch = epoch
-        width = width_at(config.grow, epoch)
-        if width > self.width:
-            changed = self.widen(epoch, width)
-            self.events.write("grow", self.step, epoch, {"width": width, "changed": changed})
-        if self.freezing is not None and self.freezing.apply(epoch):  # collective: DDP wraps anew
-            self._wrap_ddp()
-            frozen = {"frozen": self.freezing.frozen, **parameter_counts(self.model)}
-            self.events.write(
-                "freeze", self.step, epoch, {**frozen, "modules": sorted(self.freezing.modules)}
-            )
+        for hook in self.hooks:  # collective: a widening, the epoch's depth, freezing (DDP wraps anew)
+            hook.on_epoch_start(self, epoch)
         self.apply_settings(epoch)
-        if self.growth is not None:
-            before = self.growth.grown_depth
-            joined = self.growth.begin_epoch(epoch, self.optimization.optimizer, self._restart_average)
-            if self.growth.grown_depth != before:
-                values = {
-                    "depth": self.growth.grown_depth,
-                    "blocks": len(self.growth.gate.blocks),
-                    "joined": joined,
-                }
-                self.events.write("grow", self.step, epoch, values)
         epoch_batches, batches_done = len(self.sampler.epoch_batches()), self.sampler.batches_to_skip
         if batches_done == 0:
             self.epoch_totals = [0.0, 0.0, 0.0]
@@ -532,9 +492,10 @@ class Trainer:
         }
         if self.early_stopping is not None:
             training_state["early_stopping"] = self.early_stopping.state_dict()
-        if self.growth is not None or self.config.grow.start_width is not None:
-            depth = {} if self.growth is None else self.growth.state_dict()
-            training_state["growth"] = {**depth, "width": self.width}
+        for hook in self.hooks:
+            hook_state = None if hook.state_key is None else hook.state_dict(self)
+            if hook_state is not None:
+                training_state[hook.state_key] = hook_state
         self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, ema, best)
 
     def _ema_weights(self) -> dict[str, torch.Tensor] | None:
@@ -585,27 +546,10 @@ class Trainer:
                 print(f"[train] early stop: {self.early_stopping.to_event(epoch)['reason']}", flush=True)
         return bool(gather(stop)[0])
 
-    def record_validation(self, epoch: int) -> None:
-        """Collective. Hand ``epoch``'s closing validation scores (rank 0's, sent to every rank) to the
-        learning-rate control, so every rank sets the same next rate; rank 0 logs an "lr_control" event
-        with the scores that decided it. Nothing to do under the step schedule."""
-        if self.optimization.control is None:
-            return
-        scores = gather(self.latest_scores if self.ctx.is_main else None)[0]
-        if scores is None:
-            raise RuntimeError(
-                f"epoch {epoch + 1} ended without a validation score; optim.lr_control=newbob needs "
-                "validation manifests (data.val_manifests)"
-            )
-        decision = self.optimization.record_validation(epoch, scores)
-        assert decision is not None
-        self.events.write("lr_control", self.step, epoch, decision.to_event())
-        if self.ctx.is_main:
-            print(
-                f"[train] lr_control ({decision.kind}, {decision.score_key}): epoch {decision.epoch + 1} "
-                f"trains at {decision.new_learning_rate:.3g} ({decision.reason})",
-                flush=True,
-            )
+    def end_epoch(self, epoch: int) -> None:
+        """Collective. The hooks' end of ``epoch``, after its closing validation (Newbob's next rate)."""
+        for hook in self.hooks:
+            hook.on_epoch_end(self, epoch)
 
 
 def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
@@ -617,7 +561,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         if config.run.tokenizer
         else None
     )
-    vocab_size = _vocab_size(config, tokenizer)
+    vocab_size = vocab_size_of(config, tokenizer)
     # The run dir, whichever form was given (the dir, its checkpoint_latest/ or checkpoint_latest.json).
     resume_dir = resolve_run_dir(config.run.resume_from) if config.run.resume_from else None
     if resume_dir is not None:  # before save_json: resuming in place would overwrite the saved config
@@ -659,9 +603,8 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         peaks = gather(peak_memory_mb(ctx.device))
         if ctx.is_main:
             write_json_atomic(output_dir / METRICS_FILE, final)
-            if config.finetune.merge_lora:  # after the last checkpoint: the adapters of the best, folded in
-                merged = merge_run(output_dir, output_dir / MERGED_DIR)
-                events.write("merge_lora", trainer.step, config.optim.epochs - 1, {"path": str(merged)})
+            for hook in trainer.hooks:  # the LoRA merge
+                hook.on_run_end(trainer)
             events.write(
                 "summary",
                 trainer.step,
@@ -703,8 +646,7 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
         if trainer.data.val_loader is not None and trainer.validated_step != trainer.step:
             scores = trainer.validate(epoch, "epoch")
             best = scores is not None and scores["best"]
-        if trainer.data.val_loader is not None:
-            trainer.record_validation(epoch)
+        trainer.end_epoch(epoch)
         if trainer.latest_scores is not None:
             metrics.update({key: trainer.latest_scores[key] for key in score_keys})
         trainer.events.write("epoch", trainer.step, epoch, epoch_values)
@@ -755,7 +697,9 @@ def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], se
     )
 
 
-def _vocab_size(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
+def vocab_size_of(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
+    """The model's number of outputs: the tokenizer's (pieces + blank) or, without one, ``model.vocab_size``;
+    both given and different is refused."""
     if tokenizer is None:
         check_vocab_source(config)
         assert config.model.vocab_size is not None
@@ -768,4 +712,4 @@ def _vocab_size(config: TrainConfig, tokenizer: CTCTokenizer | None) -> int:
     return tokenizer.vocab_size
 
 
-__all__ = ["METRICS_FILE", "NonFiniteLossError", "Trainer", "train"]
+__all__ = ["METRICS_FILE", "NonFiniteLossError", "Trainer", "train", "vocab_size_of"]
