@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from asr_pipeline.models.registry import get_spec
-from asr_pipeline.models.speech_aligner import SpeechAligner, speech_aligner_config
+from asr_pipeline.models.speech_aligner import SpeechAligner, SpeechAlignerConfig, speech_aligner_config
+from asr_pipeline.models.speech_aligner_spec import SIZES
 from asr_pipeline.text.phones import NUM_CLASSES
 
 
@@ -25,6 +26,53 @@ def test_the_default_size_is_the_references_and_the_variants_grow():
     assert 1_700_000 <= sizes["default"] <= 1_950_000
     assert sizes["tiny"] < 50_000 < sizes["default"] < sizes["large"]
     assert get_spec("speech-aligner").config_for(None, {}) == speech_aligner_config("default")
+
+
+@pytest.mark.parametrize(
+    ("variant", "channels", "num_heads", "count"),
+    [
+        ("tiny", (16, 24, 32, 32), 2, 19_659),
+        ("default", (64, 128, 256, 512), 4, 1_885_323),
+        ("large", (128, 256, 512, 768), 8, 4_919_459),
+        # the reference trainer's presets under their own names: tiny 16/32/64/128 with 2 heads, large up to
+        # 1024 channels with 16 heads
+        ("reference-tiny", (16, 32, 64, 128), 2, 129_507),
+        ("reference-large", (128, 256, 512, 1024), 16, 7_418_051),
+    ],
+)
+def test_each_named_size_builds_with_its_widths_heads_and_parameter_count(
+    variant, channels, num_heads, count
+):
+    config = get_spec("speech-aligner").config_for(variant, {})
+    model = SpeechAligner(config).eval()
+    features, lengths = torch.randn(2, 19, 39), torch.tensor([19, 11])
+
+    with torch.no_grad():
+        log_probs, out_lengths = model(features, lengths)
+        hidden, _ = model.encode(features, lengths)
+
+    assert (config.channels, config.num_heads) == (channels, num_heads)
+    assert [block.conv.out_channels for block in model.blocks] == list(channels)
+    assert model.attention.attention.num_heads == num_heads
+    assert parameters(model) == count
+    # no subsampling: T frames in, T frames out; the attention width is the last conv width
+    assert hidden.shape == (2, 19, channels[-1])
+    assert log_probs.shape == (2, 19, NUM_CLASSES) and out_lengths.tolist() == [19, 11]
+
+
+def test_the_spec_holds_the_one_size_table_and_no_variant_is_the_dataclass_default():
+    assert get_spec("speech-aligner").variants == tuple(SIZES)
+    assert speech_aligner_config(None) == speech_aligner_config("default") == SpeechAlignerConfig()
+    assert speech_aligner_config("reference-large", dropout=0.0, channels=[8, 8, 8, 16]).channels == (
+        8,
+        8,
+        8,
+        16,
+    )
+    with pytest.raises(
+        ValueError, match="unknown speech-aligner variant 'huge'; choose one of: tiny, default"
+    ):
+        speech_aligner_config("huge")
 
 
 def test_three_heads_at_the_frame_rate_over_the_phone_classes():

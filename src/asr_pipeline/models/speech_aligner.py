@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.models.speech_aligner_spec import DEFAULT_VARIANT, SIZES
 from asr_pipeline.modules.masks import check_input_normalization, normalize_input
 from asr_pipeline.text.phones import NUM_CLASSES
 
@@ -60,19 +61,16 @@ class SpeechAlignerConfig:
         return self.channels[-1]
 
 
-SIZES: dict[str, SpeechAlignerConfig] = {
-    "tiny": SpeechAlignerConfig(channels=(16, 24, 32, 32), num_heads=2),  # tests: ~20k parameters
-    "default": SpeechAlignerConfig(),  # 1.88M parameters (the reference: about 1.7M)
-    "large": SpeechAlignerConfig(channels=(128, 256, 512, 768), num_heads=8),  # 4.9M parameters
-}
-
-
 def speech_aligner_config(variant: str | None = None, **values: object) -> SpeechAlignerConfig:
-    """``variant``'s sizes (None: default) with ``values`` over them."""
-    config = SIZES["default" if variant is None else variant]
+    """``variant``'s sizes (None: default; the table is ``models.speech_aligner_spec.SIZES``) with ``values``
+    over them."""
+    name = DEFAULT_VARIANT if variant is None else variant
+    if name not in SIZES:
+        raise ValueError(f"unknown speech-aligner variant {name!r}; choose one of: {', '.join(SIZES)}")
+    size = SIZES[name]
     if "channels" in values:
         values["channels"] = tuple(values["channels"])  # type: ignore[arg-type]
-    return replace(config, **values)  # type: ignore[arg-type]
+    return replace(SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads), **values)  # type: ignore[arg-type]
 
 
 class SqueezeExcitation(nn.Module):
