@@ -6,6 +6,7 @@ Each op runs its Triton kernel or its plain-PyTorch reference by the rule in ``_
 
 from asr_kernels._dispatch import (
     KERNEL_CHOICES,
+    built_for_interpreter,
     count_calls,
     kernels_choice,
     set_kernels,
@@ -17,6 +18,7 @@ from asr_kernels.glu import GLU, glu
 __all__ = [
     "GLU",
     "KERNEL_CHOICES",
+    "built_for_interpreter",
     "count_calls",
     "glu",
     "kernels_choice",

@@ -23,6 +23,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 from torch import Tensor
 
@@ -45,6 +46,21 @@ _call_counters: list[Counter[str]] = []
 def interpreter_enabled() -> bool:
     """Whether ``TRITON_INTERPRET`` asks Triton to run kernels on the CPU interpreter."""
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE_VALUES
+
+
+def built_for_interpreter(module: ModuleType) -> bool:
+    """Whether op module ``module``'s Triton kernels were built for the CPU interpreter. Triton reads
+    ``TRITON_INTERPRET`` when a kernel is decorated, i.e. when the module is imported: one imported before it
+    was set holds kernels compiled for a GPU, which cannot run on CPU tensors. False without Triton."""
+    if not HAS_TRITON:
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    kernels = [
+        value for value in vars(module).values() if isinstance(value, (JITFunction, InterpretedFunction))
+    ]
+    return bool(kernels) and all(isinstance(kernel, InterpretedFunction) for kernel in kernels)
 
 
 def triton_available(tensor: Tensor) -> bool:

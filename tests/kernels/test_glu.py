@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from asr_kernels import (
     GLU,
     _dispatch,
+    built_for_interpreter,
     count_calls,
     glu,
     kernels_choice,
@@ -53,9 +54,7 @@ TOLERANCE_VS_EAGER = {
 def _kernels_are_interpreted_on_cpu():
     if DEVICE != "cpu":
         return
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if not isinstance(glu_module._glu_forward_kernel, InterpretedFunction):
+    if not built_for_interpreter(glu_module):
         pytest.fail(
             "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
             "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"

@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import count_calls, use_kernels
+from asr_kernels import built_for_interpreter, count_calls, use_kernels
 from asr_kernels.masks import (
     attention_mask,
     attention_mask_4d,
@@ -60,9 +60,7 @@ EXACT = {"rtol": 0.0, "atol": 0.0}
 def _kernels_are_interpreted_on_cpu():
     if DEVICE != "cpu":
         return
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if not isinstance(masks_module._length_mask_kernel, InterpretedFunction):
+    if not built_for_interpreter(masks_module):
         pytest.fail(
             "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
             "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"

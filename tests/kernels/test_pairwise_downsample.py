@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import count_calls, use_kernels
+from asr_kernels import built_for_interpreter, count_calls, use_kernels
 from asr_kernels.pairwise_downsample import (
     PairwiseDownsample,
     pairwise_downsample,
@@ -86,9 +86,7 @@ GRAD_WEIGHTS_TOLERANCE_VS_REFERENCE = {
 def _kernels_are_interpreted_on_cpu():
     if DEVICE != "cpu":
         return
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if not isinstance(pairwise_downsample_module._pairwise_downsample_forward_kernel, InterpretedFunction):
+    if not built_for_interpreter(pairwise_downsample_module):
         pytest.fail(
             "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
             "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"

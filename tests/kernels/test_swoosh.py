@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr_kernels import count_calls, use_kernels
+from asr_kernels import built_for_interpreter, count_calls, use_kernels
 from asr_kernels.swoosh import (
     Swoosh,
     swoosh_l,
@@ -60,9 +60,7 @@ TOLERANCE_VS_EAGER = {
 def _kernels_are_interpreted_on_cpu():
     if DEVICE != "cpu":
         return
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if not isinstance(swoosh_module._swoosh_forward_kernel, InterpretedFunction):
+    if not built_for_interpreter(swoosh_module):
         pytest.fail(
             "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
             "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
