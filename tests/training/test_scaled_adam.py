@@ -1,0 +1,142 @@
+"""ScaledAdam (training.scaled_adam): the properties the Zipformer paper states, each measured on tiny tensors."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from asr_pipeline.training.scaled_adam import ScaledAdam
+
+
+def tensor_with_rms(rms: float, shape=(8, 16), seed: int = 0) -> torch.nn.Parameter:
+    values = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    return torch.nn.Parameter(values * rms / values.pow(2).mean().sqrt())
+
+
+def rms(t: torch.Tensor) -> float:
+    return float(t.detach().pow(2).mean().sqrt())
+
+
+def take_step(optimizer: ScaledAdam, params, grads) -> None:
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g.clone()
+    optimizer.step()
+
+
+def test_the_update_is_proportional_to_the_parameters_rms():
+    small, large = tensor_with_rms(0.1), tensor_with_rms(1.0)
+    before = [small.detach().clone(), large.detach().clone()]
+    grad = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    optimizer = ScaledAdam([small, large], lr=0.05, clipping_scale=None)
+    take_step(optimizer, [small, large], [grad, grad])
+    moved_small, moved_large = rms(small - before[0]), rms(large - before[1])
+    assert moved_large / moved_small == pytest.approx(10.0, rel=1e-4)
+
+
+def test_the_first_step_is_bias_corrected_lr_times_rms_per_element():
+    # beta1 = 0 leaves one Adam step: with v bias-corrected, g / sqrt(v) = sign(g), so every element moves
+    # by lr * rms (uncorrected it would move sqrt(1 / (1 - beta2)) ~ 7x further).
+    p = tensor_with_rms(0.5)
+    before = p.detach().clone()
+    grad = torch.randn(8, 16, generator=torch.Generator().manual_seed(2))
+    optimizer = ScaledAdam([p], lr=0.01, betas=(0.0, 0.98), clipping_scale=None)
+    take_step(optimizer, [p], [grad])
+    expected = before - 0.01 * 0.5 * grad.sign()
+    torch.testing.assert_close(p.detach(), expected, rtol=1e-5, atol=1e-7)
+
+
+def grow_for_one_period(
+    scalar_lr_scale: float, *, lr: float = 0.05, start_rms: float = 1.0, max_rms: float = 3.0
+):
+    p = tensor_with_rms(start_rms)
+    optimizer = ScaledAdam(
+        [p],
+        lr=lr,
+        betas=(0.0, 0.98),
+        clipping_scale=None,
+        scalar_lr_scale=scalar_lr_scale,
+        size_update_period=4,
+        param_max_rms=max_rms,
+    )
+    for _ in range(4):  # the loss falls as p grows: d loss / d log(scale) = sum(p * g) < 0
+        take_step(optimizer, [p], [-p.detach()])
+    return rms(p)
+
+
+def test_the_learned_scale_grows_a_parameter_whose_loss_wants_it_larger():
+    # One size update after 4 steps: s = -lr * scalar_lr_scale * sum(sg) / sqrt(mean(sg^2)) ~ 4 * 0.005, so the
+    # parameter ends ~2 % larger than with the scale term off (sg vary a little as p grows: sum/rms < 4).
+    without = grow_for_one_period(0.0)
+    with_scale = grow_for_one_period(0.1)
+    assert with_scale / without == pytest.approx(1.02, rel=2e-3)
+    assert with_scale / without > 1.015
+
+
+def test_the_scale_step_never_takes_the_rms_past_param_max_rms():
+    # The scale step alone would add ~4 % of 2.9 (lr 0.001 * scalar_lr_scale 10 * 4 steps), the Adam part
+    # lr * rms = 0.0029 a step: uncapped ~3.026; capped, the scale step stops at 3.0 and one Adam step follows.
+    uncapped = grow_for_one_period(10.0, lr=0.001, start_rms=2.9, max_rms=100.0)
+    capped = grow_for_one_period(10.0, lr=0.001, start_rms=2.9, max_rms=3.0)
+    assert uncapped > 3.02
+    assert capped <= 3.0 + 0.0035
+
+
+def test_a_gradient_far_above_the_median_norm_is_clipped_to_clipping_scale_times_it():
+    # 11 steps of norm-1 gradients (the estimate at step 10: threshold = 2 * median 1), then a 10x gradient:
+    # the clipped optimizer must move exactly as an unclipped one given that gradient scaled to 2 / 10.
+    direction = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+    clipped_p, reference_p = tensor_with_rms(1.0), tensor_with_rms(1.0)
+    clipped = ScaledAdam([clipped_p], lr=0.01, clipping_scale=2.0)
+    reference = ScaledAdam([reference_p], lr=0.01, clipping_scale=None)
+    unit = direction / direction.norm() / 1.0  # norm measured as |g * rms|, rms ~1 (changes a little)
+    for _ in range(11):
+        take_step(clipped, [clipped_p], [unit])
+        take_step(reference, [reference_p], [unit])
+    torch.testing.assert_close(clipped_p.detach(), reference_p.detach())
+    assert clipped.num_clipped() == 0
+    norms = clipped.state[clipped_p]["model_norms"]
+    threshold = clipped.state[clipped_p]["model_norm_threshold"]
+    assert threshold == pytest.approx(2.0 * float(norms[~torch.isnan(norms)].median()))
+    spike = 10 * unit
+    spike_norm = float((spike * clipped.state[clipped_p]["param_rms"]).norm())
+    take_step(clipped, [clipped_p], [spike])
+    take_step(reference, [reference_p], [spike * threshold / spike_norm])
+    assert clipped.num_clipped() == 1
+    torch.testing.assert_close(clipped_p.detach(), reference_p.detach())
+
+
+def test_scalars_step_at_the_scalar_rate_and_stay_within_scalar_max():
+    scalar = torch.nn.Parameter(torch.tensor([1.0]))
+    optimizer = ScaledAdam([scalar], lr=0.1, betas=(0.0, 0.98), clipping_scale=None, scalar_lr_scale=0.1)
+    take_step(optimizer, [scalar], [torch.tensor([3.0])])
+    assert float(scalar.detach()) == pytest.approx(
+        1.0 - 0.1 * 0.1, abs=1e-6
+    )  # Adam's first step: lr * sign(g)
+    runaway = torch.nn.Parameter(torch.tensor([50.0]))
+    optimizer = ScaledAdam([runaway], lr=0.1, clipping_scale=None, scalar_max=10.0)
+    take_step(optimizer, [runaway], [torch.tensor([0.0])])
+    assert float(runaway.detach()) == pytest.approx(10.0)
+
+
+def test_state_dict_round_trips_and_resumes_the_same_updates():
+    a, b = tensor_with_rms(1.0, seed=4), tensor_with_rms(1.0, seed=4)
+    grads = [torch.randn(8, 16, generator=torch.Generator().manual_seed(10 + i)) for i in range(6)]
+    first = ScaledAdam([a], lr=0.02)
+    for g in grads[:3]:
+        take_step(first, [a], [g])
+    b.data.copy_(a.detach())
+    second = ScaledAdam([b], lr=0.02)
+    second.load_state_dict(copy.deepcopy(first.state_dict()))  # as from a checkpoint file: no shared tensors
+    for g in grads[3:]:
+        take_step(first, [a], [g])
+        take_step(second, [b], [g])
+    torch.testing.assert_close(a.detach(), b.detach())
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(ValueError, match="param_min_rms < param_max_rms"):
+        ScaledAdam([tensor_with_rms(1.0)], param_min_rms=1.0, param_max_rms=0.5)
+    with pytest.raises(ValueError, match="clipping_scale"):
+        ScaledAdam([tensor_with_rms(1.0)], clipping_scale=0.0)
