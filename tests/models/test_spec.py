@@ -1,0 +1,83 @@
+"""models.spec: a spec names model code by import path and imports it on first use; option fields are the config
+fields beyond the common ones; narrowing keeps the head width and scales the head count; output kinds say
+whether they give frame posteriors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from asr_pipeline.models.spec import (
+    FRAME_POSTERIOR_OUTPUTS,
+    ArchitectureSpec,
+    Lazy,
+    has_frame_posteriors,
+    narrow_by_heads,
+    narrowed_heads,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    input_dim: int = 80
+    vocab_size: int = 10
+    dropout: float = 0.1
+    d_model: int = 256
+    num_heads: int = 4
+    ff_dim: int | None = 1024
+    kernel: int = 15
+    extra: int | None = None
+
+
+def test_a_lazy_path_imports_on_use_and_a_path_without_attribute_is_refused():
+    join = Lazy("os.path:join")
+
+    assert join("a", "b") == "a/b"
+    with pytest.raises(
+        ValueError, match=r"'os.path' is not an import path of the form 'package.module:attribute'"
+    ):
+        Lazy("os.path").resolve()
+
+
+def test_a_specs_code_fields_given_as_paths_become_lazy_and_its_option_fields_exclude_the_common_ones():
+    spec = ArchitectureSpec(
+        name="toy",
+        config_class=f"{__name__}:ToyConfig",
+        variants=(),
+        config_for="builtins:dict",
+        builder="builtins:repr",
+        peak_learning_rate="builtins:float",
+        frontend="fbank",
+        input_dim=80,
+        output="ctc",
+    )
+
+    assert isinstance(spec.builder, Lazy) and spec.builder(1) == "1"
+    assert spec.config_type is ToyConfig
+    assert spec.option_fields == ("ff_dim", "kernel", "extra")
+
+
+@pytest.mark.parametrize(
+    ("heads", "fraction", "narrowed"), [(4, 0.5, 2), (4, 0.1, 1), (8, 0.3, 2), (6, 0.75, 4)]
+)
+def test_the_narrowed_head_count_is_rounded_and_at_least_one(heads, fraction, narrowed):
+    assert narrowed_heads(heads, fraction) == narrowed
+
+
+def test_narrowing_keeps_the_head_width_and_scales_the_set_fields_named():
+    narrow = narrow_by_heads(ToyConfig(), 0.5, scaled=("ff_dim", "extra"))
+
+    # 4 heads of 64 -> 2 heads of 64; ff_dim scaled by 2/4; extra unset stays unset; kernel not named
+    assert (narrow.d_model, narrow.num_heads, narrow.ff_dim, narrow.extra, narrow.kernel) == (
+        128,
+        2,
+        512,
+        None,
+        15,
+    )
+
+
+def test_ctc_gives_frame_posteriors_and_the_decoder_outputs_do_not():
+    assert FRAME_POSTERIOR_OUTPUTS == ("ctc",)
+    assert has_frame_posteriors("ctc") and not has_frame_posteriors("paraformer")
