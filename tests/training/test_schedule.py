@@ -5,7 +5,14 @@ import itertools
 import pytest
 
 from asr_pipeline.training.config import OptimConfig
-from asr_pipeline.training.schedule import default_decay_steps, lr_schedule, warmup_hold_decay
+from asr_pipeline.training.schedule import (
+    decayed,
+    default_decay_steps,
+    eden,
+    lr_schedule,
+    warmup_factor,
+    warmup_hold_decay,
+)
 
 PEAK, MIN = 1e-3, 1e-5
 SCHEDULE = {"peak_lr": PEAK, "warmup_steps": 10, "hold_steps": 5, "decay_steps": 20, "min_lr": MIN}
@@ -153,3 +160,98 @@ def test_the_step_schedule_decays_with_the_exponent_to_lr_min(step, remaining):
 def test_an_lr_min_above_the_peak_is_refused_naming_both_flags():
     with pytest.raises(ValueError, match=r"lr_min=0\.01 is above the peak learning rate 0\.001.*--lr-min"):
         lr_schedule(optim(lr_min=0.01), peak_lr=PEAK, steps_per_epoch=10)
+
+
+# --- warmup and decay kinds ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("step", "factor"), [(0, 0.01 ** (1 - 1 / 10)), (4, 0.01**0.5), (9, 1.0), (12, 1.0)])
+def test_exponential_warmup_rises_by_the_same_factor_every_step_from_one_percent(step, factor):
+    assert warmup_factor(step, 10, "exponential") == pytest.approx(factor, rel=1e-12)
+    ratios = [warmup_factor(s + 1, 10, "exponential") / warmup_factor(s, 10, "exponential") for s in range(9)]
+    assert ratios == pytest.approx([100 ** (1 / 10)] * 9)
+
+
+@pytest.mark.parametrize(
+    ("t", "expected"),
+    [
+        (0, PEAK),
+        (10, PEAK * (MIN / PEAK) ** 0.5),
+        (20, MIN),
+        (40, MIN),
+    ],  # geometric to lr_min at D, then held
+)
+def test_exponential_decay_is_geometric_from_the_peak_to_lr_min(t, expected):
+    rate = decayed(t, kind="exponential", peak_lr=PEAK, decay_steps=20, min_lr=MIN)
+    assert rate == pytest.approx(expected, rel=1e-12)
+
+
+def test_exponential_decay_without_lr_min_reaches_one_percent_at_d_and_keeps_falling():
+    assert decayed(20, kind="exponential", peak_lr=PEAK, decay_steps=20) == pytest.approx(PEAK * 0.01)
+    assert decayed(40, kind="exponential", peak_lr=PEAK, decay_steps=20) == pytest.approx(PEAK * 1e-4)
+
+
+@pytest.mark.parametrize(("t", "epochs"), [(0, 0.0), (10, 1.0), (30, 3.0), (25, 2.5), (80, 8.0)])
+def test_inverse_decay_is_peak_times_one_plus_epochs_since_the_decay_to_minus_the_exponent(t, epochs):
+    # 10 steps an epoch; exponent 0.5 is the inverse square root: 3 epochs in, (1 + 3) ** -0.5 is half the peak.
+    rate = decayed(t, kind="inverse", peak_lr=PEAK, decay_steps=1, power=0.5, steps_per_epoch=10)
+    assert rate == pytest.approx(PEAK * (1 + epochs) ** -0.5, rel=1e-12)
+    assert decayed(30, kind="inverse", peak_lr=PEAK, decay_steps=1, power=0.5, steps_per_epoch=10) == PEAK / 2
+
+
+def test_the_inverse_decay_runs_after_warmup_and_hold_and_stops_at_lr_min():
+    common = {
+        "peak_lr": PEAK,
+        "warmup_steps": 10,
+        "hold_steps": 5,
+        "decay_steps": 20,
+        "decay_kind": "inverse",
+    }
+    assert warmup_hold_decay(15 + 40, **common, power=1.0, steps_per_epoch=20) == pytest.approx(PEAK / 3)
+    assert warmup_hold_decay(10**6, **common, min_lr=MIN, power=1.0, steps_per_epoch=20) == MIN
+
+
+@pytest.mark.parametrize(
+    ("step", "epoch"),
+    [(0, 0), (250, 0), (500, 0), (7500, 1), (7500, 3.5), (30_000, 10), (100_000, 40)],
+)
+def test_eden_matches_icefalls_closed_form_at_chosen_steps_and_epochs(step, epoch):
+    batches, epochs, warmup = 7500.0, 3.5, 500
+    expected = (
+        0.045
+        * ((step**2 + batches**2) / batches**2) ** -0.25
+        * ((epoch**2 + epochs**2) / epochs**2) ** -0.25
+        * (1.0 if step >= warmup else 0.5 + 0.5 * step / warmup)
+    )
+    rate = eden(step, epoch, peak_lr=0.045, lr_batches=batches, lr_epochs=epochs, warmup_steps=warmup)
+    assert rate == pytest.approx(expected, rel=1e-12)
+
+
+def test_eden_spot_values():
+    # s = B and e = E each contribute 2 ** -0.25; warmup starts at half the rate and is whole at W.
+    assert eden(7500, 3.5, peak_lr=1.0, lr_batches=7500, lr_epochs=3.5) == pytest.approx(2**-0.5)
+    assert eden(0, 0, peak_lr=1.0, lr_batches=7500, lr_epochs=3.5, warmup_steps=500) == 0.5
+    assert eden(250, 0, peak_lr=1.0, lr_batches=1e12, lr_epochs=3.5, warmup_steps=500) == pytest.approx(0.75)
+    # far out it falls as steps ** -0.5: 4x the steps, half the rate
+    far = [eden(s, 0, peak_lr=1.0, lr_batches=10, lr_epochs=3.5) for s in (10**6, 4 * 10**6)]
+    assert far[1] / far[0] == pytest.approx(0.5, rel=1e-6)
+
+
+def test_lr_schedule_under_eden_uses_the_warmup_and_the_epoch_of_the_step():
+    config = optim(epochs=50, lr_warmup_steps=40, lr_decay_kind="eden", lr_eden_batches=100, lr_eden_epochs=2)
+    schedule = lr_schedule(config, peak_lr=0.045, steps_per_epoch=30)
+    for step in (0, 20, 39, 40, 95, 1000):
+        expected = eden(step, step // 30, peak_lr=0.045, lr_batches=100, lr_epochs=2, warmup_steps=40)
+        assert schedule(step) == pytest.approx(expected, rel=1e-12)
+
+
+def test_lr_schedule_passes_the_kinds_through():
+    config = optim(epochs=10, lr_warmup_steps=10, lr_warmup_kind="exponential", lr_decay_kind="inverse")
+    schedule = lr_schedule(config, peak_lr=PEAK, steps_per_epoch=10)
+    assert schedule(0) == pytest.approx(PEAK * 0.01 ** (1 - 1 / 10))
+    assert schedule(10 + 20) == pytest.approx(PEAK / 3)  # inverse, exponent 1: 2 epochs into the decay
+
+
+def test_an_unknown_kind_names_the_known_ones():
+    with pytest.raises(ValueError, match="linear, exponential"):
+        warmup_factor(0, 10, "cosine")
+    with pytest.raises(ValueError, match="polynomial, exponential, inverse, eden"):
+        decayed(0, kind="cosine", peak_lr=PEAK, decay_steps=10)

@@ -65,6 +65,62 @@ class OptimConfig:
         shown_default="all steps left after warmup and hold",
     )
     lr_min: float = setting(0.0, help="learning rate at the end of the decay", flag="--lr-min")
+    # The optimizer and the schedule's shapes (training.optimizers, training.schedule's docstring).
+    optimizer: Literal["adamw", "adam", "sgd", "scaled_adam"] = setting(
+        "adamw",
+        help="adamw (decoupled weight decay), adam (L2 weight decay), sgd (--sgd-momentum, --sgd-nesterov) or scaled_adam (Zipformer's: updates relative to each tensor's size, clipped at --scaled-adam-clipping-scale x the median norm; its --learning-rate is the relative change per step, icefall's recipe 0.045, pair it with --lr-decay-kind eden)",
+        flag="--optimizer",
+    )
+    sgd_momentum: float = setting(0.9, help="sgd: momentum (0: none)", flag="--sgd-momentum")
+    sgd_nesterov: bool = setting(False, help="sgd: Nesterov momentum", flag="--sgd-nesterov")
+    scaled_adam_clipping_scale: float | None = setting(
+        2.0,
+        help="scaled_adam: clip a step's gradient norm at this times the median of the recent norms; unset: no clipping (the norm clip --gradient-clip-norm is not applied under scaled_adam)",
+        flag="--scaled-adam-clipping-scale",
+    )
+    scaled_adam_scalar_lr_scale: float = setting(
+        0.1,
+        help="scaled_adam: the rate of scalars and of each tensor's learned scale, as a share of --learning-rate",
+        flag="--scaled-adam-scalar-lr-scale",
+    )
+    scaled_adam_param_min_rms: float = setting(
+        1e-5,
+        help="scaled_adam: a tensor's RMS counts as at least this in its update, and its learned scale never shrinks it below",
+        flag="--scaled-adam-param-min-rms",
+    )
+    scaled_adam_param_max_rms: float = setting(
+        3.0,
+        help="scaled_adam: the learned scale never grows a tensor's RMS past this",
+        flag="--scaled-adam-param-max-rms",
+    )
+    lr_warmup_kind: Literal["linear", "exponential"] = setting(
+        "linear",
+        help="warmup shape: linear, or exponential (the same factor every step, from 1%% of the peak)",
+        flag="--lr-warmup-kind",
+    )
+    lr_decay_kind: Literal["polynomial", "exponential", "inverse", "eden"] = setting(
+        "polynomial",
+        help="decay shape after warmup and hold: polynomial (to --lr-min over the decay, exponent --lr-decay-exponent), exponential (geometric to --lr-min, or to 1%% of the peak without one), inverse (peak * (1 + epochs since the decay began) ** -(--lr-decay-exponent); 0.5: inverse square root), or eden (icefall's Zipformer schedule over steps and epochs, --lr-eden-batches, --lr-eden-epochs; the warmup, from half the rate, is the schedule's warmup)",
+        flag="--lr-decay-kind",
+        reference="inverse",
+        reference_note="the reference trainer's --lr-decay-exponent is an inverse epoch decay (peak * (1 + epochs) ** -exponent)",
+    )
+    lr_eden_batches: float = setting(
+        7500.0,
+        help="eden: optimizer steps after which the rate falls as steps ** -0.5 (icefall's lr_batches)",
+        flag="--lr-eden-batches",
+    )
+    lr_eden_epochs: float = setting(
+        3.5,
+        help="eden: epochs after which the rate falls as epochs ** -0.5 (icefall's lr_epochs)",
+        flag="--lr-eden-epochs",
+    )
+    lr_scale_with_batch: int | None = setting(
+        None,
+        help="scale each step's rate by its batch's utterances (all ranks, all accumulated micro-batches) / N, the reference pronunciation trainer's rule for adaptive batches; unset: no scaling",
+        flag="--lr-scale-with-batch",
+        metavar="N",
+    )
     gradient_clip_norm: float | None = setting(
         5.0,
         reference=None,
@@ -120,7 +176,22 @@ class OptimConfig:
             "gradient_clip_norm",
             "gradient_clip_value",
             "gradient_accumulation_steps",
+            "scaled_adam_clipping_scale",
+            "scaled_adam_scalar_lr_scale",
+            "scaled_adam_param_min_rms",
+            "lr_eden_batches",
+            "lr_eden_epochs",
+            "lr_scale_with_batch",
         )
+        if not 0.0 <= self.sgd_momentum < 1.0:
+            raise ValueError(f"sgd_momentum must be in [0, 1), got {self.sgd_momentum}")
+        if self.sgd_nesterov and self.sgd_momentum == 0.0:
+            raise ValueError("sgd_nesterov needs momentum: set sgd_momentum (--sgd-momentum) above 0")
+        if self.scaled_adam_param_max_rms <= self.scaled_adam_param_min_rms:
+            raise ValueError(
+                f"scaled_adam_param_max_rms={self.scaled_adam_param_max_rms} must be above "
+                f"scaled_adam_param_min_rms={self.scaled_adam_param_min_rms}"
+            )
         non_negative(
             self,
             "weight_decay",
