@@ -44,6 +44,13 @@ Budget units (names and semantics of the reference trainer's ``--adaptive-batch-
 Padded units bound the memory of the padded batch tensor; summed units bound the real audio per batch
 and let a batch of short examples pack more of them. ``padded-frames`` is the default.
 
+Static shapes for ``torch.compile`` (issue 36): with ``time_buckets`` (``TimeBuckets``) every batch's
+time axis is padded up to one of a few lengths (``TimeBuckets.pad``, after the collate), so a compiled
+model sees a handful of T instead of one per batch, each compiled once. The padding that costs is
+counted: ``plan_stats`` reports the padded frames with the buckets applied (``padding_fraction``) and how
+many distinct padded lengths the epoch has (``distinct_lengths``); with the ``padded-frames`` unit the
+budget counts the bucketed length too, so a batch never holds more padded frames than the budget.
+
 Resuming: ``state_dict()`` holds the epoch and the number of batches this rank has finished; after
 ``load_state_dict`` the next iteration rebuilds the same plan and starts after those batches, so nothing
 is replayed and no data is read to skip them (the sampler only yields indices).
@@ -51,13 +58,17 @@ is replayed and no data is read to skip them (the sampler only yields indices).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
+import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
+
+from asr_pipeline.data.collate import Batch
 
 Uneven = Literal["drop", "pad"]
 BatchUnit = Literal[
@@ -105,11 +116,81 @@ def example_costs(
 
 
 @dataclass(frozen=True)
+class TimeBuckets:
+    """The padded lengths T (frames) a batch's time axis is rounded up to, so that a compiled model sees a
+    few shapes (each compiled once) rather than one per batch.
+
+    ``lengths``: the bucket lengths, ascending. A batch longer than the last one is rounded up to a
+    multiple of ``multiple`` (a new shape each time: make the last bucket the data's longest utterance).
+    Multiples of 16 by default: Zipformer's stacks downsample T' = (T - 7) // 2 by up to 8 and upsample
+    back, and the compiled graph holds guards on T' modulo 2, 4 and 8 (``bench_compile_training.py``).
+    """
+
+    lengths: tuple[int, ...]
+    multiple: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
+        if not self.lengths or any(n < 1 for n in self.lengths):
+            raise ValueError(f"time bucket lengths must be frame counts >= 1, got {self.lengths}")
+        if list(self.lengths) != sorted(set(self.lengths)):
+            raise ValueError(f"time bucket lengths must be strictly ascending, got {self.lengths}")
+        if self.multiple < 1:
+            raise ValueError(f"multiple must be >= 1, got {self.multiple}")
+
+    @classmethod
+    def geometric(cls, longest: int, count: int = 8, ratio: float = 1.25, multiple: int = 16) -> TimeBuckets:
+        """``count`` lengths ending at ``longest`` (rounded up to ``multiple``), each ``ratio`` times the
+        previous one, rounded up to ``multiple``. A batch whose longest utterance is T then pads at most
+        to ratio * T (+ multiple): with 1.25, under 20 % of a bucket's frames are padding it adds."""
+        if count < 1 or ratio <= 1.0 or longest < 1:
+            raise ValueError(f"need count >= 1, ratio > 1 and longest >= 1; got {count}, {ratio}, {longest}")
+        top = -(-longest // multiple) * multiple
+        lengths = {top}
+        for step in range(1, count):
+            lengths.add(max(multiple, -(-int(top / ratio**step) // multiple) * multiple))
+        return cls(tuple(sorted(lengths)), multiple)
+
+    def padded_length(self, frames: int) -> int:
+        """The bucket a batch whose longest utterance has ``frames`` frames is padded to."""
+        index = int(np.searchsorted(np.asarray(self.lengths), frames, side="left"))
+        if index < len(self.lengths):
+            return self.lengths[index]
+        return -(-frames // self.multiple) * self.multiple
+
+    def padded_lengths(self, frames: np.ndarray) -> np.ndarray:
+        """``padded_length`` of every entry of ``frames``."""
+        frames = np.asarray(frames, dtype=np.int64)
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        index = np.searchsorted(lengths, frames, side="left")
+        beyond = -(-frames // self.multiple) * self.multiple
+        return np.where(index < len(lengths), lengths[np.minimum(index, len(lengths) - 1)], beyond)
+
+    def pad(self, batch: Batch) -> Batch:
+        """``batch`` with features (B, T, F) zero-padded to (B, padded_length(T), F); lengths unchanged,
+        so models mask the new frames like any other padding. A batch of B = 0 is returned as it is."""
+        frames = batch.features.size(1)
+        if batch.features.size(0) == 0:
+            return batch
+        extra = self.padded_length(frames) - frames
+        if extra == 0:
+            return batch
+        features = torch.nn.functional.pad(batch.features, (0, 0, 0, extra))  # (B, T_bucket, F)
+        return dataclasses.replace(batch, features=features)
+
+    def to_list(self) -> list:
+        return [list(self.lengths), self.multiple]
+
+
+@dataclass(frozen=True)
 class BatchPlanStats:
     """One epoch's plan over all ranks (after evening out), in frames T.
 
-    ``padding_efficiency`` = real frames / padded frames (1.0: no padding). ``oversized_batches``: batches
-    of one example whose cost alone exceeds the budget (0 for fixed batch sizes).
+    ``padding_efficiency`` = real frames / padded frames (1.0: no padding); ``padding_fraction`` its
+    complement, the share of computed frames that are padding. With time buckets the padded frames are the
+    bucketed ones. ``distinct_lengths``: how many different padded T the plan's batches have (what a
+    compiled model compiles for). ``oversized_batches``: batches of one example whose cost alone exceeds
+    the budget (0 for fixed batch sizes).
     """
 
     batches: int
@@ -118,10 +199,15 @@ class BatchPlanStats:
     real_frames: int
     padded_frames: int
     oversized_batches: int
+    distinct_lengths: int = 0
 
     @property
     def padding_efficiency(self) -> float:
         return self.real_frames / self.padded_frames if self.padded_frames else 1.0
+
+    @property
+    def padding_fraction(self) -> float:
+        return 1.0 - self.padding_efficiency
 
     @property
     def mean_batch_size(self) -> float:
@@ -135,6 +221,8 @@ class BatchPlanStats:
             "real_frames": self.real_frames,
             "padded_frames": self.padded_frames,
             "padding_efficiency": self.padding_efficiency,
+            "padding_fraction": self.padding_fraction,
+            "distinct_lengths": self.distinct_lengths,
             "mean_batch_size": self.mean_batch_size,
             "oversized_batches": self.oversized_batches,
         }
@@ -178,6 +266,9 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             window of that many shards at a time (module docstring, 1). Ignored without ``shuffle`` (index
             order reads shards in order already); an ``EpochPlan`` that sorts the epoch ascending sorts
             each window of shards, the windows in index order.
+        time_buckets: pad each batch's T up to one of these lengths (module docstring); the caller pads
+            the collated batch with ``time_buckets.pad``; the sampler counts the padding and, in the
+            ``padded-frames`` unit, budgets for it.
     """
 
     def __init__(
@@ -200,6 +291,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         epoch_plan: Callable[[int], EpochPlan | None] | None = None,
         groups: Sequence[int] | np.ndarray | None = None,
         group_window: int | None = None,
+        time_buckets: TimeBuckets | None = None,
     ) -> None:
         if (batch_size is None) == (budget is None):
             raise ValueError(f"give exactly one of batch_size (fixed batches) or budget (in {unit})")
@@ -226,6 +318,10 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         self.unit = unit
         # Costs are computed (and the unit checked) even for fixed batches, so a bad unit fails early.
         self.costs = example_costs(unit, self.lengths, durations_ms, feature_dim)
+        self.time_buckets = time_buckets
+        if time_buckets is not None and unit == "padded-frames":
+            # A batch's padded tensor holds B * its bucket's T frames: budget for that.
+            self.costs = time_buckets.padded_lengths(self.costs)
         self.max_samples = max_samples
         self.sort_buffer_size = sort_buffer_size
         self.sort_descending = sort_descending
@@ -274,7 +370,10 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         epoch = self.epoch if epoch is None else epoch
         batches = self._plan_all_ranks(epoch)
         real = sum(int(self.lengths[b].sum()) for b in batches)
-        padded = sum(len(b) * int(self.lengths[b].max()) for b in batches)
+        longest = [int(self.lengths[b].max()) for b in batches]
+        if self.time_buckets is not None:
+            longest = [self.time_buckets.padded_length(t) for t in longest]
+        padded = sum(len(b) * t for b, t in zip(batches, longest, strict=True))
         oversized = 0
         budget = self._plan_of(epoch).budget or self.budget
         if budget is not None:
@@ -286,6 +385,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             real_frames=real,
             padded_frames=padded,
             oversized_batches=oversized,
+            distinct_lengths=len(set(longest)),
         )
 
     def _plan_all_ranks(self, epoch: int) -> list[list[int]]:
@@ -429,6 +529,8 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         ]
         if self.group_window is not None:  # appended, so plans without windows match older checkpoints
             batching += ["shard_window", self.group_window]
+        if self.time_buckets is not None:  # bucketed budgets cut other batches
+            batching += ["time_buckets", self.time_buckets.to_list()]
         return batching
 
     def _legacy_batching(self) -> list | None:
@@ -472,5 +574,6 @@ __all__ = [
     "BatchUnit",
     "EpochPlan",
     "LengthBucketedBatchSampler",
+    "TimeBuckets",
     "example_costs",
 ]

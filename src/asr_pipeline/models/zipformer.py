@@ -297,11 +297,15 @@ class Zipformer(nn.Module):
                 f"expected features of shape (B, T, {self.config.input_dim}), got {tuple(features.shape)}; "
                 "check that the feature extractor and the model config agree on input_dim"
             )
-        shortest = int(feature_lengths.min()) if feature_lengths.numel() else MIN_INPUT_FRAMES
-        if min(shortest, features.size(1)) < MIN_INPUT_FRAMES:
+        shortest = features.size(1)
+        # Reading the lengths' minimum is a device sync and, under torch.compile, a graph break (issue 36):
+        # eager calls check every utterance, a compiled forward only the padded T, a static shape.
+        if feature_lengths.numel() and not torch.compiler.is_compiling():
+            shortest = min(shortest, int(feature_lengths.min()))
+        if shortest < MIN_INPUT_FRAMES:
             raise ValueError(
                 f"Zipformer needs at least {MIN_INPUT_FRAMES} input frames (90 ms at a 10 ms hop) per "
-                f"utterance, got a length of {min(shortest, features.size(1))}: its front end turns L frames "
+                f"utterance, got a length of {shortest}: its front end turns L frames "
                 "into (L - 7) // 2. Drop shorter utterances (a minimum duration in the data config) or pad them."
             )
         features = normalize_input(features, feature_lengths, self.config.input_normalization)  # (B, T, F)
