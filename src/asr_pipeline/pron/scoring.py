@@ -10,7 +10,8 @@ Loss: mean squared error at each level (scores scaled to 0-1 so the levels weigh
 the aligner's CTC loss on the canonical phones; the reference's lesson is that the CTC loss must be off (weight 0,
 the default) while the head trains, so the aligner is frozen then and its features are computed once. Optimiser:
 AdamW with linear warmup and cosine decay; the peak rate is ``learning_rate * batch_size / reference_batch_size``
-(the linear scaling rule, Goyal et al. 2017). Every epoch is scored on a validation part of the training set (cut by
+(the linear scaling rule, Goyal et al. 2017; ``training.optimizers.batch_scaled_lr``, which the Trainer's
+``optim.lr_scale_with_batch`` shares). Every epoch is scored on a validation part of the training set (cut by
 utterance id) and the best epoch's weights are kept: the reference found the best checkpoint is rarely the last.
 """
 
@@ -32,6 +33,7 @@ from asr_pipeline.pron.evaluation import correlations
 from asr_pipeline.pron.gop import gop_scores
 from asr_pipeline.pron.speechocean import ScoredUtterance
 from asr_pipeline.text.phones import phone_ids
+from asr_pipeline.training.optimizers import batch_scaled_lr
 
 LEVELS = ("phone", "word", "utterance")
 SCALES = {"phone": 2.0, "word": 10.0, "utterance": 10.0}  # SpeechOcean762's label ranges
@@ -59,7 +61,8 @@ class ScoringOptions:
 
     @property
     def peak_learning_rate(self) -> float:
-        return self.learning_rate * self.batch_size / self.reference_batch_size
+        # The one implementation of the rule, shared with the Trainer's optim.lr_scale_with_batch.
+        return batch_scaled_lr(self.learning_rate, self.batch_size, self.reference_batch_size)
 
 
 @dataclass

@@ -202,6 +202,8 @@ class Trainer:
                 flush=True,
             )
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
+        # This rank's utterances in the current accumulation window (optim.lr_scale_with_batch).
+        self.step_utterances = 0
         self._attach_model()
 
     def _attach_model(self) -> None:
@@ -347,7 +349,7 @@ class Trainer:
             "steps": self.step,
             "audio_hours": audio_ms / 3.6e6,
             "duration_sec": time.perf_counter() - started,
-            "lr": self.learning_rate(max(self.step - 1, 0), epoch),
+            "lr": self.optimization.logged_rate(self.step, epoch),
             **self.counters,
         }
 
@@ -375,6 +377,7 @@ class Trainer:
         self.epoch_skipped_examples += len(batch.skipped)  # undecodable audio etc. (data.collate)
         self.epoch_skipped_first += batch.skipped[: SKIPPED_SHOWN - len(self.epoch_skipped_first)]
         micro, self.micro = self.micro, self.micro + 1  # counted on every rank, empty batches included
+        self.step_utterances += len(batch)
         if len(batch) == 0:
             self._backward_empty(last_micro)
             return
@@ -437,8 +440,13 @@ class Trainer:
     def optimizer_step(self) -> bool:
         """The update closing an accumulation window (``training.optimization``); the clock moves on
         either way. Returns False when the step was skipped for a non-finite gradient norm (counted)."""
-        applied = self.optimization.step(self.model, self.step, self.epoch)
+        batch_size = None
+        if self.optimization.config.lr_scale_with_batch is not None:  # the same rate on every rank
+            local = torch.tensor([float(self.step_utterances)], dtype=torch.float64, device=self.ctx.device)
+            batch_size = float(all_reduce_sum(local).item())
+        applied = self.optimization.step(self.model, self.step, self.epoch, batch_size)
         self.micro = 0
+        self.step_utterances = 0
         if not applied:
             self.health.note_skipped_step()
         self.step += 1
@@ -456,7 +464,7 @@ class Trainer:
             epoch,
             {
                 "loss": loss,
-                "lr": self.learning_rate(self.step - 1, epoch),
+                "lr": self.optimization.logged_rate(self.step, epoch),
                 "grad_norm": float(self.optimization.grad_norm),
                 "audio_seconds_per_sec": audio_ms / 1000 / elapsed,
                 "utterances": int(utterances),

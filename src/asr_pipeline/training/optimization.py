@@ -1,5 +1,6 @@
-"""One rank's optimizer side of training: AdamW, the f16 loss scaler, gradient clipping, the learning rate
-(a step schedule or validation-driven Newbob control) and the weight EMA, behind ``Optimization``.
+"""One rank's optimizer side of training: the optimizer (``optim.optimizer``, ``training.optimizers``), the
+f16 loss scaler, gradient clipping, the learning rate (a step schedule or validation-driven Newbob control,
+optionally scaled with the batch) and the weight EMA, behind ``Optimization``.
 
 The learning rate of optimizer update ``step + 1`` in (0-based) epoch ``epoch``:
 
@@ -11,6 +12,13 @@ The learning rate of optimizer update ``step + 1`` in (0-based) epoch ``epoch``:
   control decides every change after warmup. The control learns each epoch's validation score through
   ``record_validation`` (the epoch loop calls it on every rank with rank 0's scores) and its state goes into
   the checkpoint, so a resumed run continues the same rates.
+
+With ``optim.lr_scale_with_batch: N`` the rate above is multiplied by the step's utterances (summed over
+ranks and accumulated micro-batches) / N (``optimizers.batch_scaled_lr``): under adaptive batches each step
+sees a different number. The rate logged is the one applied (``applied_lr``).
+
+Under ``scaled_adam`` the optimizer clips by its own rule (the median recent norm), so the norm clip
+(``gradient_clip_norm``) only measures; a value clip still applies.
 
 Gradients are all-reduced before ``step``, so every rank measures the same norm and takes (or skips, for a
 non-finite norm) the same step.
@@ -29,29 +37,27 @@ from asr_pipeline.training.config import OptimConfig, TrainConfig, peak_learning
 from asr_pipeline.training.ema import WeightEMA
 from asr_pipeline.training.growth import widen_ema, widen_optimizer
 from asr_pipeline.training.lr_control import Decision, NewbobControl
+from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer, decay_groups
 from asr_pipeline.training.schedule import LRSchedule, lr_schedule
 
 
-def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay matrices and conv kernels only: decaying norm scales and biases pulls them towards 0, which
-    regularises nothing useful (the nanoGPT / GPT-2 convention)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-
-
-def adamw(model: nn.Module, weight_decay: float, lr: float) -> torch.optim.AdamW:
-    """AdamW over ``decay_groups``, fused (one kernel over all tensors) where torch has it: on the CPU the
-    default per-tensor loop cost the demo Zipformer's 416 tensors ~30 ms a step, the fused step ~8 ms
-    (docs/results/accuracy-per-minute.md, "The optimizer step")."""
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
-    return torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, fused=fused)
+def build(model: nn.Module, optim: OptimConfig, lr: float) -> torch.optim.Optimizer:
+    """``optim.optimizer`` over ``model`` with ``optim``'s options."""
+    options: dict[str, Any] = {}
+    if optim.optimizer == "sgd":
+        options = {"momentum": optim.sgd_momentum, "nesterov": optim.sgd_nesterov}
+    elif optim.optimizer == "scaled_adam":
+        options = {
+            "clipping_scale": optim.scaled_adam_clipping_scale,
+            "scalar_lr_scale": optim.scaled_adam_scalar_lr_scale,
+            "param_min_rms": optim.scaled_adam_param_min_rms,
+            "param_max_rms": optim.scaled_adam_param_max_rms,
+        }
+    return build_optimizer(optim.optimizer, model, lr=lr, weight_decay=optim.weight_decay, options=options)
 
 
 class Optimization:
-    """AdamW over ``model`` (unwrapped: DDP wraps the same parameters), its scaler, rate and EMA."""
+    """The optimizer over ``model`` (unwrapped: DDP wraps the same parameters), its scaler, rate and EMA."""
 
     def __init__(
         self, model: nn.Module, config: TrainConfig, device: torch.device, steps_per_epoch: int
@@ -59,7 +65,7 @@ class Optimization:
         optim = config.optim
         self.config = optim
         self.peak_lr = peak_learning_rate(config)
-        self.optimizer = adamw(model, optim.weight_decay, self.peak_lr)
+        self.optimizer = build(model, optim, self.peak_lr)
         # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
         # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
         self.scaler = torch.amp.GradScaler(device.type, enabled=config.run.precision == "f16")
@@ -69,13 +75,14 @@ class Optimization:
         self.control = NewbobControl(optim.newbob, self.peak_lr) if optim.lr_control == "newbob" else None
         self.ema = WeightEMA(model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
         self.grad_norm = torch.tensor(0.0)  # the last step's, before clipping
+        self.applied_lr: float | None = None  # the last update's rate, batch scaling included
 
     def rebuild(self, old_model: nn.Module, model: nn.Module, carry: bool) -> None:
         """Optimize ``model``, a widened rebuild of ``old_model`` (training.growth), from now on: a new
-        AdamW with the same settings, and a new EMA; with ``carry``, the old state copied into them
+        optimizer with the same settings, and a new EMA; with ``carry``, the old state copied into them
         (``growth.widen_optimizer``, ``growth.widen_ema``)."""
         old = self.optimizer
-        self.optimizer = adamw(model, self.config.weight_decay, self.peak_lr)
+        self.optimizer = build(model, self.config, self.peak_lr)
         if carry:
             widen_optimizer(old, self.optimizer, old_model, model)
         if self.ema is not None:
@@ -100,11 +107,33 @@ class Optimization:
         """The loss to call ``backward`` on (scaled up under f16)."""
         return self.scaler.scale(loss)
 
-    def step(self, model: nn.Module, step: int, epoch: int) -> bool:
+    def applied_rate(self, step: int, epoch: int, batch_size: float | None = None) -> float:
+        """The rate update ``step + 1`` applies: ``learning_rate``, scaled by ``batch_size`` (utterances,
+        all ranks) / ``optim.lr_scale_with_batch`` when that is set."""
+        rate = self.learning_rate(step, epoch)
+        reference = self.config.lr_scale_with_batch
+        if reference is None:
+            return rate
+        if batch_size is None:
+            raise ValueError(
+                "optim.lr_scale_with_batch is set but the step was not told its batch size: pass batch_size"
+            )
+        return batch_scaled_lr(rate, batch_size, reference)
+
+    def logged_rate(self, steps_taken: int, epoch: int) -> float:
+        """The rate to log once ``steps_taken`` updates ran: under batch scaling the last one applied (it
+        depends on that batch), else the schedule's rate of the last update."""
+        if self.config.lr_scale_with_batch is not None and self.applied_lr is not None:
+            return self.applied_lr
+        return self.learning_rate(max(steps_taken - 1, 0), epoch)
+
+    def step(self, model: nn.Module, step: int, epoch: int, batch_size: float | None = None) -> bool:
         """Unscale, measure and clip the gradients, and update unless their norm is non-finite; then zero
-        them and update the EMA. Returns whether the update was taken."""
+        them and update the EMA. ``batch_size``: the step's utterances over all ranks (needed only under
+        ``optim.lr_scale_with_batch``). Returns whether the update was taken."""
         self.scaler.unscale_(self.optimizer)
-        clip = self.config.gradient_clip_norm or math.inf  # inf: measure the norm, clip nothing
+        # inf: measure the norm, clip nothing (scaled_adam clips by its own median rule).
+        clip = (self.config.optimizer != "scaled_adam" and self.config.gradient_clip_norm) or math.inf
         self.grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         if (
             self.config.gradient_clip_value is not None
@@ -112,9 +141,10 @@ class Optimization:
             torch.nn.utils.clip_grad_value_(model.parameters(), self.config.gradient_clip_value)
         applied = bool(torch.isfinite(self.grad_norm))
         if applied:
-            rate = self.learning_rate(step, epoch)
+            rate = self.applied_rate(step, epoch, batch_size)
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
+            self.applied_lr = rate
             self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -147,4 +177,4 @@ class Optimization:
             self.control.load_state_dict(state["lr_control"])
 
 
-__all__ = ["Optimization", "decay_groups"]
+__all__ = ["Optimization", "build", "decay_groups"]

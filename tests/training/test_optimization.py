@@ -1,0 +1,130 @@
+"""training.optimization (the rank's optimizer side) and training.optimizers (the choice, the batch rule)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asr_pipeline.pron.scoring import ScoringOptions
+from asr_pipeline.training.config import resolve_config
+from asr_pipeline.training.optimization import Optimization
+from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer
+from asr_pipeline.training.scaled_adam import ScaledAdam
+
+CPU = torch.device("cpu")
+
+
+def config(**optim):
+    return resolve_config({"data": {"train_manifests": ["train.jsonl"]}, "optim": optim})
+
+
+def tiny_model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+def backward(model: torch.nn.Module, scale: float = 1.0) -> None:
+    inputs = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
+    (model(inputs).pow(2).mean() * scale).backward()
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("adamw", torch.optim.AdamW),
+        ("adam", torch.optim.Adam),
+        ("sgd", torch.optim.SGD),
+        ("scaled_adam", ScaledAdam),
+    ],
+)
+def test_each_optimizer_name_builds_its_optimizer_over_the_decay_groups(name, kind):
+    optimizer = build_optimizer(name, tiny_model(), lr=0.01, weight_decay=0.1)
+    assert type(optimizer) is kind
+    # group 0 decays the matrices, group 1 (biases) does not: a schedule's decay finds group 0 either way
+    assert [len(g["params"]) for g in optimizer.param_groups] == [2, 2]
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.1, 0.0]
+
+
+def test_sgd_takes_momentum_and_nesterov_from_the_config():
+    optimization = Optimization(
+        tiny_model(), config(optimizer="sgd", sgd_momentum=0.8, sgd_nesterov=True), CPU, 10
+    )
+    group = optimization.optimizer.param_groups[0]
+    assert (group["momentum"], group["nesterov"]) == (0.8, True)
+
+
+def test_scaled_adam_takes_its_options_from_the_config():
+    chosen = config(optimizer="scaled_adam", scaled_adam_clipping_scale=3.0, scaled_adam_param_max_rms=2.0)
+    group = Optimization(tiny_model(), chosen, CPU, 10).optimizer.param_groups[0]
+    assert (group["clipping_scale"], group["param_max_rms"], group["scalar_lr_scale"]) == (3.0, 2.0, 0.1)
+
+
+def test_an_unknown_optimizer_names_the_known_ones():
+    with pytest.raises(ValueError, match="adamw, adam, sgd, scaled_adam"):
+        build_optimizer("lion", tiny_model(), lr=0.01, weight_decay=0.0)
+
+
+@pytest.mark.parametrize(("batch", "lr"), [(8, 1e-3), (16, 2e-3), (4, 5e-4), (0, 0.0), (12, 1.5e-3)])
+def test_batch_scaled_lr_is_linear_in_the_batch_size(batch, lr):
+    assert batch_scaled_lr(1e-3, batch, 8) == pytest.approx(lr)
+
+
+def test_the_scoring_head_uses_the_same_rule():
+    options = ScoringOptions(learning_rate=1e-3, batch_size=24, reference_batch_size=8)
+    assert options.peak_learning_rate == batch_scaled_lr(1e-3, 24, 8) == pytest.approx(3e-3)
+
+
+def test_under_lr_scale_with_batch_each_step_applies_and_logs_the_rate_times_batch_over_n():
+    # Step schedule, no warmup, a long decay: the schedule's rate stays ~1e-3 (read from it, exactly).
+    chosen = config(learning_rate=1e-3, lr_warmup_steps=0, lr_decay_steps=10**6, lr_scale_with_batch=8)
+    model = tiny_model()
+    optimization = Optimization(model, chosen, CPU, steps_per_epoch=10)
+    for step, utterances in enumerate([8, 20, 3]):
+        backward(model)
+        assert optimization.step(model, step, 0, batch_size=utterances)
+        expected = optimization.learning_rate(step, 0) * utterances / 8
+        assert expected == pytest.approx(1e-3 * utterances / 8, rel=1e-5)
+        assert [g["lr"] for g in optimization.optimizer.param_groups] == pytest.approx([expected] * 2)
+        assert optimization.logged_rate(step + 1, 0) == pytest.approx(expected)
+
+
+def test_without_lr_scale_with_batch_the_batch_size_changes_nothing():
+    chosen = config(learning_rate=1e-3, lr_warmup_steps=0, lr_decay_steps=10**6)
+    model = tiny_model()
+    optimization = Optimization(model, chosen, CPU, steps_per_epoch=10)
+    backward(model)
+    optimization.step(model, 0, 0, batch_size=40)
+    assert optimization.applied_lr == optimization.learning_rate(0, 0) == optimization.logged_rate(1, 0)
+
+
+def test_lr_scale_with_batch_without_a_batch_size_is_a_one_line_error():
+    model = tiny_model()
+    optimization = Optimization(model, config(lr_scale_with_batch=8), CPU, steps_per_epoch=10)
+    backward(model)
+    with pytest.raises(ValueError, match="pass batch_size"):
+        optimization.step(model, 0, 0)
+
+
+def test_scaled_adam_clips_by_its_own_rule_so_the_norm_clip_only_measures():
+    # Gradients of norms far above gradient_clip_norm 0.001, 100x apart: AdamW's path would clip both to
+    # 0.001 (Adam's normalisation hides one clip, not two unequal ones); scaled_adam's must not (no median
+    # yet in 2 steps), so the updates equal a bare ScaledAdam's.
+    chosen = config(
+        optimizer="scaled_adam",
+        learning_rate=0.05,
+        lr_warmup_steps=0,
+        lr_decay_steps=10**6,
+        gradient_clip_norm=0.001,
+    )
+    model, reference_model = tiny_model(), tiny_model()
+    optimization = Optimization(model, chosen, CPU, steps_per_epoch=10)
+    reference = ScaledAdam(reference_model.parameters(), lr=0.05)
+    for step, scale in enumerate([100.0, 1.0]):
+        backward(model, scale=scale)
+        backward(reference_model, scale=scale)
+        optimization.step(model, step, 0)
+        reference.step()
+        reference.zero_grad()
+        assert float(optimization.grad_norm) > 0.01
+    for ours, theirs in zip(model.parameters(), reference_model.parameters(), strict=True):
+        torch.testing.assert_close(ours, theirs)
