@@ -70,7 +70,8 @@ def speech_aligner_config(variant: str | None = None, **values: object) -> Speec
     size = SIZES[name]
     if "channels" in values:
         values["channels"] = tuple(values["channels"])  # type: ignore[arg-type]
-    return replace(SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads), **values)  # type: ignore[arg-type]
+    config = SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads)
+    return replace(config, **values)  # type: ignore[arg-type]
 
 
 class SqueezeExcitation(nn.Module):

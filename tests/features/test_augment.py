@@ -1,4 +1,5 @@
-"""SpecAugment lives in features/augment.py; its tests sit with the data tests that use it."""
+"""features.augment: SpecAugment's masks stay within the utterance and their widths, fill with the
+utterance mean, and leave the input alone."""
 
 from __future__ import annotations
 
