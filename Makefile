@@ -6,15 +6,21 @@ export KEDRO_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo test test-all lint format bench docs docs-build clean-demo
+.PHONY: setup demo repro test test-all lint format bench docs docs-build clean-demo
 
 setup:
 	bash .ci/setup.sh
 
+# Every stage's code fingerprint first (conf/stage_code/): DVC sees a code edit only through it.
 demo: setup
 	@test -d .dvc || $(BIN)/dvc init -q
+	$(BIN)/python -m asr_pipeline.stage_deps --write
 	time $(BIN)/dvc repro
 	@$(BIN)/python -m asr_pipeline.decoding.results
+
+repro:  # what is stale, after rewriting the code fingerprints (`make repro STAGE=features` for one stage)
+	$(BIN)/python -m asr_pipeline.stage_deps --write
+	$(BIN)/dvc repro $(STAGE)
 
 test: setup
 	$(BIN)/pytest -m "not slow" -q

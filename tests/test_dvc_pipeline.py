@@ -326,6 +326,13 @@ def _changed_stages(project: Path) -> set[str]:
     return set(json.loads(run(["dvc", "status", "--json"], project).stdout))
 
 
+def _write_fingerprints(project: Path) -> None:
+    """`python -m asr_pipeline.stage_deps --write` on ``project``'s own sources (what `make repro` runs first)."""
+    run(
+        [sys.executable, "-m", "asr_pipeline.stage_deps", "--write"], project, PYTHONPATH=str(project / "src")
+    )
+
+
 def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(origin):
     from asr_pipeline.stage_deps import STAGE_ENTRY_MODULES, stage_code_deps
 
@@ -353,10 +360,14 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
     for path in edited:
         original = (project / path).read_text()
         (project / path).write_text(original + "\n# edited\n")
+        # DVC sees code only through the stages' fingerprints: unwritten, the edit changes nothing it tracks.
+        assert _changed_stages(project) == set(), path
+        _write_fingerprints(project)
         expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in EVAL_SPLITS}
         expected |= {s for s in importers[path] if s != "evaluate"}
         assert _changed_stages(project) == expected, path
         (project / path).write_text(original)
+        _write_fingerprints(project)
     assert _changed_stages(project) == set()
 
 

@@ -1,5 +1,6 @@
-"""Every DVC stage depends on all the code it runs: dvc.yaml's generated `# code:` blocks are current, and the
-static import closure covers what the stage really imports at run time."""
+"""Every DVC stage depends on all the code it runs: each stage's fingerprint file (conf/stage_code/) is current and
+named in dvc.yaml, it changes with any file the stage runs, and the static import closure covers what the stage
+really imports at run time."""
 
 from __future__ import annotations
 
@@ -9,14 +10,62 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from asr_pipeline.stage_deps import PROJECT_ROOT, STAGE_ENTRY_MODULES, render, stage_code_deps
+from asr_pipeline.stage_deps import (
+    PROJECT_ROOT,
+    STAGE_ENTRY_MODULES,
+    fingerprint,
+    fingerprint_path,
+    render,
+    stage_code_deps,
+    stale_fingerprints,
+)
 
 
-def test_dvc_yaml_lists_the_current_code_deps_of_every_stage():
+def test_every_stages_fingerprint_file_is_current():
+    assert stale_fingerprints() == [], (
+        "run `python -m asr_pipeline.stage_deps --write` and commit conf/stage_code"
+    )
+
+
+def test_dvc_yaml_names_each_stages_fingerprint_as_its_code_dep():
     current = (PROJECT_ROOT / "dvc.yaml").read_text()
+    stages = yaml.safe_load(current)["stages"]
 
     assert render(current) == current, "run `python -m asr_pipeline.stage_deps --write` and commit dvc.yaml"
+    for stage in STAGE_ENTRY_MODULES:
+        deps = stages[stage].get("do", stages[stage])["deps"]
+        assert fingerprint_path(stage) in deps, stage
+        assert not [dep for dep in deps if str(dep).startswith(("src/", "kernels/"))], (
+            "no code lists in dvc.yaml"
+        )
+
+
+def test_a_fingerprint_hashes_the_stages_files_and_lists_them_below():
+    first, *listed = fingerprint("features").splitlines()
+
+    assert len(first) == 64 and int(first, 16) >= 0
+    assert listed == stage_code_deps("features")
+
+
+def test_editing_one_file_a_stage_runs_changes_its_fingerprint_and_no_unrelated_ones(monkeypatch):
+    from asr_pipeline import stage_deps
+
+    path = "src/asr_pipeline/demo/synthesis.py"
+    before = {stage: fingerprint(stage) for stage in STAGE_ENTRY_MODULES}
+    real_read_bytes = Path.read_bytes
+    edited = (PROJECT_ROOT / path).resolve()
+    monkeypatch.setattr(
+        Path,
+        "read_bytes",
+        lambda self: real_read_bytes(self) + (b"\n# edited\n" if self.resolve() == edited else b""),
+    )
+    after = {stage: stage_deps.fingerprint(stage) for stage in STAGE_ENTRY_MODULES}
+
+    changed = {stage for stage in STAGE_ENTRY_MODULES if after[stage] != before[stage]}
+    assert changed == {stage for stage in STAGE_ENTRY_MODULES if path in stage_code_deps(stage)}
+    assert "demo_corpus" in changed and "train" not in changed
 
 
 def test_every_stage_depends_on_kedros_own_project_files():
