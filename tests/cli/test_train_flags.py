@@ -489,6 +489,7 @@ REFERENCE_DEFAULTS = {
     "data.waveform_noise_kind": "uniform",
     "data.max_audio_duration_filters_validation": True,
     "optim.gradient_clip_norm": None,
+    "optim.lr_decay_kind": "inverse",
     "validation.decoding.beam_width": 1,
 }
 
