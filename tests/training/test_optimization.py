@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -10,6 +12,8 @@ from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer
 from asr_pipeline.training.scaled_adam import ScaledAdam
+
+from .conftest import events, run_in_process, tiny_config
 
 CPU = torch.device("cpu")
 
@@ -128,3 +132,47 @@ def test_scaled_adam_clips_by_its_own_rule_so_the_norm_clip_only_measures():
         assert float(optimization.grad_norm) > 0.01
     for ours, theirs in zip(model.parameters(), reference_model.parameters(), strict=True):
         torch.testing.assert_close(ours, theirs)
+
+
+# --- in a training run ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_run_with_lr_scale_with_batch_applies_and_logs_each_steps_rate_times_its_utterances_over_n(
+    corpus, tokenizer_path, tmp_path, single_process, monkeypatch
+):
+    applied: list[tuple[float, float]] = []  # (utterances, rate) of each update, as the optimizer saw them
+    original = Optimization.step
+
+    def recording_step(self, model, step, epoch, batch_size=None):
+        taken = original(self, model, step, epoch, batch_size)
+        applied.append((batch_size, self.optimizer.param_groups[0]["lr"]))
+        assert self.optimizer.param_groups[0]["lr"] == pytest.approx(
+            self.learning_rate(step, epoch) * batch_size / 4
+        )
+        return taken
+
+    monkeypatch.setattr(Optimization, "step", recording_step)
+    config = tiny_config(corpus, tokenizer_path, tmp_path / "run", log_every=1)
+    config["optim"] |= {"lr_scale_with_batch": 4}
+    run_in_process(config)
+
+    sizes = {size for size, _ in applied}
+    assert len(sizes) > 1, f"adaptive batches should differ in size, got {sizes}"
+    logged = [event["values"]["lr"] for event in events(tmp_path / "run", "train")]
+    assert logged == pytest.approx([rate for _, rate in applied])
+
+
+@pytest.mark.slow
+def test_scaled_adam_with_eden_trains_the_tiny_model(corpus, tokenizer_path, tmp_path, single_process):
+    config = tiny_config(corpus, tokenizer_path, tmp_path / "run")
+    config["optim"] |= {
+        "epochs": 3,
+        "optimizer": "scaled_adam",
+        "learning_rate": 0.045,
+        "lr_decay_kind": "eden",
+        "lr_eden_batches": 20,
+    }
+    run_in_process(config)
+
+    losses = [event["values"]["loss"] for event in events(tmp_path / "run", "train")]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert losses[-1] < losses[0]
