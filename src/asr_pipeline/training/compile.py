@@ -1,0 +1,177 @@
+"""``torch.compile`` for training (issue 36): static or dynamic time axes, the compile cache reused across
+runs and resumes, and counts of graph breaks and recompilations.
+
+Shapes. A compiled model specialises on its input shapes: with the default ``dynamic=None`` the first
+batch's (B, T) compiles a static graph, the second distinct shape recompiles with dynamic sizes, and any
+size the graph branches on (Zipformer's T' modulo 2, 4 and 8) adds guards that recompile again. Two ways
+to keep a run of varying batches to a few graphs:
+
+- bucketed static shapes: ``data.sampler.TimeBuckets`` pads every batch's T to one of a few lengths;
+  each bucket compiles once (``mark_batch_shapes(..., "buckets")``: B dynamic, T static), at the price
+  of the padded frames the sampler reports;
+- a dynamic time axis: ``mark_batch_shapes(..., "dynamic")`` marks T dynamic before the first call, so
+  the first compile is already symbolic in T (fewer graphs, kernels generic in T).
+
+The cache. Inductor keeps its compiled kernels and FX graphs on disk in ``TORCHINDUCTOR_CACHE_DIR``
+(default ``/tmp/torchinductor_<user>``, lost with /tmp) and AOTAutograd's graphs alongside.
+``CompileCache`` points that variable at a folder the run names (``<cache>/inductor``) and keeps torch's
+"mega-cache" (``torch.compiler.save_cache_artifacts``: every cached artifact of this process in one
+blob) as ``<cache>/artifacts.bin``: ``load`` before the first compiled step, ``save`` after the compiled
+shapes have been seen. A second run or a resume with the same folder then compiles from the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+Shapes = Literal["auto", "buckets", "dynamic"]
+SHAPE_MODES: tuple[str, ...] = ("auto", "buckets", "dynamic")
+ARTIFACTS = "artifacts.bin"
+
+
+def compile_model(model: nn.Module, fullgraph: bool = False, backend: str = "inductor") -> nn.Module:
+    """``torch.compile(model)`` with dynamo's default shape handling; ``mark_batch_shapes`` on each
+    batch's tensors says which sizes vary. ``fullgraph`` turns a graph break into an error. ``backend``:
+    ``inductor`` for speed; ``aot_eager`` traces forward and backward the same way without generating
+    kernels (graph breaks and recompilations are dynamo's, so they count the same; on the 2-core dev box
+    inductor took 384 s for one shape of the tiny Zipformer's training step, aot_eager 20 s)."""
+    return torch.compile(model, fullgraph=fullgraph, backend=backend)
+
+
+def mark_batch_shapes(features: Tensor, lengths: Tensor, shapes: Shapes) -> None:
+    """Tell dynamo which sizes of a (B, T, F) batch and its (B,) lengths vary, before the compiled call.
+
+    ``buckets``: B varies (a symbol from the first call: batch sizes vary within a bucket), T stays
+    static (one graph per bucket length: ``data.sampler.TimeBuckets`` pads T to a few). ``dynamic``: B
+    and T are symbols from the first call, so most new lengths reuse the graph (kernels are generic in T;
+    a model that branches on T, as Zipformer's upsampling does on T' modulo 8, still adds guards).
+    ``auto``: dynamo's default, each size static until it changes once, then dynamic.
+    """
+    if shapes not in SHAPE_MODES:
+        raise ValueError(f"compile shapes must be one of {', '.join(SHAPE_MODES)}; got {shapes!r}")
+    if shapes == "auto":
+        return
+    # maybe_: a batch of one stays specialised rather than failing the mark
+    torch._dynamo.maybe_mark_dynamic(features, 0)
+    torch._dynamo.maybe_mark_dynamic(lengths, 0)
+    if shapes == "buckets":
+        torch._dynamo.mark_static(features, 1)
+    else:
+        torch._dynamo.maybe_mark_dynamic(features, 1)
+
+
+@dataclass(frozen=True)
+class CompileCounts:
+    """What dynamo did between two ``compile_counts()`` snapshots (``after - before``).
+
+    ``compiles``: frames dynamo compiled (the first compile of each frame included; with no graph break a
+    model's forward is one frame, so ``compiles - 1`` are recompilations); ``graphs``: FX graphs
+    captured; ``graph_breaks``: breaks, by reason in dynamo's counters; ``cache_hits`` / ``cache_misses``:
+    inductor's FX-graph cache (a warm cache shows hits and no misses).
+    """
+
+    compiles: int
+    graphs: int
+    graph_breaks: int
+    cache_hits: int
+    cache_misses: int
+
+    def __sub__(self, other: CompileCounts) -> CompileCounts:
+        return CompileCounts(
+            self.compiles - other.compiles,
+            self.graphs - other.graphs,
+            self.graph_breaks - other.graph_breaks,
+            self.cache_hits - other.cache_hits,
+            self.cache_misses - other.cache_misses,
+        )
+
+
+def compile_counts() -> CompileCounts:
+    """dynamo's and inductor's process-wide counters now; subtract two snapshots for one run's counts."""
+    counters = torch._dynamo.utils.counters
+    return CompileCounts(
+        compiles=int(counters["frames"]["ok"]),
+        graphs=int(counters["stats"]["unique_graphs"]),
+        graph_breaks=int(sum(counters["graph_break"].values())),
+        cache_hits=int(counters["inductor"]["fxgraph_cache_hit"]),
+        cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]),
+    )
+
+
+class CompileCache:
+    """A folder holding one run's (or one project's) compile caches: ``inductor/`` for inductor's and
+    AOTAutograd's on-disk caches, and ``artifacts.bin`` for torch's mega-cache (module docstring)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    @property
+    def inductor_dir(self) -> Path:
+        return self.folder / "inductor"
+
+    @property
+    def artifacts_path(self) -> Path:
+        return self.folder / ARTIFACTS
+
+    @contextmanager
+    def active(self) -> Iterator[CompileCache]:
+        """Within the block, inductor reads and writes ``inductor_dir`` (it reads the variable at each
+        lookup); the previous value comes back after."""
+        self.inductor_dir.mkdir(parents=True, exist_ok=True)
+        previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(self.inductor_dir)
+        try:
+            yield self
+        finally:
+            if previous is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
+
+    def load(self) -> bool:
+        """Load ``artifacts.bin`` into torch's caches, before the first compile; False when there is none
+        (a first run). A file torch cannot read (another torch version) is an error naming it."""
+        if not self.artifacts_path.is_file():
+            return False
+        try:
+            info = torch.compiler.load_cache_artifacts(self.artifacts_path.read_bytes())
+        except Exception as error:
+            raise RuntimeError(
+                f"{self.artifacts_path}: torch cannot load these compile-cache artifacts ({error}); "
+                "delete the file (it is rebuilt by the next compiled run) or use another cache folder"
+            ) from error
+        return info is not None
+
+    def save(self) -> int:
+        """Write every compile artifact of this process to ``artifacts.bin`` (atomically, so a run killed
+        mid-write leaves the previous file); returns its size in bytes, 0 when nothing was compiled."""
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is None:
+            return 0
+        blob, _info = saved
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=self.folder, delete=False, suffix=".tmp") as handle:
+            handle.write(blob)
+        os.replace(handle.name, self.artifacts_path)
+        return len(blob)
+
+
+__all__ = [
+    "ARTIFACTS",
+    "SHAPE_MODES",
+    "CompileCache",
+    "CompileCounts",
+    "Shapes",
+    "compile_counts",
+    "compile_model",
+    "mark_batch_shapes",
+]
