@@ -1,4 +1,4 @@
-"""Extraction options: the architecture's frontend, the feature width contract, the storage dtype, and the
+"""Extraction options: the named frontend, the feature width contract, the storage dtype, and the
 per-row observer behind ``extract-features --tui``."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def extract(rows: list[dict], tokenizer: CTCTokenizer, **options) -> tuple[list[
 
 
 def test_w2v_bert_architecture_writes_160_dim_frames_of_20_ms(rows, tokenizer):
-    records, report = extract(rows, tokenizer, architecture="w2v-bert")
+    records, report = extract(rows, tokenizer, frontend_name="w2v-bert")
 
     # 1.0 s at 16 kHz: 98 Kaldi frames -> 49 stacked; 0.5 s: 48 -> 24
     assert [r["features"].shape for r in records] == [(49, 160), (24, 160)]
@@ -64,29 +64,25 @@ def test_w2v_bert_architecture_writes_160_dim_frames_of_20_ms(rows, tokenizer):
     )
 
 
-@pytest.mark.parametrize(
-    ("architecture", "width"),
-    [("squeezeformer", 80), ("zipformer", 80), ("paraformer", 80), ("w2v-bert", 160)],
-)
-def test_feature_dim_is_the_frontends_width_unless_input_dim_is_given(architecture, width):
-    assert ExtractionOptions(architecture=architecture).feature_dim == width
-    assert ExtractionOptions(architecture=architecture, input_dim=7).feature_dim == 7
+@pytest.mark.parametrize(("frontend_name", "width"), [("fbank", 80), ("w2v-bert", 160), ("mfcc", 39)])
+def test_feature_dim_is_the_frontends_width_unless_input_dim_is_given(frontend_name, width):
+    assert ExtractionOptions(frontend_name=frontend_name).feature_dim == width
+    assert ExtractionOptions(frontend_name=frontend_name, input_dim=7).feature_dim == 7
 
 
 def test_an_input_dim_the_frontend_cannot_make_stops_at_the_first_audio_row(rows, tokenizer):
     with pytest.raises(
         ValueError, match=r"m\.jsonl:1: the w2v-bert frontend makes 160-dim features but input_dim is 80"
     ):
-        extract(rows, tokenizer, architecture="w2v-bert", input_dim=80)
+        extract(rows, tokenizer, frontend_name="w2v-bert", input_dim=80)
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
     [
         (
-            {"architecture": "conformer"},
-            "architecture must be one of squeezeformer, zipformer, paraformer, w2v-bert, hubert, hubert-pretrain, "
-            "speech-aligner, got 'conformer'",
+            {"frontend_name": "conformer"},
+            "frontend_name must be one of fbank, w2v-bert, waveform, mfcc, got 'conformer'",
         ),
         ({"feature_dtype": "bfloat16"}, "feature_dtype must be one of float32, float16, got 'bfloat16'"),
         ({"input_dim": 0}, "input_dim must be >= 1 or null, got 0"),

@@ -30,6 +30,7 @@ from asr_pipeline.features.frontends import FRONTENDS
 from asr_pipeline.io.report import NothingKeptError, SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES
 from asr_pipeline.models import registry
+from asr_pipeline.models.feature_options import extraction_options
 
 if TYPE_CHECKING:
     from asr_pipeline.features.extract import AudioOutcome
@@ -141,7 +142,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--architecture",
         choices=registry.architecture_names(),
-        default=_default("architecture"),
+        default=registry.DEFAULT_ARCHITECTURE,
         help=f"the model the features are for: {_frontends_help()}",
     )
     parser.add_argument(
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.input_dim is not None and args.input_dim < 1:
         raise UsageError(f"--input-dim must be >= 1, got {args.input_dim}")
-    options = ExtractionOptions.from_dict(
+    options = extraction_options(
         {
             "architecture": args.architecture,
             "feature_dtype": args.feature_dtype,

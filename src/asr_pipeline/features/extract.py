@@ -1,6 +1,6 @@
 """Manifest rows -> feature shard tables: decode, resample, features, tokenize; bad rows counted.
 
-The features are the ``architecture``'s frontend (features/frontends.py): 80-dim Kaldi fbank, or w2v-bert's
+The features are the named frontend's (features/frontends.py): 80-dim Kaldi fbank, or w2v-bert's
 160-dim stacked fbank. With ``jobs > 1`` the audio work (decode, resample, features: nearly all the time)
 runs in worker processes over chunks of rows, and the results are consumed in manifest order; tokenization,
 the skip report and sharding stay in this process, so the shards are byte-identical to ``jobs=1``.
@@ -38,10 +38,6 @@ from asr_pipeline.io.audio import AudioDecodeError, AudioTooLongError
 from asr_pipeline.io.audio_segment import load_audio_segment
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import FEATURE_DTYPES, records_to_table
-
-# The architectures and the frontend each eats (torch-free specs): the one upward arrow left here, as
-# params.yaml features.architecture names an architecture (see issue 38).
-from asr_pipeline.models import registry
 from asr_pipeline.options import options_from_dict
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -63,12 +59,11 @@ UNKNOWN_PIECES = "unknown pieces"
 @dataclass(frozen=True)
 class ExtractionOptions:
     fbank: FbankOptions = field(default_factory=FbankOptions)
-    # Picks the frontend (features/frontends.py): fbank-80 for squeezeformer/zipformer/paraformer,
-    # 160-dim stacked normalized fbank for w2v-bert.
-    architecture: str = registry.DEFAULT_ARCHITECTURE
-    # A frontend by name (features.frontends.FRONTEND_KINDS) instead of the architecture's: "mfcc" for
-    # HuBERT's first-iteration targets. None: the architecture's.
-    frontend_kind: str | None = None
+    # The frontend by name (features.frontends.FRONTEND_KINDS): "fbank" (80-dim Kaldi fbank), "w2v-bert"
+    # (160-dim stacked normalized fbank), "mfcc", "waveform". An architecture's comes from models.registry
+    # (frontend_of; models.feature_options.extraction_options reads params.yaml features.architecture), so
+    # the features know no architecture.
+    frontend_name: str = "fbank"
     shard_size: int = 512  # examples per shard: fewer, larger files keep DVC fast
     max_audio_duration_sec: float | None = 30.0
     strict: bool = False
@@ -93,14 +88,9 @@ class ExtractionOptions:
 
     def __post_init__(self) -> None:
         where = "params.yaml features"
-        if self.architecture not in registry.architecture_names():
+        if self.frontend_name not in FRONTEND_KINDS:
             raise ValueError(
-                f"{where}: architecture must be one of {', '.join(registry.architecture_names())}, got "
-                f"{self.architecture!r}"
-            )
-        if self.frontend_kind is not None and self.frontend_kind not in FRONTEND_KINDS:
-            raise ValueError(
-                f"{where}: frontend_kind must be one of {', '.join(FRONTEND_KINDS)} or null, got {self.frontend_kind!r}"
+                f"{where}: frontend_name must be one of {', '.join(FRONTEND_KINDS)}, got {self.frontend_name!r}"
             )
         if self.shard_size < 1:
             raise ValueError(f"{where}: shard_size must be >= 1, got {self.shard_size}")
@@ -129,9 +119,7 @@ class ExtractionOptions:
 
     @property
     def frontend(self) -> Frontend:
-        if self.frontend_kind is not None:
-            return frontend_named(self.frontend_kind, self.fbank)
-        return frontend_named(registry.frontend_of(self.architecture), self.fbank)
+        return frontend_named(self.frontend_name, self.fbank)
 
     @property
     def feature_dim(self) -> int:
@@ -377,7 +365,7 @@ def _record_or_skip(
     width = audio.features.shape[1]
     if width != options.feature_dim:  # a configuration error, not a bad row: every audio row would fail
         raise ValueError(
-            f"{location}: the {options.architecture} frontend makes {width}-dim features but input_dim is "
+            f"{location}: the {options.frontend_name} frontend makes {width}-dim features but input_dim is "
             f"{options.feature_dim}; drop --input-dim (params.yaml features.input_dim) or set it to {width}"
         )
     if tokenizer is None:

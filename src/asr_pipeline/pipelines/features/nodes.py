@@ -6,11 +6,10 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
+from asr_pipeline.features.extract import batch_into_shards, extract_records
 from asr_pipeline.io.datasets import ShardChunk
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.models.registry import architecture_names
-from asr_pipeline.options import ConfigError
+from asr_pipeline.models.feature_options import extraction_options
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
@@ -33,14 +32,7 @@ def extract_features(
     ``augment.AugmentationMix``) transforms each utterance's audio by the condition drawn for its id; the
     report counts each condition (``kept_with``).
     """
-    params = dict(params)
-    params["augmentation"] = augmentation
-    if params.get("architecture") is None:
-        params.pop("architecture", None)  # neither given: ExtractionOptions' default
-        if train_architecture is not None:
-            _check_train_architecture(train_architecture)
-            params["architecture"] = train_architecture
-    options = ExtractionOptions.from_dict(params)
+    options = extraction_options({**params, "augmentation": augmentation}, train_architecture)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     report = SkipReport(strict=options.strict)
     totals = {"frames": 0, "duration_ms": 0, "shards": 0}
@@ -52,16 +44,6 @@ def extract_features(
         totals["duration_ms"] += int(pl.from_arrow(table.select(["duration_ms"]))["duration_ms"].sum())
         totals["shards"] = index + 1
         yield ShardChunk(index, table), _summary(report, totals)
-
-
-def _check_train_architecture(architecture: str) -> None:
-    """The features follow ``train.model.architecture`` when ``features.architecture`` is null: an unknown
-    name is that key's error, not the features section's."""
-    if architecture not in architecture_names():
-        raise ConfigError(
-            f"params.yaml train.model.architecture: must be one of {', '.join(architecture_names())}, got "
-            f"{architecture!r} (the features stage extracts for it while features.architecture is null)"
-        )
 
 
 def _summary(report: SkipReport, totals: dict) -> dict:

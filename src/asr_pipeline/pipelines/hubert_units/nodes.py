@@ -156,7 +156,7 @@ def _target_features(
     manifest: pl.DataFrame, directory: Path, targets: str, jobs: int, executor: ExecutorOptions
 ) -> tuple[list[Path], dict]:
     """Shards of the ``targets`` features of the manifest's audio, and the extraction's skip report."""
-    options = ExtractionOptions(frontend_kind=targets, jobs=jobs, executor=executor)
+    options = ExtractionOptions(frontend_name=targets, jobs=jobs, executor=executor)
     skips = SkipReport(strict=False)
     records = extract_records(
         manifest.iter_rows(named=True), None, options, skips, total=manifest.height, desc=targets

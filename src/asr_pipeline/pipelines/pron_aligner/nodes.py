@@ -87,7 +87,7 @@ def phone_shards(
     """``manifest``'s utterances featurized with ``frontend`` into shards under ``output`` with phone targets;
     the shard paths and the number of utterances without phones left out."""
     targets = dict(zip(phones["id"].to_list(), phones["phone_ids"].to_list(), strict=True))
-    options = {**features_params, "architecture": ARCHITECTURE, "frontend_kind": frontend, "input_dim": None}
+    options = {**features_params, "frontend_name": frontend, "input_dim": None}
     output.mkdir(parents=True)
     dropped = 0
     for chunk, _ in extract_features(manifest, tokenizer_model, options, tokenizer_params):
