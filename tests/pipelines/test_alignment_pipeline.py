@@ -13,10 +13,10 @@ import pytest
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.io.datasets import DirectoryDataset
 from asr_pipeline.pipelines.alignment_align import create_pipeline as create_align_pipeline
-from asr_pipeline.pipelines.alignment_align.nodes import iteration_params
 from asr_pipeline.pipelines.alignment_train import create_pipeline as create_train_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.alignment_iterations import alignment_iteration
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 from tests.pipelines.conftest import run_stage
 
@@ -97,8 +97,8 @@ def test_two_iterations_align_train_and_realign(stage_inputs):
 
 def test_an_iteration_must_be_named_and_known():
     with pytest.raises(ValueError, match=r"alignment\.current is not set"):
-        iteration_params({"iterations": {"iter1": {}}})
+        alignment_iteration({"iterations": {"iter1": {}}})
     with pytest.raises(
         ValueError, match=r"alignment\.current=.iter3. is not one of alignment\.iterations: iter1"
     ):
-        iteration_params({"current": "iter3", "iterations": {"iter1": {}}})
+        alignment_iteration({"current": "iter3", "iterations": {"iter1": {}}})

@@ -15,6 +15,7 @@ import soundfile as sf
 import torch
 
 from asr_pipeline.demo.synthesis import Voice, synthesize
+from asr_pipeline.hubert.iterations import hubert_iteration
 from asr_pipeline.io.datasets import DirectoryDataset, Manifest
 from asr_pipeline.models.hubert import conv_output_lengths, hubert_config
 from asr_pipeline.models.registry import build_model
@@ -22,7 +23,7 @@ from asr_pipeline.pipelines.hubert_abx import create_pipeline as abx_pipeline
 from asr_pipeline.pipelines.hubert_abx.nodes import score_layers
 from asr_pipeline.pipelines.hubert_pretrain import create_pipeline as pretrain_pipeline
 from asr_pipeline.pipelines.hubert_units import create_pipeline as units_pipeline
-from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration, make_units, phone_alignments
+from asr_pipeline.pipelines.hubert_units.nodes import make_units, phone_alignments
 from asr_pipeline.pipelines.hubert_validate import create_pipeline as validate_pipeline
 from asr_pipeline.pipelines.hubert_validate.nodes import validate_checkpoints
 from asr_pipeline.run_layout import kept_checkpoints

@@ -22,21 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from asr_pipeline.executors import ExecutorOptions
-from asr_pipeline.pipelines.iterations import iteration_params as recipe_iteration
 from asr_pipeline.training.alignment import align_shards
+from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, alignment_iteration
 
-ALIGNMENT_FILE = "alignment.parquet"
 REPORT_FILE = "report.json"
-
-
-def iteration_params(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The iteration this run is for (``alignment.current``) and its entry of ``alignment.iterations``."""
-    return recipe_iteration(params, "alignment", "alignment_align")
 
 
 def align_iteration(train_shards: list[str], alignment_dir: Path, params: dict[str, Any]) -> None:
     """Align the training shards with the iteration's ``align_with`` run; the report lands beside them."""
-    name, iteration = iteration_params(params)
+    name, iteration = alignment_iteration(params)
     output = alignment_dir / name / "alignment"
     shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
     report = align_shards(

@@ -8,8 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from asr_pipeline.pipelines.alignment_align.nodes import ALIGNMENT_FILE, iteration_params
 from asr_pipeline.pipelines.train.nodes import train_model
+from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, alignment_iteration
 from asr_pipeline.training.config import deep_merge
 
 
@@ -23,7 +23,7 @@ def train_iteration(
     params: dict[str, Any],
 ) -> None:
     """Train the iteration's frame-wise model on its alignment (its metrics: ``run/metrics.json``)."""
-    name, iteration = iteration_params(params)
+    name, iteration = alignment_iteration(params)
     run_dir = alignment_dir / name / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     merged = deep_merge(train_params, iteration.get("train") or {})

@@ -32,8 +32,8 @@ import polars as pl
 
 from asr_pipeline.decoding.evaluation import decode_and_score, greedy_decoder, load_run, run_log_probs
 from asr_pipeline.io.shards import list_shards, shard_name, write_shard
+from asr_pipeline.iterations import iteration_params
 from asr_pipeline.pipelines.conditions.nodes import extract_condition_features
-from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.run_layout import (
     CONFIG_FILE,
     METRICS_FILE,

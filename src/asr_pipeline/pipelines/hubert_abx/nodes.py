@@ -24,11 +24,11 @@ from typing import Any
 import torch
 
 from asr_pipeline.hubert.abx import abx_errors, layer_features
+from asr_pipeline.hubert.iterations import TARGETS, hubert_iteration
 from asr_pipeline.hubert.runs import dev_loader, load_kept_model, write_table
 from asr_pipeline.hubert.units import shard_frames
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.io.shards import list_shards
-from asr_pipeline.pipelines.hubert_units.nodes import TARGETS, hubert_iteration
 
 log = logging.getLogger(__name__)
 

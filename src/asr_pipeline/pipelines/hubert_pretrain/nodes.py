@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
-from asr_pipeline.pipelines.train.nodes import empty_directory
+from asr_pipeline.hubert.iterations import hubert_iteration
+from asr_pipeline.io.outputs import empty_directory
 from asr_pipeline.run_layout import TOKENIZER_FILE
 from asr_pipeline.training.config import deep_merge, resolve_config
 from asr_pipeline.training.launch import launch_options, run_training

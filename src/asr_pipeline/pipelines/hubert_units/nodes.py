@@ -1,7 +1,7 @@
 """Nodes of the HuBERT recipe's ``hubert_units@<iteration>`` stage (dvc.yaml; ``hubert/units.py``).
 
 ``params.yaml`` ``hubert.iterations`` names the iterations; DVC runs each with
-``--params=hubert.current=<iteration>`` (``pipelines.iterations``). An iteration's ``targets`` says what it
+``--params=hubert.current=<iteration>`` (``asr_pipeline.iterations``). An iteration's ``targets`` says what it
 clusters: ``mfcc`` (iteration 1: MFCC-39 of the audio, 100 Hz, every second unit kept) or ``layer`` (iteration 2:
 the frames of the best ABX layer of an earlier iteration's best checkpoint, 50 Hz; ``source`` names that
 iteration's ``abx`` folder). ``source`` is required either way: dvc.yaml tracks it as the units' input (mfcc: the
@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.hubert.abx import layer_features
+from asr_pipeline.hubert.iterations import TARGETS, hubert_iteration
 from asr_pipeline.hubert.phone_items import (
     align_manifest,
     frame_phones,
@@ -50,23 +51,8 @@ from asr_pipeline.hubert.units import (
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import shard_name, write_shard
-from asr_pipeline.pipelines.iterations import iteration_params
 
 SPLITS = ("train", "dev")
-TARGETS = {"mfcc": 2, "layer": 1}  # targets -> decimation to the model's 50 Hz (MFCC frames are 10 ms)
-
-
-def hubert_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The iteration this run is for (``hubert.current``) and its entry of ``hubert.iterations``, which must
-    have ``units`` and ``train`` (each tracked by its stage in dvc.yaml; ``{}`` for the defaults)."""
-    name, iteration = iteration_params(params, "hubert", "hubert_units")
-    missing = [key for key in ("units", "train") if not isinstance(iteration.get(key), dict)]
-    if missing:
-        raise ValueError(
-            f"hubert.iterations.{name} needs {' and '.join(missing)} (a mapping each, {{}} for the defaults): "
-            "dvc.yaml tracks them by name"
-        )
-    return name, iteration
 
 
 def make_units(

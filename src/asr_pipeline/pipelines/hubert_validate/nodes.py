@@ -23,9 +23,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.hubert.iterations import hubert_iteration
 from asr_pipeline.hubert.runs import dev_loader, load_kept_model, write_table
 from asr_pipeline.io.atomic import write_json_atomic
-from asr_pipeline.pipelines.hubert_units.nodes import hubert_iteration
 from asr_pipeline.run_layout import KEPT_DIR, kept_checkpoints
 from asr_pipeline.training.validation import validate
 

@@ -42,10 +42,10 @@ from asr_pipeline.hubert.phone_items import align_manifest
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import iter_examples, list_shards, shard_name, write_shard
+from asr_pipeline.iterations import iteration_params
 from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.models.representations import encoder_states
 from asr_pipeline.pipelines.features.nodes import extract_features
-from asr_pipeline.pipelines.iterations import iteration_params
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
 from asr_pipeline.pron.aligner_heads import (
     HeadExample,

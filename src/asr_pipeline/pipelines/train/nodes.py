@@ -7,7 +7,6 @@ imports Kedro, so the same training runs from the CLI, from torchrun directly or
 from __future__ import annotations
 
 import io
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -69,10 +68,3 @@ def train_model(
         **launch_options(params.get("launch") or {}),
     )
     return metrics, run_dir
-
-
-def empty_directory(path: Path) -> None:
-    """A stage output starts empty (as DVC would leave it), so stale checkpoints never mix in (the HuBERT
-    pretraining node's run dir; the train node prepares its own through ``run_training``)."""
-    for child in path.iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
