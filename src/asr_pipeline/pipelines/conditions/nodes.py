@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 import polars as pl
 
+from asr_pipeline.features.split import condition_mix, stream_split_shards
 from asr_pipeline.io.datasets import ShardChunk
-from asr_pipeline.pipelines.features.nodes import extract_features
+from asr_pipeline.models.feature_options import extraction_options
+from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
 def extract_condition_features(
@@ -22,5 +24,8 @@ def extract_condition_features(
 ) -> Iterator[tuple[ShardChunk, dict]]:
     """An evaluation condition split: every utterance of ``manifest`` under one condition (params.yaml
     ``conditions.<name>``, an ``augment.Condition``), random draws seeded by (``seed``, utterance id)."""
-    mix = {"seed": seed, "conditions": [{"name": name, "weight": 1.0, **condition}]}
-    yield from extract_features(manifest, tokenizer_model, params, tokenizer_params, train_architecture, mix)
+    options = extraction_options(
+        {**params, "augmentation": condition_mix(name, condition, seed)}, train_architecture
+    )
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
+    yield from stream_split_shards(manifest, tokenizer, options)

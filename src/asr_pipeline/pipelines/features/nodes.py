@@ -6,9 +6,8 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from asr_pipeline.features.extract import batch_into_shards, extract_records
+from asr_pipeline.features.split import stream_split_shards
 from asr_pipeline.io.datasets import ShardChunk
-from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.feature_options import extraction_options
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -34,17 +33,4 @@ def extract_features(
     """
     options = extraction_options({**params, "augmentation": augmentation}, train_architecture)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
-    report = SkipReport(strict=options.strict)
-    totals = {"frames": 0, "duration_ms": 0, "shards": 0}
-    records = extract_records(
-        manifest.iter_rows(named=True), tokenizer, options, report, total=manifest.height
-    )
-    for index, table in enumerate(batch_into_shards(records, options.shard_size, options.feature_dtype)):
-        totals["frames"] += int(pl.from_arrow(table.select(["rows"]))["rows"].sum())
-        totals["duration_ms"] += int(pl.from_arrow(table.select(["duration_ms"]))["duration_ms"].sum())
-        totals["shards"] = index + 1
-        yield ShardChunk(index, table), _summary(report, totals)
-
-
-def _summary(report: SkipReport, totals: dict) -> dict:
-    return {**report.to_dict(), **totals, "hours": round(totals["duration_ms"] / 3.6e6, 4)}
+    yield from stream_split_shards(manifest, tokenizer, options)

@@ -31,9 +31,10 @@ from typing import Any
 import polars as pl
 
 from asr_pipeline.decoding.evaluation import decode_and_score, greedy_decoder, load_run, run_log_probs
+from asr_pipeline.features.split import condition_mix, stream_split_shards
 from asr_pipeline.io.shards import list_shards, shard_name, write_shard
 from asr_pipeline.iterations import iteration_params
-from asr_pipeline.pipelines.conditions.nodes import extract_condition_features
+from asr_pipeline.models.feature_options import extraction_options
 from asr_pipeline.run_layout import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -82,15 +83,16 @@ def featurize_corpus(
     if not 0.0 < val_share < 1.0:
         raise ValueError(f"finetune corpus val_share must be in (0, 1), got {val_share}")
     manifest = manifests[split]
+    tokenizer_model, features_params, tokenizer_params, architecture = shared
+    mix = condition_mix(condition, conditions[condition], int(conditions["seed"]))
+    options = extraction_options({**features_params, "augmentation": mix}, architecture)
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     in_val = pl.Series([validation_part(str(i), val_share) for i in manifest["id"]])
     paths: dict[str, list[str]] = {}
     for part, rows in (("train", manifest.filter(~in_val)), ("val", manifest.filter(in_val))):
         folder = output / part
         folder.mkdir(parents=True)
-        chunks = extract_condition_features(
-            rows, *shared, conditions[condition], int(conditions["seed"]), condition
-        )
-        for chunk, _ in chunks:
+        for chunk, _ in stream_split_shards(rows, tokenizer, options):
             write_shard(chunk.table, folder / shard_name(chunk.index))
         paths[part] = [str(path) for path in list_shards(folder)]
     return paths

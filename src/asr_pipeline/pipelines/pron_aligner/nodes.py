@@ -38,14 +38,15 @@ from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import featurize_audio
 from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
+from asr_pipeline.features.split import stream_split_shards
 from asr_pipeline.hubert.phone_items import align_manifest
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.io.shards import iter_examples, list_shards, shard_name, write_shard
 from asr_pipeline.iterations import iteration_params
+from asr_pipeline.models.feature_options import extraction_options
 from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.models.representations import encoder_states
-from asr_pipeline.pipelines.features.nodes import extract_features
 from asr_pipeline.pron.aligner_data import phone_error_rate, with_phone_targets
 from asr_pipeline.pron.aligner_heads import (
     HeadExample,
@@ -60,6 +61,7 @@ from asr_pipeline.pron.scoring import ScoringOptions, examples_from, train_scori
 from asr_pipeline.pron.speechocean import iter_speechocean
 from asr_pipeline.run_layout import best_or_latest
 from asr_pipeline.text.phones import BLANK_ID, NUM_CLASSES
+from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import deep_merge, resolve_config
 from asr_pipeline.training.events import read_events
 from asr_pipeline.training.launch import launch_options, run_training
@@ -87,10 +89,11 @@ def phone_shards(
     """``manifest``'s utterances featurized with ``frontend`` into shards under ``output`` with phone targets;
     the shard paths and the number of utterances without phones left out."""
     targets = dict(zip(phones["id"].to_list(), phones["phone_ids"].to_list(), strict=True))
-    options = {**features_params, "frontend_name": frontend, "input_dim": None}
+    options = extraction_options({**features_params, "frontend_name": frontend, "input_dim": None})
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     output.mkdir(parents=True)
     dropped = 0
-    for chunk, _ in extract_features(manifest, tokenizer_model, options, tokenizer_params):
+    for chunk, _ in stream_split_shards(manifest, tokenizer, options):
         table, left_out = with_phone_targets(chunk.table, targets)
         dropped += len(left_out)
         if table.num_rows:
