@@ -2,10 +2,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from asr_pipeline.data.manifest_table import MANIFEST_SCHEMA
 from asr_pipeline.io.report import NothingKeptError
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.pipelines.features import create_pipeline
-from asr_pipeline.pipelines.transcripts.nodes import MANIFEST_SCHEMA
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
 from tests.pipelines.conftest import feature_shard_datasets, run_stage

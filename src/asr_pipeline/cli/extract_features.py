@@ -267,15 +267,16 @@ def _read_manifest_rows(
 
     An id repeated across inputs is skipped too: shard ids must be unique within a split.
     """
+    from asr_pipeline.data.manifest_table import normalize_manifest_records
     from asr_pipeline.io.datasets import Manifest
-    from asr_pipeline.pipelines.transcripts.nodes import normalize_manifest
+    from asr_pipeline.text.normalize import NormalizationOptions
 
     report = SkipReport(strict=strict)
     rows: list[dict] = []
     first_seen: dict[str, str] = {}
     for path in inputs:
-        params = {"strict": strict, "normalization": normalization}
-        manifest, manifest_report = normalize_manifest(Manifest(path), params)
+        options = NormalizationOptions.from_dict(normalization)
+        manifest, manifest_report = normalize_manifest_records(Manifest(path), options, strict=strict)
         _absorb(report, manifest_report)
         for row in manifest.iter_rows(named=True):
             if row["id"] in first_seen:
