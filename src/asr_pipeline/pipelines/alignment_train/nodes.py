@@ -1,5 +1,5 @@
 """The ``train_ce@<iteration>`` stage of the alignment recipe: a frame-wise model on the iteration's alignment
-(layout and params: ``pipelines.alignment_align.nodes``)."""
+(layout and params: ``training.alignment_iterations``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import polars as pl
 
-from asr_pipeline.pipelines.train.nodes import train_model
 from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, alignment_iteration
 from asr_pipeline.training.config import deep_merge
+from asr_pipeline.training.stage_run import train_in_run_dir
 
 
 def train_iteration(
@@ -31,4 +31,4 @@ def train_iteration(
         **merged.get("data", {}),
         "alignment": str(alignment_dir / name / "alignment" / ALIGNMENT_FILE),
     }
-    train_model(train_shards, val_shards, length_index, tokenizer_model, run_dir, merged)
+    train_in_run_dir(train_shards, val_shards, length_index, tokenizer_model, run_dir, merged)
