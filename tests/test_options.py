@@ -14,6 +14,7 @@ from asr_pipeline.options import (
     expand_dotted,
     from_dict,
     options_from_dict,
+    parse_value,
     reference_values,
     setting,
     to_dict,
@@ -102,3 +103,19 @@ def test_dotted_keys_expand_and_merge_key_by_key():
     merged = deep_merge({"a": {"b": 1, "c": 2}}, expand_dotted({"a.c": 3, "d": 4}))
 
     assert merged == {"a": {"b": 1, "c": 3}, "d": 4}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("5e-3", 0.005),
+        ("3", 3),
+        ("1.5", 1.5),
+        ("null", None),
+        ("true", True),
+        ("abc", "abc"),
+        ("[1, 2]", [1, 2]),
+    ],
+)
+def test_a_command_line_value_reads_as_yaml_with_exponent_floats(text, value):
+    assert parse_value(text) == value

@@ -266,6 +266,20 @@ def type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+def parse_value(text: str) -> Any:
+    """A command line's value as YAML, with the numbers YAML 1.1 leaves as text: ``5e-3`` is 0.005 (PyYAML
+    reads only ``5.0e-3`` as a float), so ``--set optim.learning_rate=5e-3`` means what it says."""
+    import yaml
+
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value.lower() for c in ".e") else int(value)
+        except ValueError:
+            return value
+    return value
+
+
 # --- merging params -------------------------------------------------------------------------------------
 def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``overrides`` over it, nested mappings merged key by key (the config's one merge rule)."""
@@ -363,6 +377,7 @@ __all__ = [
     "expand_dotted",
     "from_dict",
     "options_from_dict",
+    "parse_value",
     "reference_values",
     "setting",
     "setting_of",

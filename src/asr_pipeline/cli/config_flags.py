@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass
 from typing import Any, Literal
 
-from asr_pipeline.options import ConfigField, type_name, walk
+from asr_pipeline.options import ConfigField, parse_value, type_name, walk
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     if not equals or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as optim.epochs=3, got {text!r}")
     try:
-        return key.strip(), yaml.safe_load(value)
+        return key.strip(), parse_value(value)
     except yaml.YAMLError as error:
         raise argparse.ArgumentTypeError(f"{text!r}: the value is not YAML ({error})") from None
 

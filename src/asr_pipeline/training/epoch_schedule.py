@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from asr_pipeline.options import deep_merge, expand_dotted, from_dict, setting, to_dict
+from asr_pipeline.options import deep_merge, expand_dotted, from_dict, parse_value, setting, to_dict
 
 # Key -> where its per-epoch value takes effect.
 SCHEDULABLE_KEYS: dict[str, str] = {
@@ -131,7 +131,6 @@ class ScheduledConfig(Protocol):
 def parse_schedule(text: str) -> list[dict[str, Any]]:
     """``"1-5:optim.gradient_clip_norm=1.0;3-:model.dropout=0.1"`` -> schedule entries (values read as YAML):
     the command line's form of ``schedule`` (``--schedule``)."""
-    import yaml
 
     entries = []
     for part in (part.strip() for part in text.split(";") if part.strip()):
@@ -141,7 +140,7 @@ def parse_schedule(text: str) -> list[dict[str, Any]]:
             raise ValueError(
                 f"expected EPOCHS:KEY=VALUE entries such as 1-5:optim.gradient_clip_norm=1.0, got {part!r}"
             )
-        entries.append({"epochs": epochs.strip(), "values": {key.strip(): yaml.safe_load(value)}})
+        entries.append({"epochs": epochs.strip(), "values": {key.strip(): parse_value(value)}})
     return entries
 
 
