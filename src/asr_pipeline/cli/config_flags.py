@@ -66,12 +66,19 @@ def config_flags(cls: type) -> list[ConfigFlag]:
     return flags
 
 
-def add_config_flags(parser: argparse.ArgumentParser, flags: list[ConfigFlag]) -> None:
+def add_config_flags(
+    parser: argparse.ArgumentParser, flags: list[ConfigFlag], negatable: bool = False
+) -> None:
+    """Add ``flags`` to ``parser``; ``negatable``: a switch also has its ``--no-`` form (``--no-byte-fallback``)."""
     for spec in flags:
         shown = shown_default(spec.field)
         help_text = spec.help.replace("%", "%%") + ("" if shown is None else f" (default: {shown})")
         names = (spec.flag, *spec.aliases)
-        if spec.parse is None:  # store_const keeps the default None: an unset switch leaves the file's value
+        if spec.parse is None and negatable:
+            parser.add_argument(*names, dest=spec.dest, action=argparse.BooleanOptionalAction, help=help_text)
+        elif (
+            spec.parse is None
+        ):  # store_const keeps the default None: an unset switch leaves the file's value
             parser.add_argument(
                 *names, dest=spec.dest, action="store_const", const=spec.const, help=help_text
             )

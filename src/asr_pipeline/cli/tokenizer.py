@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
-from asr_pipeline.cli.config_flags import shown_default
+from asr_pipeline.cli.config_flags import add_config_flags, config_flags, given_overrides
 from asr_pipeline.io.report import SkipReport
-from asr_pipeline.options import reference_values, walk
+from asr_pipeline.options import reference_values
 from asr_pipeline.text.normalize import UNICODE_FORMS, NormalizationOptions, normalize_text, tokenizer_sidecar
 from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
 
@@ -29,6 +29,9 @@ from asr_pipeline.text.sentencepiece_training import SentencePieceOptions
 def _default(options: type, name: str) -> Any:
     """The default of the ``options`` dataclass field ``name``: the one place it is set."""
     return {field.name: field.default for field in dataclasses.fields(options)}[name]
+
+
+TRAINER_FLAGS = config_flags(SentencePieceOptions)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -66,20 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     # The trainer options are SentencePieceOptions' fields (help, flag, default): no argparse default, so
     # --defaults decides what an option not given takes.
-    for field in walk(SentencePieceOptions):
-        info = field.setting
-        shown = shown_default(field)
-        help_text = info.help + ("" if shown is None else f" (default: {shown})")
-        if field.annotation is bool:
-            action: Any = argparse.BooleanOptionalAction
-            parser.add_argument(info.flag, dest=field.key, action=action, default=None, help=help_text)
-        elif field.key == "user_defined_symbols":
-            parser.add_argument(info.flag, dest=field.key, metavar="CSV", help=help_text)
-        else:
-            kind = int if field.annotation is int else float if field.annotation is float else str
-            parser.add_argument(
-                info.flag, dest=field.key, type=kind, choices=info.choices, default=None, help=help_text
-            )
+    add_config_flags(parser, TRAINER_FLAGS, negatable=True)
     parser.add_argument(
         "--keep-corpus",
         action="store_true",
@@ -109,11 +99,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def sentencepiece_options(args: argparse.Namespace) -> SentencePieceOptions:
     """The trainer options given, over the chosen defaults (ours: the library's; --defaults reference)."""
-    given = {
-        field.key: getattr(args, field.key)
-        for field in walk(SentencePieceOptions)
-        if getattr(args, field.key) is not None
-    }
+    given = {key: value for key, (value, _) in given_overrides(args, TRAINER_FLAGS).items()}
     defaults = reference_values(SentencePieceOptions) if args.defaults == "reference" else {}
     return SentencePieceOptions.from_dict({**defaults, **given})
 

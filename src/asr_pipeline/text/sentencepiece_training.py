@@ -62,6 +62,8 @@ class SentencePieceOptions:
         (),
         help="comma-separated pieces that are never split, e.g. '<noise>,<laugh>'",
         flag="--user-defined-symbols",
+        metavar="CSV",
+        parse=str,  # from_dict splits the commas
     )
     byte_fallback: bool = setting(
         False, help="spell unknown characters as UTF-8 bytes", flag="--byte-fallback"
