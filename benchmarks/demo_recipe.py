@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import subprocess
 import sys
 import time
@@ -51,8 +53,13 @@ def run_arm(name: str, assignments: list[str], epochs: int, out: Path, nproc: in
         *(part for assignment in assignments for part in ("--set", assignment)),
     ]  # fmt: skip
     started = time.perf_counter()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU-seconds of the launcher and its ranks: what an arm costs, much less swayed by other work on the machine
+    # than its wall time (contention still slows memory-bound steps a little).
+    cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     validations = [e for e in events if e["type"] == "validation"]
     epoch_ends = [e for e in events if e["type"] == "epoch"]
@@ -62,6 +69,7 @@ def run_arm(name: str, assignments: list[str], epochs: int, out: Path, nproc: in
         "val_cer": [round(e["values"].get("val_cer", float("nan")), 2) for e in validations],
         "epoch_seconds": [round(e["values"].get("duration_sec", float("nan"))) for e in epoch_ends],
         "wall_seconds": round(seconds),
+        "cpu_seconds": round(cpu_seconds),
         "load_average": round(os.getloadavg()[0], 1),
     }
 
@@ -80,16 +88,18 @@ def main() -> int:
     rows = []
     for arm in args.arm:
         name, _, rest = arm.partition("=")
-        assignments = [part for part in rest.split(",") if part]
+        # a comma starts the next assignment only before `key=`: values may be YAML lists ([1, 1, 2])
+        assignments = [part for part in re.split(r",(?=[\w.]+=)", rest) if part]
         rows.append(run_arm(name, assignments, args.epochs, args.out, args.nproc))
         print(json.dumps(rows[-1]), flush=True)
     (args.out / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    print("\n| arm | overrides | dev CER by epoch | s per epoch | wall s | load |")
-    print("|---|---|---|---|---|---|")
+    print("\n| arm | overrides | dev CER by epoch | s per epoch | wall s | CPU s | load |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['arm']} | {' '.join(row['set']) or '-'} | {', '.join(map(str, row['val_cer']))} | "
-            f"{', '.join(map(str, row['epoch_seconds']))} | {row['wall_seconds']} | {row['load_average']} |"
+            f"{', '.join(map(str, row['epoch_seconds']))} | {row['wall_seconds']} | {row['cpu_seconds']} | "
+            f"{row['load_average']} |"
         )
     return 0
 

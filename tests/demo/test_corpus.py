@@ -187,8 +187,24 @@ def test_from_dict_reads_known_keys_and_rejects_unknown_ones():
         {"max_words": 1},
         {"jobs": 0},
         {"test_open_size": 10_000},
+        {"rate_wpm": (200, 150)},
+        {"rate_wpm": (60, 150)},
+        {"pitch": (0, 100)},
     ],
 )
 def test_invalid_params_are_rejected(bad):
     with pytest.raises(ValueError, match="demo_corpus"):
         DemoCorpusParams(**bad)
+
+
+@needs_espeak
+def test_every_utterance_speaks_within_the_rate_and_pitch_ranges_given():
+    corpus = synthesize_corpus(replace(TINY, rate_wpm=(150, 160), pitch=(40, 45), test_open_size=1))
+    voices = [utt.voice for utts in corpus.utterances.values() for utt in utts]
+    assert len(voices) == 6 + 3 + 3 + 1
+    assert all(150 <= v.rate_wpm <= 160 and 40 <= v.pitch <= 45 for v in voices)
+
+
+def test_rate_and_pitch_ranges_read_from_params_yaml_lists():
+    params = DemoCorpusParams.from_dict({"rate_wpm": [130, 210], "pitch": [20, 80]})
+    assert (params.rate_wpm, params.pitch) == ((130, 210), (20, 80))

@@ -33,6 +33,8 @@ from typing import Any
 
 from asr_pipeline.demo.sentences import generate_sentences
 from asr_pipeline.demo.synthesis import (
+    PITCH_RANGE,
+    RATE_WPM_RANGE,
     Voice,
     VoicePair,
     draw_voice,
@@ -69,6 +71,9 @@ class DemoCorpusParams:
     min_duration_sec: float = 1.0
     max_duration_sec: float = 12.0
     max_words: int = 30
+    # Speaking rate (espeak-ng words per minute) and pitch (0..99), drawn uniformly per utterance in every split.
+    rate_wpm: tuple[int, int] = RATE_WPM_RANGE
+    pitch: tuple[int, int] = PITCH_RANGE
     jobs: int = 2  # espeak-ng subprocesses running at once
 
     def __post_init__(self) -> None:
@@ -90,6 +95,14 @@ class DemoCorpusParams:
             raise ValueError(f"demo_corpus: max_words must be >= 2, got {self.max_words}")
         if self.jobs < 1:
             raise ValueError(f"demo_corpus: jobs must be >= 1, got {self.jobs}")
+        # espeak-ng's own limits: -s 80..450 words per minute, -p 0..99
+        for name, (lowest, highest) in (("rate_wpm", (80, 450)), ("pitch", (0, 99))):
+            low, high = getattr(self, name)
+            if not lowest <= low <= high <= highest:
+                raise ValueError(
+                    f"demo_corpus: {name} must be [low, high] with {lowest} <= low <= high <= {highest}, "
+                    f"got {[low, high]}"
+                )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DemoCorpusParams:
@@ -135,9 +148,9 @@ def _plan(
     a redraw changes only its voice."""
     rng = random.Random(f"demo_corpus/{params.seed}/{split}/{index}/{attempt}")
     if split == "test_open":
-        return open_sentences()[index], draw_voice(pairs, rng)
+        return open_sentences()[index], draw_voice(pairs, rng, params.rate_wpm, params.pitch)
     text = generate_sentences(1, seed=rng.getrandbits(64), max_words=params.max_words)[0]
-    return text, draw_voice(pairs, rng)
+    return text, draw_voice(pairs, rng, params.rate_wpm, params.pitch)
 
 
 def synthesize_corpus(params: DemoCorpusParams, espeak_binary: str = "espeak-ng") -> DemoCorpus:

@@ -85,10 +85,15 @@ def split_voices(seed: int) -> dict[str, list[VoicePair]]:
     }
 
 
-def draw_voice(pairs: list[VoicePair], rng: random.Random) -> Voice:
-    """A speaker from ``pairs`` with a per-utterance speaking rate and pitch."""
+def draw_voice(
+    pairs: list[VoicePair],
+    rng: random.Random,
+    rate_wpm: tuple[int, int] = RATE_WPM_RANGE,
+    pitch: tuple[int, int] = PITCH_RANGE,
+) -> Voice:
+    """A speaker from ``pairs`` with a per-utterance speaking rate and pitch, each uniform in its range."""
     name, variant = rng.choice(pairs)
-    return Voice(name, variant, rng.randint(*RATE_WPM_RANGE), rng.randint(*PITCH_RANGE))
+    return Voice(name, variant, rng.randint(*rate_wpm), rng.randint(*pitch))
 
 
 def synthesize(text: str, voice: Voice, espeak_binary: str = "espeak-ng") -> bytes:
