@@ -23,7 +23,7 @@ repro:  # what is stale, after rewriting the code fingerprints (`make repro STAG
 	$(BIN)/dvc repro $(STAGE)
 
 test: setup
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
 
 test-all: setup
 	$(BIN)/pytest -q
