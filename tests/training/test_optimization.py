@@ -1,4 +1,5 @@
-"""training.optimization (the rank's optimizer side) and training.optimizers (the choice, the batch rule)."""
+"""training.optimization: the rank's optimizer side (its options from the config, the learning rate scaled with
+the batch, ScaledAdam's own clipping); the optimizer choice and the batch rule: test_optimizers.py."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import math
 import pytest
 import torch
 
-from asr_pipeline.pron.scoring import ScoringOptions
 from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.optimization import Optimization
-from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer
 from asr_pipeline.training.scaled_adam import ScaledAdam
 
 from .conftest import events, run_in_process, tiny_config
@@ -32,23 +31,6 @@ def backward(model: torch.nn.Module, scale: float = 1.0) -> None:
     (model(inputs).pow(2).mean() * scale).backward()
 
 
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [
-        ("adamw", torch.optim.AdamW),
-        ("adam", torch.optim.Adam),
-        ("sgd", torch.optim.SGD),
-        ("scaled_adam", ScaledAdam),
-    ],
-)
-def test_each_optimizer_name_builds_its_optimizer_over_the_decay_groups(name, kind):
-    optimizer = build_optimizer(name, tiny_model(), lr=0.01, weight_decay=0.1)
-    assert type(optimizer) is kind
-    # group 0 decays the matrices, group 1 (biases) does not: a schedule's decay finds group 0 either way
-    assert [len(g["params"]) for g in optimizer.param_groups] == [2, 2]
-    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.1, 0.0]
-
-
 def test_sgd_takes_momentum_and_nesterov_from_the_config():
     optimization = Optimization(
         tiny_model(), config(optimizer="sgd", sgd_momentum=0.8, sgd_nesterov=True), CPU, 10
@@ -61,21 +43,6 @@ def test_scaled_adam_takes_its_options_from_the_config():
     chosen = config(optimizer="scaled_adam", scaled_adam_clipping_scale=3.0, scaled_adam_param_max_rms=2.0)
     group = Optimization(tiny_model(), chosen, CPU, 10).optimizer.param_groups[0]
     assert (group["clipping_scale"], group["param_max_rms"], group["scalar_lr_scale"]) == (3.0, 2.0, 0.1)
-
-
-def test_an_unknown_optimizer_names_the_known_ones():
-    with pytest.raises(ValueError, match="adamw, adam, sgd, scaled_adam"):
-        build_optimizer("lion", tiny_model(), lr=0.01, weight_decay=0.0)
-
-
-@pytest.mark.parametrize(("batch", "lr"), [(8, 1e-3), (16, 2e-3), (4, 5e-4), (0, 0.0), (12, 1.5e-3)])
-def test_batch_scaled_lr_is_linear_in_the_batch_size(batch, lr):
-    assert batch_scaled_lr(1e-3, batch, 8) == pytest.approx(lr)
-
-
-def test_the_scoring_head_uses_the_same_rule():
-    options = ScoringOptions(learning_rate=1e-3, batch_size=24, reference_batch_size=8)
-    assert options.peak_learning_rate == batch_scaled_lr(1e-3, 24, 8) == pytest.approx(3e-3)
 
 
 def test_under_lr_scale_with_batch_each_step_applies_and_logs_the_rate_times_batch_over_n():
