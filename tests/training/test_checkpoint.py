@@ -11,6 +11,7 @@ from asr_pipeline.training.checkpoint import (
     CHECKPOINT_POINTER,
     CONFIG_FILE,
     KEPT_DIR,
+    average_kept_checkpoints,
     build_model_from_config,
     load_model_from_run,
     load_training_state,
@@ -20,6 +21,7 @@ from asr_pipeline.training.checkpoint import (
     save_kept_weights,
 )
 from asr_pipeline.training.config import resolve_config, save_json
+from asr_pipeline.training.ema import RunningAverage
 
 
 @pytest.fixture
@@ -153,3 +155,39 @@ def test_a_file_that_is_not_a_kept_checkpoint_is_refused(tmp_path):
     save_file({"w": torch.zeros(2)}, tmp_path / "plain.safetensors")
     with pytest.raises(ValueError, match=r"plain\.safetensors is not a kept checkpoint"):
         read_kept_weights(tmp_path / "plain.safetensors")
+
+
+def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(run_dir):
+    root, config = run_dir
+    model, model_config = build_model_from_config(config, vocab_size=11)
+    average = RunningAverage(model, period=2)
+    weights = {}  # steps taken -> the model's floating-point state at that point
+    for step in range(8):
+        with torch.no_grad():
+            for value in model.state_dict().values():
+                if value.is_floating_point():
+                    value.add_(1.0)
+        average.update(model, step)
+        weights[step + 1] = {k: v.double().clone() for k, v in model.state_dict().items()}
+        if (step + 1) % 4 == 0:  # checkpoints after 4 and 8 steps
+            save_kept_weights(root, model=model, step=step + 1, epoch=0, model_config=model_config,
+                              average=average)  # fmt: skip
+
+    between = average_kept_checkpoints(root, start_step=4, end_step=8)  # the points 6 and 8
+    from_start = average_kept_checkpoints(root, start_step=None, end_step=8)  # 2, 4, 6 and 8
+
+    assert [p.name for p in kept_checkpoints(root)] == [
+        "step-00000004.safetensors",
+        "step-00000008.safetensors",
+    ]
+    for name, value in model.state_dict().items():
+        if not value.is_floating_point():
+            continue
+        expected = (weights[6][name] + weights[8][name]) / 2
+        torch.testing.assert_close(between[name], expected.float(), rtol=0, atol=1e-5)
+        expected = sum(weights[s][name] for s in (2, 4, 6, 8)) / 4
+        torch.testing.assert_close(from_start[name], expected.float(), rtol=0, atol=1e-5)
+        assert between[name].dtype == value.dtype  # the model's dtype: loads into it
+    model.load_state_dict(between)
+    with pytest.raises(FileNotFoundError, match=r"kept running averages at steps \[4, 8\]"):
+        average_kept_checkpoints(root, start_step=5, end_step=8)

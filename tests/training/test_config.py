@@ -127,6 +127,24 @@ def test_the_engine_fields_default_to_off():
     assert (config.run.init_from, config.run.dry_run) == (None, False)
 
 
+def test_the_running_average_is_off_by_default_and_refuses_a_growing_model_or_an_empty_period():
+    config = resolve_config(MINIMAL)
+    assert (config.optim.use_averaged_model, config.optim.average_period) == (False, 200)
+
+    with pytest.raises(ValueError, match=r"use_averaged_model averages the weights of one model.*drop one"):
+        resolve_config(
+            MINIMAL,
+            {
+                "optim.use_averaged_model": True,
+                "grow.start_width": 0.5,
+                "grow.width_epochs": [2],
+                "optim.epochs": 2,
+            },
+        )
+    with pytest.raises(ValueError, match="average_period"):
+        resolve_config(MINIMAL, {"optim.use_averaged_model": True, "optim.average_period": 0})
+
+
 @pytest.mark.parametrize("decay", [0.0, 1.0, 1.5])
 def test_an_ema_decay_outside_0_1_is_refused(decay):
     with pytest.raises(ValueError, match=r"ema_decay must be in \(0, 1\)"):

@@ -12,6 +12,7 @@ from torch import nn
 
 from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, STATE_FILE, load_training_state
 from asr_pipeline.training.config import DataConfig, RunConfig, TrainConfig
+from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.events import EVENTS_FILE, EventLog, read_events
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
 
@@ -36,8 +37,8 @@ def test_an_improving_epoch_writes_the_best_then_the_latest_with_the_best_score(
     model = nn.Linear(2, 2)
     run.offer(12.5)
 
-    run.write_latest(model, step=40, epoch=1, metrics={"val_cer": 12.5}, training_state={"seed": 3}, ema=None,
-                     best=True)  # fmt: skip
+    run.write_latest(model, step=40, epoch=1, metrics={"val_cer": 12.5}, training_state={"seed": 3},
+                     averages={}, best=True)  # fmt: skip
 
     best = json.loads((tmp_path / f"{BEST_DIR}.json").read_text())
     latest = json.loads((tmp_path / f"{CHECKPOINT_DIR}.json").read_text())
@@ -52,9 +53,10 @@ def test_an_improving_epoch_writes_the_best_then_the_latest_with_the_best_score(
 def test_a_step_checkpoint_that_is_not_a_best_names_no_best_and_keeps_weights_when_asked(tmp_path):
     run = checkpoints(tmp_path, keep=True)
 
-    run.write_latest(nn.Linear(2, 2), 7, 0, {}, {}, ema={"weight": torch.zeros(2, 2)})
+    run.write_latest(nn.Linear(2, 2), 7, 0, {}, {}, averages={EMA_FILE: {"weight": torch.zeros(2, 2)}})
 
     assert not (tmp_path / BEST_DIR).exists()
+    assert (tmp_path / CHECKPOINT_DIR / EMA_FILE).is_file()
     (event,) = read_events(tmp_path, "checkpoint")
     assert "best_path" not in event["values"]
     assert event["values"]["kept_path"].endswith("step-00000007.safetensors")

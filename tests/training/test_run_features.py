@@ -1,4 +1,4 @@
-"""Whole in-process runs (WORLD_SIZE unset) of the engine features: EMA, the best checkpoint,
+"""Whole in-process runs (WORLD_SIZE unset) of the engine features: EMA, the running average, the best checkpoint,
 init-from, resume safety and dry runs."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .conftest import run_in_process as run
 pytestmark = pytest.mark.usefixtures("single_process")
 
 
-def test_the_saved_ema_is_the_formula_applied_to_the_weight_trajectory(
+def test_the_saved_ema_and_running_average_are_their_formulas_applied_to_the_weight_trajectory(
     corpus, tokenizer_path, tmp_path, monkeypatch
 ):
     decay, start = 0.8, 2
@@ -35,7 +35,12 @@ def test_the_saved_ema_is_the_formula_applied_to_the_weight_trajectory(
 
     monkeypatch.setattr(Trainer, "optimizer_step", recording_step)
     config = tiny_config(corpus, tokenizer_path, tmp_path)
-    config["optim"] |= {"ema_decay": decay, "ema_start_step": start}
+    config["optim"] |= {
+        "ema_decay": decay,
+        "ema_start_step": start,
+        "use_averaged_model": True,
+        "average_period": 2,
+    }
     run(config)
 
     expected = dict(trajectory[0])
@@ -48,12 +53,24 @@ def test_the_saved_ema_is_the_formula_applied_to_the_weight_trajectory(
         torch.testing.assert_close(saved[name], value, rtol=1e-5, atol=1e-6, msg=name)  # lerp vs formula
     raw = load_file(tmp_path / "checkpoint_latest" / "model.safetensors")
     assert any(not torch.allclose(raw[n], saved[n]) for n in expected), "the EMA is not the raw weights"
+    # icefall's running average: the mean of the weights after 2, 4, ... steps (trajectory[k]: after k)
+    points = trajectory[2 : (len(trajectory) - 1) // 2 * 2 + 1 : 2]
+    averaged = load_file(tmp_path / "checkpoint_latest" / "averaged.safetensors")
+    for name in expected:
+        mean = sum(weights[name].double() for weights in points) / len(points)
+        torch.testing.assert_close(averaged[name], mean, rtol=0, atol=1e-12, msg=name)
 
 
-def test_a_resumed_run_restores_the_ema_and_ends_with_the_same_one(
+def test_a_resumed_run_restores_the_averages_and_ends_with_the_same_ones(
     corpus, tokenizer_path, tmp_path, monkeypatch
 ):
-    fixed = {"epochs": 2, "lr_decay_steps": 8, "ema_decay": 0.9}
+    fixed = {
+        "epochs": 2,
+        "lr_decay_steps": 8,
+        "ema_decay": 0.9,
+        "use_averaged_model": True,
+        "average_period": 2,
+    }
     straight = tiny_config(corpus, tokenizer_path, tmp_path / "straight")
     straight["optim"] |= fixed
     run(straight)
@@ -67,8 +84,9 @@ def test_a_resumed_run_restores_the_ema_and_ends_with_the_same_one(
     interrupted["run"]["resume_from"] = str(tmp_path / "cut")
     run(interrupted)
 
-    ema = [load_file(tmp_path / d / "checkpoint_latest" / "ema.safetensors") for d in ("straight", "cut")]
-    assert all(torch.equal(ema[0][name], ema[1][name]) for name in ema[0])
+    for file in ("ema.safetensors", "averaged.safetensors"):
+        saved = [load_file(tmp_path / d / "checkpoint_latest" / file) for d in ("straight", "cut")]
+        assert all(torch.equal(saved[0][name], saved[1][name]) for name in saved[0]), file
 
 
 def test_the_best_checkpoint_holds_the_lowest_validation_cer_and_its_epoch(corpus, tokenizer_path, tmp_path):

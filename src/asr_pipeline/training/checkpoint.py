@@ -8,13 +8,16 @@ Layout (ARCHITECTURE.md, "Data contracts")::
         model.safetensors              weights of the unwrapped model (no "module." prefix); a LoRA run's
                                        adapters only (models.lora: the base weights are its run.init_from)
         ema.safetensors                the weights' moving average (training.ema), when optim.ema_decay is set
+        averaged.safetensors           the running average (training.ema, float64), with optim.use_averaged_model
         training_state.pt              optimizer, schedule step, sampler state, RNG states, epoch
         training_config.json           the config this checkpoint was trained under (training.resume checks it)
       checkpoint_latest.json           {"step", "epoch", "model_config", "metrics"}, written last
-      checkpoint_best/                 model.safetensors (+ ema.safetensors) of the lowest val CER so far
+      checkpoint_best/                 model.safetensors (+ the averages) of the lowest val CER so far
       checkpoint_best.json             {"step", "epoch", "model_config", "metrics"}, written last
       checkpoints/step-<step>.safetensors  with run.keep_checkpoints: every checkpoint's weights, kept (the
                                        metadata holds step, epoch and the model config at that width)
+      checkpoints/averaged/step-<step>.safetensors  the running average at that step, kept with it (its
+                                       metadata: step, epoch, average_period); average_kept_checkpoints
 
 ``checkpoint_latest.json`` is the commit point: it is written after the directory is complete, through
 tmp + ``os.replace``, so a reader that finds it also finds the weights it describes. The directory itself
@@ -52,7 +55,9 @@ from asr_pipeline.run_layout import (
     resolve_run_dir,
 )
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
-from asr_pipeline.training.ema import EMA_FILE
+from asr_pipeline.training.ema import RunningAverage, average_between
+
+AVERAGED_KEPT_DIR = "averaged"  # under KEPT_DIR: the running averages kept with the weights
 
 STATE_FILE = "training_state.pt"
 
@@ -83,14 +88,15 @@ def save_checkpoint(
     epoch: int,
     model_config: dict[str, Any],
     metrics: dict[str, Any] | None = None,
-    ema_weights: dict[str, torch.Tensor] | None = None,
+    averages: dict[str, dict[str, torch.Tensor]] | None = None,
     train_config: TrainConfig | None = None,
     name: str = CHECKPOINT_DIR,
 ) -> None:
     """Write ``<name>/`` then ``<name>.json``; ``model`` must be unwrapped (no DDP).
 
     ``name`` is ``checkpoint_latest`` (the default) or ``checkpoint_best``; the best checkpoint passes no
-    ``training_state``, as nothing resumes from it.
+    ``training_state``, as nothing resumes from it. ``averages``: file name -> the state dict of a weight
+    average (``EMA_FILE``, ``AVERAGE_FILE``), each written beside the weights.
     """
     run_dir = Path(run_dir)
     final, tmp, old = run_dir / name, run_dir / f"{name}.tmp", run_dir / f"{name}.old"
@@ -101,8 +107,8 @@ def save_checkpoint(
     tmp.mkdir(parents=True)
     metadata = {"step": str(step), "epoch": str(epoch)}
     save_file(_contiguous(saved_weights(model)), tmp / WEIGHTS_FILE, metadata=metadata)
-    if ema_weights is not None:
-        save_file(_contiguous(ema_weights), tmp / EMA_FILE, metadata=metadata)
+    for file, weights in (averages or {}).items():
+        save_file(_contiguous(weights), tmp / file, metadata=metadata)
     if training_state is not None:
         torch.save({**training_state, "step": step, "epoch": epoch}, tmp / STATE_FILE)
     if train_config is not None:
@@ -118,17 +124,68 @@ def save_checkpoint(
 
 
 def save_kept_weights(
-    run_dir: str | Path, *, model: nn.Module, step: int, epoch: int, model_config: dict[str, Any]
+    run_dir: str | Path,
+    *,
+    model: nn.Module,
+    step: int,
+    epoch: int,
+    model_config: dict[str, Any],
+    average: RunningAverage | None = None,
 ) -> Path:
     """The weights of the checkpoint at ``step`` as ``checkpoints/step-<step>.safetensors``, kept for good
-    (HuBERT's recipe validates every one); written to a temporary name and renamed, so a listed file is whole."""
+    (HuBERT's recipe validates every one); written to a temporary name and renamed, so a listed file is whole.
+    With ``average``, the running average too, as ``checkpoints/averaged/step-<step>.safetensors`` (a folder
+    of its own: ``run_layout.kept_checkpoints`` lists the weights only)."""
     folder = Path(run_dir) / KEPT_DIR
     folder.mkdir(exist_ok=True)
-    path, tmp = folder / f"step-{step:08d}.safetensors", folder / f".step-{step:08d}.tmp"
     metadata = {"step": str(step), "epoch": str(epoch), "model_config": json.dumps(model_config)}
-    save_file(_contiguous(saved_weights(model)), tmp, metadata=metadata)
+    if average is not None:
+        averaged = folder / AVERAGED_KEPT_DIR
+        averaged.mkdir(exist_ok=True)
+        state = _contiguous(average.state_dict(model, keep_dtype=True))
+        _save_whole(state, averaged, step, {**metadata, "average_period": str(average.period)})
+    return _save_whole(_contiguous(saved_weights(model)), folder, step, metadata)
+
+
+def _save_whole(state: dict[str, Tensor], folder: Path, step: int, metadata: dict[str, str]) -> Path:
+    path, tmp = folder / f"step-{step:08d}.safetensors", folder / f".step-{step:08d}.tmp"
+    save_file(state, tmp, metadata=metadata)
     tmp.replace(path)
     return path
+
+
+def average_kept_checkpoints(run_dir: str | Path, start_step: int | None, end_step: int) -> dict[str, Tensor]:
+    """The model averaged over the optimizer steps after ``start_step`` up to ``end_step`` (icefall's
+    ``--use-averaged-model`` decoding, ``training.ema.average_between``), from the running averages kept
+    with those checkpoints (``optim.use_averaged_model`` with ``run.keep_checkpoints``); ``start_step``
+    None: from the start of training. In the model's dtypes, loadable into the model of ``end_step``."""
+    folder = Path(run_dir) / KEPT_DIR / AVERAGED_KEPT_DIR
+
+    def read(step: int) -> tuple[dict[str, Tensor], int]:
+        path = folder / f"step-{step:08d}.safetensors"
+        if not path.is_file():
+            kept = sorted(int(p.stem.removeprefix("step-")) for p in folder.glob("step-*.safetensors"))
+            raise FileNotFoundError(
+                f"{path} does not exist: the run kept running averages at steps {kept or 'none'}; train with "
+                "optim.use_averaged_model and run.keep_checkpoints, and pick steps from that list"
+            )
+        with safe_open(str(path), framework="pt") as handle:
+            period = int((handle.metadata() or {})["average_period"])
+        return load_file(str(path)), period
+
+    end, period = read(end_step)
+    if start_step is None or start_step // period == 0:  # nothing before: the end's average is the mean
+        averaged = end
+    else:
+        start, start_period = read(start_step)
+        if start_period != period:
+            raise ValueError(
+                f"the averages at steps {start_step} and {end_step} were taken every {start_period} and "
+                f"{period} steps: only averages of one period combine"
+            )
+        averaged = average_between(start, start_step, end, end_step, period)
+    weights = load_file(str(Path(run_dir) / KEPT_DIR / f"step-{end_step:08d}.safetensors"))
+    return {name: value.to(weights[name].dtype) for name, value in averaged.items()}
 
 
 def read_kept_weights(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -186,6 +243,7 @@ def restore_rng(state: dict[str, Tensor], device: torch.device) -> None:
 
 
 __all__ = [
+    "AVERAGED_KEPT_DIR",
     "BEST_DIR",
     "BEST_POINTER",
     "CHECKPOINT_DIR",
@@ -194,6 +252,7 @@ __all__ = [
     "KEPT_DIR",
     "STATE_FILE",
     "WEIGHTS_FILE",
+    "average_kept_checkpoints",
     "build_model_from_config",
     "committed_dir",
     "load_model_from_run",

@@ -1,18 +1,32 @@
-"""An exponential moving average (EMA) of the model's weights, kept beside the raw weights.
+"""Averages of the model's weights kept beside the raw weights: an exponential moving average (EMA) and
+icefall's running average of the whole trajectory (``--use-averaged-model``).
 
-After every optimizer step ``s`` (counted from 0, the schedule's clock before the step):
+``WeightEMA``, after every optimizer step ``s`` (counted from 0, the schedule's clock before the step)::
 
     s <  ema_start_step:  ema = param                                  (follow the weights while they move fast)
     s >= ema_start_step:  ema = decay * ema + (1 - decay) * param
 
-The average is kept in float32 on the parameters' device whatever the training precision, so tiny
-``(1 - decay)`` increments are not rounded away. Only parameters are averaged; buffers are copied from the
-model when the average is saved, so ``state_dict`` loads straight into the same architecture. Steps skipped
-for a non-finite gradient still update the average (towards unchanged weights), which keeps the rule a
-pure function of the recorded weight trajectory.
+``RunningAverage`` (icefall's ``model_avg``, ``icefall/checkpoint.py: update_averaged_model``): every
+``period`` optimizer steps, once ``n = s + 1`` steps have been taken and ``n = k * period``::
 
-Validation scores the raw weights, not the average: one forward pass per epoch, and the best checkpoint's
-CER describes ``model.safetensors``. Score ``ema.safetensors`` separately (it loads like the model's).
+    average = average * (1 - 1 / k) + param / k        (k = n / period)
+
+so after ``k`` averaging points it is the plain mean of the weights at steps ``period, 2 * period, ...,
+k * period``. Like icefall's ``model_avg`` it averages every floating-point entry of the state dict,
+buffers (batch-norm statistics) included, so that two saved averages combine entry by entry. Two such averages give the mean over the points between them (``average_between``, icefall's
+``average_checkpoints_with_averaged_model``), which is how icefall decodes "the averaged model of epochs
+E - N to E": the early weights, far from the final ones, drop out of the mean.
+
+The EMA is kept in float32 and the running average in float64 (icefall's choice: a 1/k increment of a long
+run is below float32's resolution) on the parameters' device whatever the training precision. Only
+the EMA's parameters are averaged (its buffers are copied from the model when it is saved); either way
+``state_dict`` loads straight into the same architecture. Steps skipped for a non-finite gradient still update the
+averages (towards unchanged weights), which keeps both rules pure functions of the recorded weight
+trajectory.
+
+Validation scores the raw weights, not an average: one forward pass per epoch, and the best checkpoint's
+CER describes ``model.safetensors``. Score ``ema.safetensors`` or ``averaged.safetensors`` separately (they
+load like the model's).
 """
 
 from __future__ import annotations
@@ -21,14 +35,42 @@ import torch
 from torch import Tensor, nn
 
 EMA_FILE = "ema.safetensors"
+AVERAGE_FILE = "averaged.safetensors"
 
 
-class WeightEMA:
-    def __init__(self, model: nn.Module, decay: float, start_step: int = 0) -> None:
-        self.decay, self.start_step = decay, start_step
+class _ShadowWeights:
+    """A copy of ``model``'s trainable parameters in ``dtype``, saved as a loadable state dict."""
+
+    def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
         self.shadow: dict[str, Tensor] = {
-            name: p.detach().float().clone() for name, p in model.named_parameters() if p.requires_grad
+            name: p.detach().to(dtype).clone() for name, p in self.averaged(model)
         }
+
+    @staticmethod
+    def averaged(model: nn.Module) -> list[tuple[str, Tensor]]:
+        """What is averaged: the trainable parameters."""
+        return [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+    def state_dict(self, model: nn.Module, keep_dtype: bool = False) -> dict[str, Tensor]:
+        """The model's state dict with averaged parameters, in the parameters' dtypes (for safetensors), or
+        in the average's own with ``keep_dtype`` (an exact resume)."""
+        state = {name: t.detach() for name, t in model.state_dict().items()}
+        for name, average in self.shadow.items():
+            state[name] = average if keep_dtype else average.to(state[name].dtype)
+        return state
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        missing = sorted(set(self.shadow) - set(state))
+        if missing:
+            raise KeyError(f"the saved average lacks parameters {missing[:5]} ({len(missing)} in all)")
+        for name, average in self.shadow.items():
+            average.copy_(state[name])
+
+
+class WeightEMA(_ShadowWeights):
+    def __init__(self, model: nn.Module, decay: float, start_step: int = 0) -> None:
+        super().__init__(model, torch.float32)
+        self.decay, self.start_step = decay, start_step
 
     @torch.no_grad()
     def update(self, model: nn.Module, step: int) -> None:
@@ -41,19 +83,59 @@ class WeightEMA:
             else:
                 self.shadow[name].lerp_(param.detach().float(), 1.0 - self.decay)
 
-    def state_dict(self, model: nn.Module) -> dict[str, Tensor]:
-        """The model's state dict with averaged parameters, in the parameters' dtypes (for safetensors)."""
-        state = {name: t.detach() for name, t in model.state_dict().items()}
-        for name, average in self.shadow.items():
-            state[name] = average.to(state[name].dtype)
-        return state
 
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        missing = sorted(set(self.shadow) - set(state))
-        if missing:
-            raise KeyError(f"the saved EMA lacks parameters {missing[:5]} ({len(missing)} in all)")
-        for name, average in self.shadow.items():
-            average.copy_(state[name])
+class RunningAverage(_ShadowWeights):
+    """The mean of the weights at every ``period``-th optimizer step so far (module docstring)."""
+
+    def __init__(self, model: nn.Module, period: int) -> None:
+        if period < 1:
+            raise ValueError(f"the averaging period must be at least 1 optimizer step, got {period}")
+        super().__init__(model, torch.float64)
+        self.period = period
+
+    @torch.no_grad()
+    def update(self, model: nn.Module, step: int) -> None:
+        """After optimizer step ``step`` (0-based), so ``step + 1`` steps taken; ``model`` is unwrapped."""
+        taken = step + 1
+        if taken % self.period:
+            return
+        weight = self.period / taken  # 1 / k: the k-th point of the mean
+        for name, value in self.averaged(model):
+            if name in self.shadow:
+                self.shadow[name].lerp_(value.detach().double(), weight)
+
+    @staticmethod
+    def averaged(model: nn.Module) -> list[tuple[str, Tensor]]:
+        """What is averaged: every floating-point entry of the state dict, as icefall's ``model_avg``."""
+        return [(name, t) for name, t in model.state_dict().items() if t.is_floating_point()]
 
 
-__all__ = ["EMA_FILE", "WeightEMA"]
+def average_between(
+    start: dict[str, Tensor], start_step: int, end: dict[str, Tensor], end_step: int, period: int
+) -> dict[str, Tensor]:
+    """The mean of the weights at the averaging points after ``start_step`` up to ``end_step``, from the
+    running averages saved at those steps (``RunningAverage.state_dict``): with ``k_s`` and ``k_e`` the
+    points each one holds (steps // period), ``(k_e * end - k_s * start) / (k_e - k_s)``, computed as
+    ``end + (end - start) * k_s / (k_e - k_s)`` so a long run's large weights never multiply the tensors.
+    Tensors that are not floating point (counters) come from ``end``."""
+    first, last = start_step // period, end_step // period
+    if last <= first:
+        raise ValueError(
+            f"no averaging point between step {start_step} and step {end_step} (every {period} steps): "
+            "choose an end checkpoint at least one averaging period after the start"
+        )
+    missing = sorted(set(end) - set(start))
+    if missing:
+        raise KeyError(f"the start average lacks {missing[:5]} ({len(missing)} in all): not the same model")
+    ratio = first / (last - first)
+    averaged = {}
+    for name, value in end.items():
+        if not value.is_floating_point():
+            averaged[name] = value
+            continue
+        mean = value.double() + (value.double() - start[name].double()) * ratio
+        averaged[name] = mean.to(value.dtype)
+    return averaged
+
+
+__all__ = ["AVERAGE_FILE", "EMA_FILE", "RunningAverage", "WeightEMA", "average_between"]

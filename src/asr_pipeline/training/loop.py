@@ -27,8 +27,9 @@ overflowing steps take the non-finite-gradient skip path, so the first few steps
 count as ``skipped_steps`` while the scaler halves its initial 2^16 to a scale the gradients fit.
 
 Starting points (``training.resume``): ``run.resume_from`` is checked against the saved config before
-anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` keeps a weight
-average (``training.ema``); validation scores the raw weights. ``run.dry_run`` stops after one forward.
+anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` and
+``optim.use_averaged_model`` keep weight averages (``training.ema``); validation scores the raw weights.
+``run.dry_run`` stops after one forward.
 
 Validation (``training.validation``) follows every epoch and, with ``validation.every_steps``, every that
 many optimizer steps; the lowest val CER so far is kept in ``checkpoint_best`` either way. Under
@@ -82,7 +83,6 @@ from asr_pipeline.training.distributed import (
 from asr_pipeline.training.dry_run import dry_run
 from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 from asr_pipeline.training.early_stopping import EarlyStopping
-from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.epoch_schedule import EpochSettings, steps_reference_epoch
 from asr_pipeline.training.events import EVENTS_FILE, EventListener, EventLog
 from asr_pipeline.training.finetune import loads_starting_weights
@@ -286,8 +286,7 @@ class Trainer:
         self.checkpoints.load_state_dict(state)
         if self.early_stopping is not None:
             self.early_stopping.load_state_dict(state.get("early_stopping"))
-        if self.optimization.ema is not None:
-            self.optimization.ema.load_state_dict(load_weights(run_dir, EMA_FILE))
+        self.optimization.load_averages(lambda file: load_weights(run_dir, file))
         self.epoch_totals = list(state["epoch_totals"][self.ctx.rank])
         restore_rng(state["rng"][self.ctx.rank], self.ctx.device)
         self.epoch = self.sampler.epoch
@@ -490,7 +489,7 @@ class Trainer:
         rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals)
         if not self.ctx.is_main:
             return
-        ema = self._ema_weights()
+        averages = self.optimization.averages(self.model)
         training_state = {
             **self.optimization.state_dict(),
             "sampler": sampler_state,
@@ -504,11 +503,8 @@ class Trainer:
             hook_state = None if hook.state_key is None else hook.state_dict(self)
             if hook_state is not None:
                 training_state[hook.state_key] = hook_state
-        self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, ema, best)
-
-    def _ema_weights(self) -> dict[str, torch.Tensor] | None:
-        ema = self.optimization.ema
-        return None if ema is None else ema.state_dict(self.model)
+        self.checkpoints.write_latest(self.model, self.step, epoch, metrics, training_state, averages, best,
+                                      self.optimization.average)  # fmt: skip
 
     def validate(self, epoch: int, trigger: Literal["step", "epoch"]) -> dict[str, Any] | None:
         """Collective. Score the validation set now; rank 0 writes the event and returns the scores.
@@ -530,7 +526,9 @@ class Trainer:
         scores["best"] = self.checkpoints.offer(scores[keys[0]])  # lower is better: val_cer or val_loss
         if scores["best"] and trigger == "step":
             metrics = {key: scores[key] for key in keys}
-            self.checkpoints.write_best(self.model, self.step, epoch, metrics, self._ema_weights())
+            self.checkpoints.write_best(
+                self.model, self.step, epoch, metrics, self.optimization.averages(self.model)
+            )
         self.events.write("validation", self.step, epoch, scores)
         self.latest_scores = scores
         return scores

@@ -1,6 +1,7 @@
 """One rank's optimizer side of training: the optimizer (``optim.optimizer``, ``training.optimizers``), the
 f16 loss scaler, gradient clipping, the learning rate (a step schedule or validation-driven Newbob control,
-optionally scaled with the batch) and the weight EMA, behind ``Optimization``.
+optionally scaled with the batch) and the weight averages (the EMA, icefall's running average), behind
+``Optimization``.
 
 The learning rate of optimizer update ``step + 1`` in (0-based) epoch ``epoch``:
 
@@ -27,14 +28,14 @@ non-finite norm) the same step.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from asr_pipeline.training.config import OptimConfig, TrainConfig, peak_learning_rate
-from asr_pipeline.training.ema import WeightEMA
+from asr_pipeline.training.ema import AVERAGE_FILE, EMA_FILE, RunningAverage, WeightEMA
 from asr_pipeline.training.growth import widen_ema, widen_optimizer
 from asr_pipeline.training.lr_control import Decision, NewbobControl
 from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer, decay_groups
@@ -74,6 +75,7 @@ class Optimization:
         self.schedule: LRSchedule = lr_schedule(optim, self.peak_lr, max(1, steps_per_epoch))
         self.control = NewbobControl(optim.newbob, self.peak_lr) if optim.lr_control == "newbob" else None
         self.ema = WeightEMA(model, optim.ema_decay, optim.ema_start_step) if optim.ema_decay else None
+        self.average = RunningAverage(model, optim.average_period) if optim.use_averaged_model else None
         self.grad_norm = torch.tensor(0.0)  # the last step's, before clipping
         self.applied_lr: float | None = None  # the last update's rate, batch scaling included
 
@@ -129,7 +131,7 @@ class Optimization:
 
     def step(self, model: nn.Module, step: int, epoch: int, batch_size: float | None = None) -> bool:
         """Unscale, measure and clip the gradients, and update unless their norm is non-finite; then zero
-        them and update the EMA. ``batch_size``: the step's utterances over all ranks (needed only under
+        them and update the averages. ``batch_size``: the step's utterances over all ranks (needed only under
         ``optim.lr_scale_with_batch``). Returns whether the update was taken."""
         self.scaler.unscale_(self.optimizer)
         # inf: measure the norm, clip nothing (scaled_adam clips by its own median rule).
@@ -150,7 +152,26 @@ class Optimization:
         self.optimizer.zero_grad(set_to_none=True)
         if self.ema is not None:
             self.ema.update(model, step)
+        if self.average is not None:
+            self.average.update(model, step)
         return applied
+
+    def averages(self, model: nn.Module) -> dict[str, dict[str, Tensor]]:
+        """The weight averages kept, as file name -> state dict for a checkpoint: the EMA in the
+        parameters' dtypes, the running average in float64 (an exact resume)."""
+        files = {}
+        if self.ema is not None:
+            files[EMA_FILE] = self.ema.state_dict(model)
+        if self.average is not None:
+            files[AVERAGE_FILE] = self.average.state_dict(model, keep_dtype=True)
+        return files
+
+    def load_averages(self, load: Callable[[str], dict[str, Tensor]]) -> None:
+        """The averages back from a checkpoint, ``load(file name)`` reading one of its weight files."""
+        if self.ema is not None:
+            self.ema.load_state_dict(load(EMA_FILE))
+        if self.average is not None:
+            self.average.load_state_dict(load(AVERAGE_FILE))
 
     def record_validation(self, epoch: int, scores: Mapping[str, Any]) -> Decision | None:
         """Newbob: 0-based ``epoch``'s end-of-epoch validation scores (every rank the same ones); returns
@@ -160,7 +181,7 @@ class Optimization:
         return self.control.record(epoch + 1, scores)
 
     def state_dict(self) -> dict[str, Any]:
-        """The resumable state (the EMA is saved as its own weights file)."""
+        """The resumable state (each average is saved as its own weights file: ``averages``)."""
         return {
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),

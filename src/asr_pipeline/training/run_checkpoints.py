@@ -27,6 +27,7 @@ from asr_pipeline.run_layout import (
 )
 from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, save_checkpoint, save_kept_weights
 from asr_pipeline.training.config import TrainConfig
+from asr_pipeline.training.ema import RunningAverage
 from asr_pipeline.training.events import EventLog
 
 
@@ -52,10 +53,10 @@ class RunCheckpoints:
         step: int,
         epoch: int,
         metrics: dict[str, Any],
-        ema: dict[str, torch.Tensor] | None,
+        averages: dict[str, dict[str, torch.Tensor]],
     ) -> None:
-        """The current weights (and EMA) as ``checkpoint_best``."""
-        save_checkpoint(self.output_dir, model=model, training_state=None, ema_weights=ema, name=BEST_DIR,
+        """The current weights (and their averages: file -> state dict) as ``checkpoint_best``."""
+        save_checkpoint(self.output_dir, model=model, training_state=None, averages=averages, name=BEST_DIR,
                         step=step, epoch=epoch, model_config=self.model_config, metrics=metrics)  # fmt: skip
 
     def write_latest(
@@ -65,22 +66,23 @@ class RunCheckpoints:
         epoch: int,
         metrics: dict[str, Any],
         training_state: dict[str, Any],
-        ema: dict[str, torch.Tensor] | None,
+        averages: dict[str, dict[str, torch.Tensor]],
         best: bool = False,
+        running_average: RunningAverage | None = None,
     ) -> None:
         """``checkpoint_latest`` (resumable: ``training_state`` plus ``best_val_cer``), after
-        ``checkpoint_best`` when ``best``; then a "checkpoint" event."""
+        ``checkpoint_best`` when ``best``; then a "checkpoint" event. ``averages``: file -> state dict of
+        each weight average; ``running_average`` is kept with the weights under ``run.keep_checkpoints``."""
         if best:
-            self.write_best(model, step, epoch, metrics, ema)
+            self.write_best(model, step, epoch, metrics, averages)
         state = {**training_state, "best_val_cer": self.best_val_cer}
-        save_checkpoint(self.output_dir, model=model, training_state=state, ema_weights=ema, step=step,
+        save_checkpoint(self.output_dir, model=model, training_state=state, averages=averages, step=step,
                         epoch=epoch, model_config=self.model_config, metrics=metrics,
                         train_config=self.config)  # fmt: skip
         values = {"path": str(self.output_dir / CHECKPOINT_DIR), **metrics}
         if self.config.run.keep_checkpoints:
-            kept = save_kept_weights(
-                self.output_dir, model=model, step=step, epoch=epoch, model_config=self.model_config
-            )
+            kept = save_kept_weights(self.output_dir, model=model, step=step, epoch=epoch,
+                                     model_config=self.model_config, average=running_average)  # fmt: skip
             values["kept_path"] = str(kept)
         if best:  # only on epoch checkpoints that improved: older readers see the same keys as before
             values["best_path"] = str(self.output_dir / BEST_DIR)

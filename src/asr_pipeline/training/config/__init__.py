@@ -113,11 +113,16 @@ class TrainConfig:
                     "finetune.method lora adapts trained weights: set run.init_from (--init-from, a run dir or "
                     ".safetensors file) or model.pretrained_dir with load_pretrained_weights"
                 )
-            if self.optim.ema_decay is not None or self.grow.enabled:
+            if self.optim.ema_decay is not None or self.optim.use_averaged_model or self.grow.enabled:
                 raise ValueError(
-                    "finetune.method lora trains adapters on a fixed model: optim.ema_decay and train.grow do not "
-                    "apply; unset them"
+                    "finetune.method lora trains adapters on a fixed model: optim.ema_decay, "
+                    "optim.use_averaged_model and train.grow do not apply; unset them"
                 )
+        if self.optim.use_averaged_model and self.grow.enabled:
+            raise ValueError(
+                "optim.use_averaged_model averages the weights of one model, and train.grow rebuilds it with "
+                "other shapes: drop one of them"
+            )
         if self.schedule:
             check_schedule(self.schedule, _section_keys(TrainConfig))
             EpochSettings(self)  # every epoch's settings must form a valid config, checked now

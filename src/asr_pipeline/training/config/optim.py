@@ -143,6 +143,18 @@ class OptimConfig:
     ema_start_step: int = setting(
         0, help="optimizer step before which the EMA copies", flag="--ema-start-step"
     )
+    # icefall's model averaging (training.ema.RunningAverage): the mean of the weights every average_period
+    # steps, saved as averaged.safetensors; two saved averages give the mean between them (average_between).
+    use_averaged_model: bool = setting(
+        False,
+        help="keep icefall's running average of the weights (the mean of the weights every --average-period optimizer steps since the start), saved beside each checkpoint's weights as averaged.safetensors; two kept averages give the model averaged between them (run.keep_checkpoints)",
+        flag="--use-averaged-model",
+    )
+    average_period: int = setting(
+        200,
+        help="optimizer steps between the points the running average (--use-averaged-model) takes",
+        flag="--average-period",
+    )
     # What sets the rate (training.optimization): "schedule", the warmup-hold-decay above; "newbob", the
     # validation-driven control of training.lr_control (options in ``newbob``) after the schedule's warmup.
     lr_control: Literal["schedule", "newbob"] = setting(
@@ -182,6 +194,7 @@ class OptimConfig:
             "lr_eden_batches",
             "lr_eden_epochs",
             "lr_scale_with_batch",
+            "average_period",
         )
         if not 0.0 <= self.sgd_momentum < 1.0:
             raise ValueError(f"sgd_momentum must be in [0, 1), got {self.sgd_momentum}")
