@@ -37,7 +37,13 @@ ALL_STAGES = {
     *EVALUATIONS,
 }
 TINY_PARAMS = {
-    "demo_corpus": {"train_size": 24, "dev_size": 6, "test_size": 6, "max_duration_sec": 6.0},
+    "demo_corpus": {
+        "train_size": 24,
+        "dev_size": 6,
+        "test_size": 6,
+        "test_open_size": 3,
+        "max_duration_sec": 6.0,
+    },
     "tokenizer": {"vocab_size": 48},
     "pron": {"demo": {"train_size": 3, "test_size": 2}},
     "features": {"shard_size": 16},
@@ -208,7 +214,8 @@ def test_a_stage_run_without_the_telemetry_variables_sends_nothing_and_changes_n
     Makefile's and CI's KEDRO_DISABLE_TELEMETRY: with it, every stage tried to reach heapanalytics.com and
     wrote a ``[tool.kedro_telemetry] project_id`` into pyproject.toml, whose hash is the set-up stamp."""
     project = copy_project(
-        tmp_path / "project", {"demo_corpus": {"train_size": 2, "dev_size": 1, "test_size": 1}}
+        tmp_path / "project",
+        {"demo_corpus": {"train_size": 2, "dev_size": 1, "test_size": 1, "test_open_size": 1}},
     )
     pyproject = (project / "pyproject.toml").read_bytes()
     env = {

@@ -75,6 +75,32 @@ def test_a_missing_manifest_says_how_to_build_the_demo_or_point_at_your_data(tmp
         ManifestDataset(str(tmp_path / "train")).load()
 
 
+def test_an_optional_split_set_to_null_is_a_manifest_without_records(tmp_path):
+    dataset = ManifestDataset(None, corpus=str(tmp_path), setting="paths.raw_test_open", optional=True)
+
+    assert dataset.exists()
+    assert list(dataset.load().records(SkipReport())) == []
+
+
+def test_a_required_split_set_to_null_is_refused_naming_the_setting(tmp_path):
+    with pytest.raises(DatasetError, match=r"paths.raw_test is null in conf/base/globals.yml.*required"):
+        ManifestDataset(None, corpus=str(tmp_path), setting="paths.raw_test").load()
+
+
+def test_an_optional_manifest_outside_the_corpus_says_it_may_be_null(tmp_path):
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "test_open.jsonl").write_text("")
+    dataset = ManifestDataset(
+        str(tmp_path / "demo" / "test_open.jsonl"),
+        str(tmp_path / "mine"),
+        "paths.raw_test_open",
+        optional=True,
+    )
+
+    with pytest.raises(DatasetError, match=r"outside paths.corpus.*set paths.raw_test_open: null"):
+        dataset.load()
+
+
 def test_shard_chunk_zero_replaces_an_earlier_run(tmp_path):
     dataset = FeatureShardsDataset(str(tmp_path / "train"))
     table = records_to_table([])

@@ -11,6 +11,7 @@ from kedro.pipeline import Pipeline
 from kedro.runner import SequentialRunner
 
 from asr_pipeline.io.datasets import FeatureShardsDataset
+from asr_pipeline.pipelines.splits import SPLITS
 
 
 class KeptMemoryDataset(MemoryDataset):
@@ -63,6 +64,5 @@ def project_params() -> dict:
 def feature_shard_datasets(root: Path) -> dict[str, FeatureShardsDataset]:
     """The features stage's shard outputs of every split, written under ``root/features/<split>``."""
     return {
-        f"{split}.feature_shards": FeatureShardsDataset(str(root / "features" / split))
-        for split in ("train", "dev", "test")
+        f"{split}.feature_shards": FeatureShardsDataset(str(root / "features" / split)) for split in SPLITS
     }

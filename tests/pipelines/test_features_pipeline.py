@@ -6,6 +6,7 @@ from asr_pipeline.data.manifest_table import MANIFEST_SCHEMA
 from asr_pipeline.io.report import NothingKeptError
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.pipelines.features import create_pipeline
+from asr_pipeline.pipelines.splits import SPLITS
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
 from tests.pipelines.conftest import feature_shard_datasets, run_stage
@@ -41,6 +42,7 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
         ),
         "dev.manifest": _manifest(tmp_path, "dev", [(0.7, "the mat", None), (0.5, "bad ids", [999])]),
         "test.manifest": _manifest(tmp_path, "test", [(0.6, "a cat", None), (0.5, "привет мир", None)]),
+        "test_open.manifest": _manifest(tmp_path, "test_open", [(0.4, "the dog", None)]),
         "tokenizer_model": spm_model,
     }
     datasets = feature_shard_datasets(tmp_path)
@@ -78,13 +80,54 @@ def test_features_stage_writes_shards_per_split_and_counts_bad_audio(tmp_path, s
         "the tokenizer knows no Cyrillic"
     )
     assert train_report["kept_with"] == {"unknown pieces": {"count": 0, "share": 0.0}}
+    [open_shard] = catalog.load("test_open.feature_shards")
+    assert pq.read_table(open_shard)["text"].to_pylist() == ["the dog"]
+
+
+def _run_features(tmp_path, spm_model, project_params, manifests):
+    return run_stage(
+        create_pipeline(),
+        {**manifests, "tokenizer_model": spm_model},
+        feature_shard_datasets(tmp_path),
+        params={
+            **{key: project_params[key] for key in ("features", "tokenizer", "train")},
+            "augmentation": None,
+        },
+    )
+
+
+def test_an_open_test_set_the_corpus_lacks_becomes_one_shard_without_rows(
+    tmp_path, spm_model, project_params
+):
+    manifests = {
+        f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)]) for split in SPLITS
+    }
+    manifests["test_open.manifest"] = _manifest(tmp_path, "test_open", [])  # paths.raw_test_open: null
+
+    catalog = _run_features(tmp_path, spm_model, project_params, manifests)
+
+    [shard] = catalog.load("test_open.feature_shards")
+    table = pq.read_table(shard)
+    assert table.num_rows == 0 and table.schema.equals(SHARD_SCHEMA)
+    report = catalog.load("test_open.extraction_report")
+    assert (report["seen"], report["kept"], report["shards"], report["frames"]) == (0, 0, 1, 0)
+
+
+def test_a_required_split_without_rows_still_fails(tmp_path, spm_model, project_params):
+    manifests = {
+        f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)]) for split in SPLITS
+    }
+    manifests["test.manifest"] = _manifest(tmp_path, "test", [])
+
+    with pytest.raises(NothingKeptError, match="feature extraction"):
+        _run_features(tmp_path, spm_model, project_params, manifests)
 
 
 def test_features_stage_fails_naming_the_skips_when_a_split_keeps_nothing(
     tmp_path, spm_model, project_params
 ):
     missing = _manifest(tmp_path, "train", [(None, "lost", None), (None, "gone", None)])
-    inputs = {"train.manifest": missing, "dev.manifest": missing, "test.manifest": missing}
+    inputs = {f"{split}.manifest": missing for split in SPLITS}
     datasets = feature_shard_datasets(tmp_path)
 
     with pytest.raises(NothingKeptError, match=r"all 2 records were skipped.*missing file: 2"):
@@ -107,10 +150,7 @@ def test_with_no_features_architecture_the_frontend_follows_the_models(
     tmp_path, spm_model, project_params, architecture, width
 ):
     assert project_params["features"]["architecture"] is None, "params.yaml lets the model choose"
-    inputs = {
-        f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)])
-        for split in ("train", "dev", "test")
-    }
+    inputs = {f"{split}.manifest": _manifest(tmp_path, split, [(0.5, "the cat", None)]) for split in SPLITS}
     datasets = feature_shard_datasets(tmp_path)
     catalog = run_stage(
         create_pipeline(),

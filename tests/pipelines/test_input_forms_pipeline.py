@@ -12,6 +12,7 @@ import pytest
 
 from asr_pipeline.io.datasets import Manifest
 from asr_pipeline.pipelines.features import create_pipeline as features_pipeline
+from asr_pipeline.pipelines.splits import SPLITS
 from asr_pipeline.pipelines.transcripts import create_pipeline as transcripts_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import make_wav
@@ -76,6 +77,7 @@ def raw_splits(tmp_path) -> dict:
         "train.raw_manifest": Manifest(train),
         "dev.raw_manifest": Manifest(dev),
         "test.raw_manifest": Manifest(test),
+        "test_open.raw_manifest": Manifest(None),  # a corpus without an open test set
     }
 
 
@@ -84,7 +86,7 @@ def run_both_stages(
 ) -> tuple:
     params = {"transcripts": project_params["transcripts"], "tokenizer": project_params["tokenizer"]}
     transcripts = run_stage(transcripts_pipeline(), raw_splits, params=params)
-    manifests = {f"{s}.manifest": transcripts.load(f"{s}.manifest") for s in ("train", "dev", "test")}
+    manifests = {f"{s}.manifest": transcripts.load(f"{s}.manifest") for s in SPLITS}
     shards = feature_shard_datasets(tmp_path)
     features = run_stage(
         features_pipeline(),

@@ -11,6 +11,7 @@ from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.decoding.lexicon import build_lexicon, piece_corpus
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.io.datasets import DirectoryDataset, TrainedRunDataset
+from asr_pipeline.io.shards import records_to_table, write_shard
 from asr_pipeline.pipelines.evaluate import create_pipeline as evaluate_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.pipelines.tune_decoding import create_pipeline as tune_pipeline
@@ -104,8 +105,15 @@ def test_tune_decoding_then_evaluate_score_each_split_with_the_values_chosen_on_
     assert report["lexicon"]["dev"]["wer"] == min(p["wer"] for p in report["lexicon"]["grid"])
     assert tuned["lexicon_free"]["decoder"] == "lexicon_free" and tuned["lexicon"]["beam_width"] == 4
 
-    evaluation = evaluate_pipeline().only_nodes_with_namespaces(["dev", "test"])
+    empty = (
+        tmp_path / "test_open.parquet"
+    )  # what the features stage writes when a corpus has no open test set
+    write_shard(records_to_table([]), empty)
+    inputs["test_open.feature_shards"] = [str(empty)]
+    evaluation = evaluate_pipeline().only_nodes_with_namespaces(["dev", "test", "test_open"])
     catalog = run_stage(evaluation, {**inputs, "tuned_decoding": tuned}, params={"decoding": decoding})
+    assert catalog.load("test_open.evaluation_metrics") == {"utterances": 0}
+    assert catalog.load("test_open.hypotheses") == ""
     for split, count in (("dev", 4), ("test", 3)):
         metrics = catalog.load(f"{split}.evaluation_metrics")
         assert metrics["utterances"] == count

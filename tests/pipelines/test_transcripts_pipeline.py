@@ -30,10 +30,13 @@ def _raw_splits(tmp_path):
     )
     test = tmp_path / "test.jsonl"
     test.write_text(json.dumps({"id": "t1", "audio_path": "a.wav", "transcript": "Three."}) + "\n")
+    test_open = tmp_path / "test_open.jsonl"
+    test_open.write_text(json.dumps({"id": "o1", "audio_path": "a.wav", "text": "Open, Four!"}) + "\n")
     return {
         "train.raw_manifest": Manifest(train),
         "dev.raw_manifest": Manifest(dev),
         "test.raw_manifest": Manifest(test),
+        "test_open.raw_manifest": Manifest(test_open),
     }
 
 
@@ -58,6 +61,17 @@ def test_transcripts_stage_normalizes_every_split_and_counts_skips(tmp_path, pro
     }
     assert (dev_report["seen"], dev_report["kept"]) == (4, 1)
     assert catalog.load("test.manifest")["text"].to_list() == ["three"]
+    assert catalog.load("test_open.manifest")["text"].to_list() == ["open four"]
+
+
+def test_a_corpus_without_an_open_test_set_gets_an_empty_test_open_manifest(tmp_path, project_params):
+    raw = {**_raw_splits(tmp_path), "test_open.raw_manifest": Manifest(None)}  # paths.raw_test_open: null
+
+    catalog = run_stage(create_pipeline(), raw, params={"transcripts": project_params["transcripts"]})
+
+    manifest = catalog.load("test_open.manifest")
+    assert manifest.height == 0 and manifest.columns == catalog.load("test.manifest").columns
+    assert (catalog.load("test_open.transcripts_report")["seen"], manifest.height) == (0, 0)
 
 
 def test_audio_outside_the_corpus_folder_is_a_counted_skip_naming_the_row(tmp_path):

@@ -58,7 +58,8 @@ def decode_and_score(batches: Iterable[BatchOutput], decoders: Mapping[str, Deco
     """Decode every batch with every decoder; score each against the references.
 
     Returns the hypotheses (JSONL: id, reference, then one field per decoder name) and metrics in percent:
-    ``{"utterances": N, <name>: {"wer", "cer"}, ...}``.
+    ``{"utterances": N, <name>: {"wer", "cer"}, ...}``; no batches (an empty optional split, the open test
+    set a corpus lacks): ``{"utterances": 0}``, since error rates over no words are undefined.
     """
     rows = []
     for batch in batches:
@@ -72,7 +73,7 @@ def decode_and_score(batches: Iterable[BatchOutput], decoders: Mapping[str, Deco
             rows.append(row)
     references = [row["reference"] for row in rows]
     metrics: dict = {"utterances": len(rows)}
-    for name in decoders:
+    for name in decoders if rows else ():
         rates = error_rates(references, [row[name] for row in rows])
         metrics[name] = {"wer": round(rates.wer, 3), "cer": round(rates.cer, 3)}
     hypotheses = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -10,18 +10,25 @@ import polars as pl
 from asr_pipeline.features.extract import ExtractionOptions, batch_into_shards, extract_records
 from asr_pipeline.io.datasets import ShardChunk
 from asr_pipeline.io.report import SkipReport
+from asr_pipeline.io.shards import records_to_table
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
 
 def stream_split_shards(
-    manifest: pl.DataFrame, tokenizer: CTCTokenizer, options: ExtractionOptions
+    manifest: pl.DataFrame, tokenizer: CTCTokenizer, options: ExtractionOptions, optional: bool = False
 ) -> Iterator[tuple[ShardChunk, dict]]:
     """Yields (shard, report so far) so Kedro saves shard by shard; the report yielded last is complete:
     kept/skipped counts by reason, kept utterances with <unk> pieces (``kept_with``), frames, shards and total
     audio duration. A split whose every record is skipped raises ``NothingKeptError`` (naming the skips)
-    instead of writing an empty shard."""
+    instead of writing an empty shard. ``optional`` (a split a corpus may lack, pipelines.splits
+    OPTIONAL_SPLITS): a manifest without rows writes one shard without rows, so the stages after it run
+    and report 0 utterances; a manifest whose rows were all skipped still raises."""
     report = SkipReport(strict=options.strict)
     totals = {"frames": 0, "duration_ms": 0, "shards": 0}
+    if optional and manifest.height == 0:
+        totals["shards"] = 1
+        yield ShardChunk(0, records_to_table([], options.feature_dtype)), _summary(report, totals)
+        return
     records = extract_records(
         manifest.iter_rows(named=True), tokenizer, options, report, total=manifest.height
     )

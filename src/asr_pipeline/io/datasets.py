@@ -86,13 +86,14 @@ class FilePathDataset(AbstractDataset[None, Path]):
 class Manifest:
     """A manifest file or folder, read lazily so large manifests stream. ``corpus``: the folder its audio and
     feature files must lie in (``paths.corpus``; the transcripts stage skips and counts the others); None
-    outside the pipeline (``asr-pipeline extract-features``), where no folder is tracked."""
+    outside the pipeline (``asr-pipeline extract-features``), where no folder is tracked. ``path`` None: an
+    optional split the corpus does not have (``paths.raw_test_open: null``), which has no records."""
 
-    path: Path
+    path: Path | None
     corpus: Path | None = None
 
     def records(self, report: SkipReport) -> Iterator[ManifestRecord]:
-        return iter_manifest(self.path, report)
+        return iter(()) if self.path is None else iter_manifest(self.path, report)
 
 
 class ManifestDataset(AbstractDataset[Any, Manifest]):
@@ -101,24 +102,44 @@ class ManifestDataset(AbstractDataset[Any, Manifest]):
     A user's corpus is a DVC-tracked input, so no stage may write to it (DVC would also delete a stage's
     outputs before rerunning it). ``corpus`` is the folder DVC tracks as the stages' input
     (``paths.corpus``); a manifest outside it is refused, since DVC would not notice it change.
+
+    ``setting`` names the conf/base/globals.yml key of ``path`` for messages. ``optional``: a split a corpus
+    may lack (the open test set): ``path`` null loads a manifest without records, so the split's stages still
+    run, write an empty split and report 0 utterances.
     """
 
-    def __init__(self, path: str, corpus: str | None = None) -> None:
-        self._path = Path(path)
+    def __init__(
+        self, path: str | None, corpus: str | None = None, setting: str = "", optional: bool = False
+    ) -> None:
+        self._path = None if path is None else Path(path)
         self._corpus = None if corpus is None else Path(corpus)
+        self._setting, self._optional = setting, optional
 
     def load(self) -> Manifest:
+        if self._path is None:
+            if self._optional:
+                return Manifest(None)
+            raise DatasetError(
+                f"{self._setting or 'the manifest path'} is null in conf/base/globals.yml: the train, dev "
+                "and test splits are required; point it at the split's manifest"
+            )
         if not self._path.exists():
             raise DatasetError(
                 f"manifest {self._path} does not exist. For the demo corpus, run `dvc repro demo_corpus` "
                 "(or `kedro run --pipelines=demo_corpus`) first; for your own data, point paths.corpus and "
                 "paths.raw_train/raw_dev/raw_test in conf/base/globals.yml at it (README: Train on your own data)"
+                + (f"; {self._setting}: null when your corpus has no such split" if self._optional else "")
             )
         if self._corpus is not None and not _is_within(self._path, self._corpus):
             raise DatasetError(
                 f"manifest {self._path} lies outside paths.corpus={self._corpus} (conf/base/globals.yml): the "
                 "stages depend on paths.corpus, so DVC would not see this manifest or its audio change. Move "
                 "the data under paths.corpus or point paths.corpus at a folder that holds it"
+                + (
+                    f" (or set {self._setting}: null if your corpus has no such split)"
+                    if self._optional
+                    else ""
+                )
             )
         corpus = None if self._corpus is None else _project_relative(self._corpus)
         return Manifest(_project_relative(self._path), corpus)
@@ -130,10 +151,10 @@ class ManifestDataset(AbstractDataset[Any, Manifest]):
         )
 
     def _exists(self) -> bool:
-        return self._path.exists()
+        return self._optional if self._path is None else self._path.exists()
 
     def _describe(self) -> dict[str, Any]:
-        return {"path": str(self._path), "corpus": str(self._corpus)}
+        return {"path": str(self._path), "corpus": str(self._corpus), "optional": self._optional}
 
 
 class DemoCorpusDataset(AbstractDataset[Mapping[str, bytes | Callable[[], bytes]], None]):

@@ -34,3 +34,18 @@ def extract_features(
     options = extraction_options({**params, "augmentation": augmentation}, train_architecture)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
     yield from stream_split_shards(manifest, tokenizer, options)
+
+
+def extract_optional_features(
+    manifest: pl.DataFrame,
+    tokenizer_model: bytes,
+    params: dict,
+    tokenizer_params: dict,
+    train_architecture: str | None = None,
+) -> Iterator[tuple[ShardChunk, dict]]:
+    """``extract_features`` for a split a corpus may lack (the open test set): a manifest without rows
+    (``paths.raw_test_open: null``) writes one shard without rows instead of failing, so `evaluate` runs on it
+    and reports 0 utterances."""
+    options = extraction_options({**params, "augmentation": None}, train_architecture)  # as test's
+    tokenizer = CTCTokenizer(tokenizer_model, blank_id=int(tokenizer_params.get("blank_id", 0)))
+    yield from stream_split_shards(manifest, tokenizer, options, optional=True)
