@@ -12,6 +12,7 @@ from asr_pipeline.models.spec import (
     FRAME_POSTERIOR_OUTPUTS,
     ArchitectureSpec,
     Lazy,
+    check_input_normalization,
     has_frame_posteriors,
     narrow_by_heads,
     narrowed_heads,
@@ -81,3 +82,10 @@ def test_narrowing_keeps_the_head_width_and_scales_the_set_fields_named():
 def test_ctc_gives_frame_posteriors_and_the_decoder_outputs_do_not():
     assert FRAME_POSTERIOR_OUTPUTS == ("ctc",)
     assert has_frame_posteriors("ctc") and not has_frame_posteriors("paraformer")
+
+
+def test_a_configs_input_normalization_is_utterance_cmvn_or_nothing():
+    check_input_normalization("utterance")
+    check_input_normalization(None)
+    with pytest.raises(ValueError, match="input_normalization must be 'utterance' or None, got 'global'"):
+        check_input_normalization("global")

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from asr_pipeline.models.w2v_bert import (
+    ACTIVATIONS,
     SIZES,
     W2VBertConfig,
     W2VBertCTC,
@@ -14,7 +15,7 @@ from asr_pipeline.models.w2v_bert import (
     w2v_bert_config,
     w2v_bert_tiny,
 )
-from asr_pipeline.models.w2v_bert_spec import W2V_BERT
+from asr_pipeline.models.w2v_bert_spec import ACTIVATION_NAMES, W2V_BERT
 from tests.models.ctc_steps import ctc_overfit_losses
 
 POSITION_TYPES = ["relative_key", "relative", "rotary", None]
@@ -233,6 +234,12 @@ def test_spec_without_variant_is_600m_and_overrides_win():
     assert (W2V_BERT.frontend, W2V_BERT.input_dim, W2V_BERT.output) == ("w2v-bert", 160, "ctc")
     assert W2V_BERT.peak_learning_rate(None) == W2V_BERT.peak_learning_rate("demo") == 1e-4
     assert isinstance(W2V_BERT.builder(w2v_bert_config("tiny")), W2VBertCTC)
+
+
+def test_the_activations_the_config_accepts_are_the_ones_the_model_builds():
+    assert tuple(ACTIVATIONS) == ACTIVATION_NAMES
+    with pytest.raises(ValueError, match="hidden_act='elu' is not implemented; choose one of: relu, gelu"):
+        w2v_bert_config("tiny", hidden_act="elu")
 
 
 def test_unset_dropouts_follow_dropout_and_set_ones_win():

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from asr_kernels.pairwise_downsample import PairwiseDownsample
-from asr_kernels.swoosh import Swoosh, swoosh_l, swoosh_r
+from asr_kernels.swoosh import SWOOSH_FORMS, Swoosh, swoosh_l, swoosh_r
+from asr_pipeline.models import zipformer_spec
 from asr_pipeline.models.zipformer import (
     SIZES,
     Zipformer,
@@ -172,6 +173,13 @@ def test_sigmoid_swoosh_is_the_reference_trainers_different_function():
     at = torch.tensor([-10.0])
     assert (Swoosh("l", "paper")(at) - Swoosh("l", "sigmoid")(at)).item() == pytest.approx(0.765, abs=1e-3)
     assert (Swoosh("r", "paper")(at) - Swoosh("r", "sigmoid")(at)).item() == pytest.approx(0.487, abs=1e-3)
+
+
+def test_the_configs_swoosh_forms_are_the_kernels():
+    # The torch-free config checks its swoosh field against its own copy of the kernel's forms.
+    assert zipformer_spec.SWOOSH_FORMS == SWOOSH_FORMS
+    with pytest.raises(ValueError, match="swoosh must be one of"):
+        zipformer_spec.zipformer_config("tiny", swoosh="relu")
 
 
 def test_sigmoid_swoosh_option_reaches_the_model():

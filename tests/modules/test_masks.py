@@ -40,16 +40,10 @@ def test_utterance_normalize_uses_only_real_frames_and_zeroes_padding():
 
 
 def test_a_models_input_normalization_is_utterance_cmvn_or_nothing():
-    import pytest
-
-    from asr_pipeline.modules.masks import check_input_normalization, normalize_input, utterance_normalize
+    from asr_pipeline.modules.masks import normalize_input, utterance_normalize
 
     features, lengths = torch.randn(2, 6, 3) * 5 + 7, torch.tensor([6, 4])
     assert torch.equal(
         normalize_input(features, lengths, "utterance"), utterance_normalize(features, lengths)
     )
     assert normalize_input(features, lengths, None) is features
-    check_input_normalization("utterance")
-    check_input_normalization(None)
-    with pytest.raises(ValueError, match="input_normalization must be 'utterance' or None, got 'global'"):
-        check_input_normalization("global")

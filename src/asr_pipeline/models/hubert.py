@@ -23,71 +23,18 @@ Unlike fairseq, rows are not cut to the batch's smallest masked count: the loss 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr_pipeline.models.hubert_spec import SIZES
+from asr_pipeline.models.hubert_spec import (  # the config and sizes live in the torch-free spec
+    SIZES,
+    WAVEFORM_FRAME,
+    HubertConfig,
+    hubert_config,
+)
 from asr_pipeline.modules.masks import padding_mask
-
-BASE_CONV_LAYERS = ((512, 10, 5),) + ((512, 3, 2),) * 4 + ((512, 2, 2),) * 2  # 320 samples per frame
-WAVEFORM_FRAME = 320  # samples per frame of the waveform frontend (20 ms at 16 kHz)
-
-
-@dataclass(frozen=True)
-class HubertConfig:
-    """Defaults: HuBERT-base (fairseq ``hubert_base_librispeech``; torchaudio ``hubert_pretrain_base``)."""
-
-    input_dim: int = WAVEFORM_FRAME  # samples per input frame (the waveform frontend's frame)
-    vocab_size: int = 256  # CTC outputs of the fine-tuning head, blank included
-    dropout: float = 0.1  # residual, feature-projection and head dropout
-    d_model: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    ff_dim: int = 3072
-    conv_layers: tuple[tuple[int, int, int], ...] = BASE_CONV_LAYERS  # (channels, kernel, stride) per block
-    extractor_mode: str = "group_norm"  # group_norm: block 0 only (base); layer_norm: every block (large)
-    conv_bias: bool = False
-    pos_conv_kernel: int = 128
-    pos_conv_groups: int = 16
-    layer_norm_first: bool = False  # False: post-LN (base); True: pre-LN (large)
-    attention_dropout: float = 0.1
-    activation_dropout: float = 0.0
-    layer_norm_eps: float = 1e-5
-    feature_grad_mult: float = 0.1  # the conv encoder's gradient is scaled by this (fairseq), 1: not at all
-    normalize_waveform: bool = False  # per-utterance zero mean, unit variance of the samples (large: True)
-    # Masking: pretraining always, fine-tuning in training only (SpecAugment-like, as HF's mask_time_prob).
-    mask_prob: float = 0.8
-    mask_length: int = 10
-    mask_min_masks: int = 2
-    # Pretraining head and loss.
-    num_classes: int = 100  # k-means units
-    final_dim: int = 256
-    logit_temperature: float = 0.1
-    masked_weight: float = 1.0
-    unmasked_weight: float = 0.0
-    feature_penalty_weight: float = 10.0  # times the mean square of the conv features, per predicted frame
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "conv_layers", tuple(tuple(block) for block in self.conv_layers))
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
-        if self.d_model % self.pos_conv_groups:
-            raise ValueError(
-                f"d_model={self.d_model} must be divisible by pos_conv_groups={self.pos_conv_groups}"
-            )
-        if self.extractor_mode not in ("group_norm", "layer_norm"):
-            raise ValueError(f"extractor_mode must be group_norm or layer_norm, got {self.extractor_mode!r}")
-        if not 0.0 < self.feature_grad_mult <= 1.0:
-            raise ValueError(f"feature_grad_mult must lie in (0, 1], got {self.feature_grad_mult}")
-        if not 0.0 <= self.mask_prob < 1.0 or self.mask_length < 1:
-            raise ValueError(f"mask_prob={self.mask_prob} must lie in [0, 1) and mask_length >= 1")
-
-    @property
-    def stride(self) -> int:
-        return math.prod(stride for _, _, stride in self.conv_layers)
 
 
 def conv_output_lengths(config: HubertConfig, samples: Tensor) -> Tensor:
@@ -444,17 +391,6 @@ class HubertCTC(nn.Module):
         return self.ctc_head(self.dropout(hidden)).float().log_softmax(-1), lengths
 
 
-def hubert_config(variant: str, **overrides: object) -> HubertConfig:
-    """The named size ``variant`` with ``overrides`` (config fields) over it."""
-    if variant not in SIZES:
-        raise ValueError(f"unknown HuBERT variant {variant!r}; expected one of {', '.join(SIZES)}")
-    size = SIZES[variant]
-    values = {"d_model": size.d_model, "num_layers": size.num_layers, "num_heads": size.num_heads,
-              "ff_dim": size.ff_dim, **size.extra}  # fmt: skip
-    values.update({key: value for key, value in overrides.items() if value is not None})
-    return HubertConfig(**values)  # type: ignore[arg-type]
-
-
 def build_hubert_pretrain(config: HubertConfig) -> HubertPretrain:
     return HubertPretrain(config)
 
@@ -463,7 +399,7 @@ def build_hubert_ctc(config: HubertConfig) -> HubertCTC:
     return HubertCTC(config)
 
 
-__all__ = [
+__all__ = [  # the config and sizes are models.hubert_spec's, re-exported for the model's users
     "SIZES",
     "WAVEFORM_FRAME",
     "HubertCTC",

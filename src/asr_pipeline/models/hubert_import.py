@@ -185,10 +185,17 @@ def load_hf_weights(model: nn.Module, path: str | Path, verbose: bool = True) ->
     return _reported(_copy(model, checkpoint_tensors(directory), hf_name), str(directory), verbose)
 
 
+def load_pretrained(model: nn.Module, path: Path, verbose: bool) -> dict[str, Any]:
+    """A Hugging Face HuBERT folder's weights; the ``pretrained`` event's report (the spec's
+    ``load_pretrained``)."""
+    return load_hf_weights(model, path, verbose=verbose).to_event(path)
+
+
 __all__ = [
     "hf_config_values",
     "hf_name",
     "load_hf_weights",
+    "load_pretrained",
     "load_state",
     "load_torchaudio_state",
     "torchaudio_config_values",

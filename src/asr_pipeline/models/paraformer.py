@@ -49,8 +49,6 @@ decoder output is -inf, so the decoder cannot predict it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
@@ -64,106 +62,19 @@ from asr_pipeline.models.paraformer_losses import (
     token_cross_entropy,
 )
 from asr_pipeline.models.paraformer_queries import greedy_queries, uniform_queries, viterbi_queries
-from asr_pipeline.models.paraformer_spec import SIZES
+from asr_pipeline.models.paraformer_spec import (  # the config and sizes live in the torch-free spec
+    ALIGNMENT_MODES,
+    LOSS_WEIGHTS,
+    SIZES,
+    ParaformerConfig,
+    paraformer_config,
+)
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.conformer import ConformerBlock
 from asr_pipeline.modules.cross_attention import CrossAttention
 from asr_pipeline.modules.feed_forward import FeedForward
-from asr_pipeline.modules.masks import check_input_normalization, normalize_input, padding_mask
+from asr_pipeline.modules.masks import normalize_input, padding_mask
 from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling
-
-ALIGNMENT_MODES = ("cif", "viterbi", "greedy", "uniform")
-# Loss weight field of each component the training forward returns ("ce" weighs 1).
-LOSS_WEIGHTS = {
-    "quantity": "quantity_weight",
-    "ctc": "ctc_weight",
-    "shallow_ctc": "shallow_ctc_weight",
-    "boundary": "boundary_weight",
-    "refine": "refine_weight",
-}
-
-
-@dataclass(frozen=True)
-class ParaformerConfig:
-    """Defaults: FunASR's AISHELL-1 conformer Paraformer (``paraformer_conformer_12e_6d_2048_256.yaml``):
-    width 256, 12 encoder and 6 decoder blocks, FFN 2048, kernel 15, CTC 0.3, smoothing 0.1, CIF kernel 3
-    with tail threshold 0.45, glancing ratio 0.4. One difference: the CE weighs 1 and every other loss its own
-    weight, where FunASR weighs the CE (1 - ctc_weight)."""
-
-    input_dim: int = 80
-    vocab_size: int = 256  # the CTC vocabulary, blank included
-    dropout: float = 0.1
-    d_model: int = 256
-    num_layers: int = 12  # encoder blocks
-    num_heads: int = 4
-    decoder_layers: int = 6
-    ff_expansion: int = 8  # FFN width in multiples of d_model (FunASR: 2048 = 8 x 256)
-    conv_kernel_size: int = 15
-    subsampling_channels: int | None = None  # None -> d_model
-    input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
-    blank_id: int = 0  # the CTC blank: the CTC heads' blank, never a decoder output
-    alignment_mode: str = "cif"  # where the decoder queries come from: one of ALIGNMENT_MODES
-    predictor_kernel_size: int = 3  # the CIF predictor's conv (FunASR: l_order 1 + r_order 1 + 1)
-    cif_threshold: float = 1.0
-    cif_tail_threshold: float = 0.45  # added after the last frame at inference: a last token >= 0.55 fires
-    glancing_ratio: float = 0.4  # share of the first pass's wrong tokens glanced at; 0 turns GLM off
-    label_smoothing: float = 0.1
-    quantity_weight: float = 1.0  # "cif" mode only
-    ctc_weight: float = 0.3  # CTC on the final encoder; 0 removes the head ("cif" mode only)
-    enhanced: bool = False
-    shallow_ctc_layer: int | None = None  # the encoder block (1-based) under the shallow CTC; None: half-way
-    shallow_ctc_weight: float = 0.3
-    boundary_weight: float = 0.5
-    refine_weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.num_heads or self.d_model % 2:
-            raise ValueError(
-                f"d_model={self.d_model} must be even (sinusoidal positions) and divisible by "
-                f"num_heads={self.num_heads}"
-            )
-        if self.alignment_mode not in ALIGNMENT_MODES:
-            raise ValueError(
-                f"alignment_mode must be one of {', '.join(ALIGNMENT_MODES)}, got {self.alignment_mode!r}"
-            )
-        if self.alignment_mode != "cif" and self.ctc_weight <= 0:
-            raise ValueError(
-                f"alignment_mode={self.alignment_mode!r} builds its decoder queries from the CTC head, which "
-                f"ctc_weight={self.ctc_weight} leaves untrained; give ctc_weight > 0 (e.g. 0.3)"
-            )
-        check_input_normalization(self.input_normalization)
-        if self.conv_kernel_size % 2 != 1:
-            raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
-        if not 0 <= self.blank_id < self.vocab_size or self.vocab_size < 2:
-            raise ValueError(
-                f"blank_id={self.blank_id} must be an id of the vocabulary of {self.vocab_size} (>= 2: the "
-                "blank and at least one token)"
-            )
-        if not 0.0 <= self.glancing_ratio <= 1.0 or not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(
-                f"glancing_ratio={self.glancing_ratio} must lie in [0, 1] and label_smoothing="
-                f"{self.label_smoothing} in [0, 1)"
-            )
-        negative = [name for name in LOSS_WEIGHTS.values() if getattr(self, name) < 0]
-        if negative:
-            raise ValueError(f"loss weights must be >= 0: {', '.join(negative)}")
-        if self.enhanced and not 1 <= self.shallow_layer < self.num_layers:
-            raise ValueError(
-                f"shallow_ctc_layer={self.shallow_ctc_layer} must lie in [1, {self.num_layers - 1}]: a block "
-                f"below the last of the {self.num_layers} encoder blocks"
-            )
-
-    @property
-    def shallow_layer(self) -> int:
-        """The encoder block (1-based) whose output the shallow CTC head reads."""
-        return self.num_layers // 2 if self.shallow_ctc_layer is None else self.shallow_ctc_layer
-
-    def head_weight(self, name: str) -> float:
-        """The loss weight of component ``name``; 0 for a head this config does not build."""
-        enhanced_only = name in ("shallow_ctc", "boundary", "refine")
-        if (enhanced_only and not self.enhanced) or (name == "quantity" and self.alignment_mode != "cif"):
-            return 0.0
-        return float(getattr(self, LOSS_WEIGHTS[name]))
 
 
 def fit_length(x: Tensor, length: int) -> Tensor:
@@ -444,23 +355,6 @@ def build_paraformer(config: ParaformerConfig) -> Paraformer:
     )
 
 
-def paraformer_config(size: str, **overrides: object) -> ParaformerConfig:
-    """The config of a named size; ``overrides`` (any ParaformerConfig field) win."""
-    if size not in SIZES:
-        raise ValueError(f"unknown Paraformer size {size!r}; choose one of: {', '.join(SIZES)}")
-    named = SIZES[size]
-    values: dict[str, object] = {
-        "d_model": named.d_model,
-        "num_layers": named.num_layers,
-        "num_heads": named.num_heads,
-        "decoder_layers": named.decoder_layers,
-        "ff_expansion": named.ff_expansion,
-        "conv_kernel_size": named.conv_kernel_size,
-        **overrides,
-    }
-    return ParaformerConfig(**values)  # type: ignore[arg-type]
-
-
 def paraformer_base(**overrides: object) -> Paraformer:
     return build_paraformer(paraformer_config("base", **overrides))
 
@@ -471,3 +365,20 @@ def paraformer_tiny(**overrides: object) -> Paraformer:
 
 def paraformer_demo(**overrides: object) -> Paraformer:
     return build_paraformer(paraformer_config("demo", **overrides))
+
+
+__all__ = [  # the config and sizes are models.paraformer_spec's, re-exported for the model's users
+    "ALIGNMENT_MODES",
+    "LOSS_WEIGHTS",
+    "SIZES",
+    "DecoderBlock",
+    "Paraformer",
+    "ParaformerConfig",
+    "ParaformerDecoder",
+    "build_paraformer",
+    "fit_length",
+    "paraformer_base",
+    "paraformer_config",
+    "paraformer_demo",
+    "paraformer_tiny",
+]

@@ -163,6 +163,17 @@ class ArchitectureSpec:
         return tuple(name for name in self.fields if name not in COMMON_FIELDS)
 
 
+# A model config's ``input_normalization``: per-utterance CMVN of its input features
+# (``modules.masks.normalize_input``), or none.
+INPUT_NORMALIZATIONS = ("utterance", None)
+
+
+def check_input_normalization(value: str | None) -> None:
+    """A model config's ``input_normalization`` check (its ``__post_init__``)."""
+    if value not in INPUT_NORMALIZATIONS:
+        raise ValueError(f"input_normalization must be 'utterance' or None, got {value!r}")
+
+
 def narrowed_heads(num_heads: int, fraction: float) -> int:
     """The head count at ``fraction`` of the width: rounded, at least one."""
     return max(1, round(num_heads * fraction))
@@ -184,6 +195,7 @@ def narrow_by_heads(config: Any, fraction: float, scaled: tuple[str, ...] = ()) 
 __all__ = [
     "COMMON_FIELDS",
     "FRAME_POSTERIOR_OUTPUTS",
+    "INPUT_NORMALIZATIONS",
     "LAZY_FIELDS",
     "OUTPUTS",
     "REQUIRED_FIELDS",
@@ -191,6 +203,7 @@ __all__ = [
     "Lazy",
     "Output",
     "OutputKind",
+    "check_input_normalization",
     "has_frame_posteriors",
     "narrow_by_heads",
     "narrowed_heads",

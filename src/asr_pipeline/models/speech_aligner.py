@@ -31,47 +31,18 @@ strongly correlated, and without CMVN the log-mel aligner did not leave the blan
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr_pipeline.models.speech_aligner_spec import DEFAULT_VARIANT, SIZES
-from asr_pipeline.modules.masks import check_input_normalization, normalize_input
-from asr_pipeline.text.phones import NUM_CLASSES
-
-
-@dataclass(frozen=True)
-class SpeechAlignerConfig:
-    input_dim: int = 39  # MFCC-39; 80 for log-mel-80
-    vocab_size: int = NUM_CLASSES  # blank + SIL + 39 phones
-    channels: tuple[int, ...] = field(default=(64, 128, 256, 512))  # the conv blocks' widths, in order
-    kernel_size: int = 3
-    num_heads: int = 4
-    se_reduction: int = 8  # squeeze-excitation bottleneck: channels // se_reduction
-    dropout: float = 0.1
-    input_normalization: str | None = "utterance"  # per-utterance CMVN of the input features, or None
-
-    def __post_init__(self) -> None:
-        check_input_normalization(self.input_normalization)
-
-    @property
-    def d_model(self) -> int:
-        return self.channels[-1]
-
-
-def speech_aligner_config(variant: str | None = None, **values: object) -> SpeechAlignerConfig:
-    """``variant``'s sizes (None: default; the table is ``models.speech_aligner_spec.SIZES``) with ``values``
-    over them."""
-    name = DEFAULT_VARIANT if variant is None else variant
-    if name not in SIZES:
-        raise ValueError(f"unknown speech-aligner variant {name!r}; choose one of: {', '.join(SIZES)}")
-    size = SIZES[name]
-    if "channels" in values:
-        values["channels"] = tuple(values["channels"])  # type: ignore[arg-type]
-    config = SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads)
-    return replace(config, **values)  # type: ignore[arg-type]
+from asr_pipeline.models.speech_aligner_spec import (  # the config and sizes live in the torch-free spec
+    SIZES,
+    SpeechAlignerConfig,
+    speech_aligner_config,
+)
+from asr_pipeline.modules.masks import normalize_input
 
 
 class SqueezeExcitation(nn.Module):

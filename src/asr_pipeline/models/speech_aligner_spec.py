@@ -1,23 +1,40 @@
 """SpeechAligner's registry entry (``models.spec.ArchitectureSpec``): the pronunciation aligner, a CTC model over
 phones (``text.phones``: 41 classes) at the feature frame rate, eating MFCC-39 by default (``data.input_dim: 80``
-with the fbank frontend for log-mel-80)."""
+with the fbank frontend for log-mel-80). Its config and named sizes live here, torch-free; the model's code
+(``models.speech_aligner``, which imports its config from here) is imported when a model is built."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization
+from asr_pipeline.text.phones import NUM_CLASSES
 
-if TYPE_CHECKING:
-    from asr_pipeline.models.speech_aligner import SpeechAlignerConfig
-
-MODEL = "asr_pipeline.models.speech_aligner"  # imported when a config or model is made (torch-free spec)
+MODEL = "asr_pipeline.models.speech_aligner"  # imported when a model is built (the spec is torch-free)
 
 
-# Named sizes; the model (models.speech_aligner) reads them here. Each is 4 conv widths (39 -> channels[0] -> ... ->
-# channels[-1], the attention width) and the attention's heads; every other field keeps SpeechAlignerConfig's value.
+@dataclass(frozen=True)
+class SpeechAlignerConfig:
+    input_dim: int = 39  # MFCC-39; 80 for log-mel-80
+    vocab_size: int = NUM_CLASSES  # blank + SIL + 39 phones
+    channels: tuple[int, ...] = field(default=(64, 128, 256, 512))  # the conv blocks' widths, in order
+    kernel_size: int = 3
+    num_heads: int = 4
+    se_reduction: int = 8  # squeeze-excitation bottleneck: channels // se_reduction
+    dropout: float = 0.1
+    input_normalization: str | None = "utterance"  # per-utterance CMVN of the input features, or None
+
+    def __post_init__(self) -> None:
+        check_input_normalization(self.input_normalization)
+
+    @property
+    def d_model(self) -> int:
+        return self.channels[-1]
+
+
+# Named sizes. Each is 4 conv widths (39 -> channels[0] -> ... -> channels[-1], the attention width) and the
+# attention's heads; every other field keeps SpeechAlignerConfig's value.
 @dataclass(frozen=True)
 class NamedSize:
     channels: tuple[int, int, int, int]
@@ -42,15 +59,25 @@ DEFAULT_VARIANT = "default"
 PEAK_LR = 1e-3  # the reference trainer's Adam rate for its aligner
 
 
-def config_for(variant: str | None, values: Mapping[str, object]) -> SpeechAlignerConfig:
-    from asr_pipeline.models.speech_aligner import speech_aligner_config
+def speech_aligner_config(variant: str | None = None, **values: object) -> SpeechAlignerConfig:
+    """``variant``'s sizes (None: default) with ``values`` over them."""
+    name = DEFAULT_VARIANT if variant is None else variant
+    if name not in SIZES:
+        raise ValueError(f"unknown speech-aligner variant {name!r}; choose one of: {', '.join(SIZES)}")
+    size = SIZES[name]
+    if "channels" in values:
+        values["channels"] = tuple(values["channels"])  # type: ignore[arg-type]
+    config = SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads)
+    return replace(config, **values)  # type: ignore[arg-type]
 
+
+def config_for(variant: str | None, values: Mapping[str, object]) -> SpeechAlignerConfig:
     return speech_aligner_config(variant, **dict(values))
 
 
 SPEECH_ALIGNER = ArchitectureSpec(
     name="speech-aligner",
-    config_class=f"{MODEL}:SpeechAlignerConfig",
+    config_class=SpeechAlignerConfig,
     variants=VARIANTS,
     config_for=config_for,
     builder=f"{MODEL}:build_speech_aligner",

@@ -19,69 +19,21 @@ Dimension legend: B batch, T input frames, F feature bins, T' output frames, D d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
 from asr_kernels.residual_add_mask import residual_add_mask_time
-from asr_pipeline.models.squeezeformer_spec import SIZES
+from asr_pipeline.models.squeezeformer_spec import (  # the config and sizes live in the torch-free spec
+    SIZES,
+    SqueezeformerConfig,
+    paper_time_indices,
+    squeezeformer_config,
+)
 from asr_pipeline.modules.attention import RelativePositionalEncoding, RelPositionMultiHeadAttention
 from asr_pipeline.modules.convolution import ConvolutionModule
 from asr_pipeline.modules.feed_forward import FeedForward
-from asr_pipeline.modules.masks import check_input_normalization, normalize_input, padding_mask
+from asr_pipeline.modules.masks import normalize_input, padding_mask
 from asr_pipeline.modules.subsampling import DepthwiseSeparableConvSubsampling, TimeRecovery, TimeReduction
-
-
-def paper_time_indices(num_layers: int) -> tuple[int, int]:
-    """Where the paper's sizes put the U-Net: reduce before block L/2 - 1, recover before the last block
-    (XS: 16 blocks -> 7 and 15; L: 22 blocks -> 10 and 21, per the official configs)."""
-    return num_layers // 2 - 1, num_layers - 1
-
-
-@dataclass(frozen=True)
-class SqueezeformerConfig:
-    input_dim: int = 80
-    vocab_size: int = 256  # CTC outputs, blank included
-    d_model: int = 144
-    num_layers: int = 16
-    num_heads: int = 4
-    ff_expansion: int = 4
-    conv_kernel_size: int = 31
-    conv_expansion: int = 2  # pointwise-in width, in multiples of d_model
-    conv_use_glu: bool = False  # True gives Conformer's GLU gate (the paper replaced it with Swish)
-    dropout: float = 0.1
-    time_reduce_idx: int | None = 7  # None: no Temporal U-Net, every block at 40 ms
-    time_recover_idx: int | None = 15  # None: stay at 80 ms to the output
-    subsampling_channels: int | None = None  # None -> d_model, as in the official configs
-    input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.num_heads or self.d_model % 2:
-            raise ValueError(
-                f"d_model={self.d_model} must be even (sinusoidal positions) and divisible by "
-                f"num_heads={self.num_heads}"
-            )
-        check_input_normalization(self.input_normalization)
-        if self.conv_kernel_size % 2 != 1:
-            raise ValueError(f"conv_kernel_size must be odd, got {self.conv_kernel_size}")
-        reduce, recover = self.time_reduce_idx, self.time_recover_idx
-        suggestion = "(the paper's rule gives time_reduce_idx={}, time_recover_idx={})".format(
-            *paper_time_indices(self.num_layers)
-        )
-        if reduce is None and recover is not None:
-            raise ValueError(f"time_recover_idx={recover} needs a time_reduce_idx {suggestion}")
-        if reduce is not None and not 0 <= reduce < self.num_layers:
-            raise ValueError(f"time_reduce_idx={reduce} must lie in [0, {self.num_layers}) {suggestion}")
-        if recover is not None and not reduce < recover < self.num_layers:
-            raise ValueError(
-                f"time_recover_idx={recover} must lie in ({reduce}, {self.num_layers}) {suggestion}"
-            )
-
-    @property
-    def downsampling(self) -> int:
-        """Input frames per output frame."""
-        return 8 if self.time_reduce_idx is not None and self.time_recover_idx is None else 4
 
 
 class ScaledResidual(nn.Module):
@@ -191,28 +143,6 @@ def build_squeezeformer(config: SqueezeformerConfig) -> Squeezeformer:
     )
 
 
-def squeezeformer_config(size: str, **overrides: object) -> SqueezeformerConfig:
-    """The config of a named size; ``overrides`` (any SqueezeformerConfig field) win.
-
-    When ``num_layers`` changes and the U-Net indices are not given, they follow it by the paper's rule,
-    so ``squeezeformer_config("xs", num_layers=8)`` is valid rather than pointing past the last block.
-    """
-    if size not in SIZES:
-        raise ValueError(f"unknown Squeezeformer size {size!r}; choose one of: {', '.join(SIZES)}")
-    named = SIZES[size]
-    values: dict[str, object] = {
-        "d_model": named.d_model,
-        "num_layers": named.num_layers,
-        "num_heads": named.num_heads,
-        "conv_kernel_size": named.conv_kernel_size,
-    }
-    values.update(overrides)
-    reduce, recover = paper_time_indices(int(values["num_layers"]))  # type: ignore[arg-type]
-    values.setdefault("time_reduce_idx", reduce)
-    values.setdefault("time_recover_idx", recover)
-    return SqueezeformerConfig(**values)  # type: ignore[arg-type]
-
-
 def squeezeformer_xs(**overrides: object) -> Squeezeformer:
     return build_squeezeformer(squeezeformer_config("xs", **overrides))
 
@@ -243,3 +173,23 @@ def squeezeformer_tiny(**overrides: object) -> Squeezeformer:
 
 def squeezeformer_demo(**overrides: object) -> Squeezeformer:
     return build_squeezeformer(squeezeformer_config("demo", **overrides))
+
+
+__all__ = [  # the config and sizes are models.squeezeformer_spec's, re-exported for the model's users
+    "SIZES",
+    "ScaledResidual",
+    "Squeezeformer",
+    "SqueezeformerBlock",
+    "SqueezeformerConfig",
+    "build_squeezeformer",
+    "paper_time_indices",
+    "squeezeformer_config",
+    "squeezeformer_demo",
+    "squeezeformer_l",
+    "squeezeformer_m",
+    "squeezeformer_ml",
+    "squeezeformer_s",
+    "squeezeformer_sm",
+    "squeezeformer_tiny",
+    "squeezeformer_xs",
+]

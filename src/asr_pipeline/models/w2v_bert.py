@@ -27,8 +27,6 @@ T' output frames, V vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -38,11 +36,18 @@ from asr_kernels.glu import glu
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.residual_add_mask import residual_add_mask_time
-from asr_pipeline.models.w2v_bert_spec import SIZES
+from asr_pipeline.models.w2v_bert_spec import (  # the config and sizes live in the torch-free spec
+    ACTIVATION_NAMES,
+    POSITION_EMBEDDINGS_TYPES,
+    SIZES,
+    W2VBertConfig,
+    w2v_bert_config,
+)
 from asr_pipeline.modules.attention import RelativePositionalEncoding, relative_shift
 from asr_pipeline.modules.widening import mark_fused_linear
 
-# HF's ACT2FN names we implement (gelu_new is the tanh approximation, as is gelu_pytorch_tanh).
+# HF's ACT2FN names we implement (gelu_new is the tanh approximation, as is gelu_pytorch_tanh): the
+# spec's ACTIVATION_NAMES, which the config checks without torch (tests/models/test_w2v_bert.py: equal).
 ACTIVATIONS = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
@@ -54,100 +59,6 @@ ACTIVATIONS = {
     "tanh": nn.Tanh,
     "sigmoid": nn.Sigmoid,
 }
-POSITION_EMBEDDINGS_TYPES = ("relative_key", "relative", "rotary", None)
-
-
-@dataclass(frozen=True)
-class W2VBertConfig:
-    """Defaults are facebook/w2v-bert-2.0's sizes (HF ``Wav2Vec2BertConfig``'s defaults); HF's names except
-    d_model (hidden_size), num_layers (num_hidden_layers), num_heads (num_attention_heads), input_dim
-    (feature_projection_input_dim)."""
-
-    input_dim: int = 160
-    vocab_size: int = 256  # CTC outputs, blank included
-    d_model: int = 1024
-    num_layers: int = 24
-    num_heads: int = 16
-    intermediate_size: int = 4096
-    hidden_act: str = "swish"
-    conv_depthwise_kernel_size: int = 31
-    position_embeddings_type: str | None = "relative_key"
-    left_max_position_embeddings: int = 64  # relative_key: distances clipped to [-left, right]
-    right_max_position_embeddings: int = 8
-    rotary_embedding_base: int = 10000
-    layer_norm_eps: float = 1e-5
-    # Dropout: the rates left at None are ``dropout`` (the trainer sets that one). Attention and activation
-    # dropout keep HF's default 0: the attention one draws a (B, H, T, T) mask per layer, 20 % of a demo
-    # step on the CPU (profiled: 3.1 s -> 2.35 s single-threaded for 16 x 300 frames with both at 0).
-    dropout: float = 0.1
-    hidden_dropout: float | None = None  # FFN outputs, encoder input
-    activation_dropout: float = 0.0  # inside the FFNs
-    attention_dropout: float = 0.0  # attention weights and the attention module's output
-    feat_proj_dropout: float | None = None
-    conformer_conv_dropout: float | None = None  # conv module output, adapter attention output
-    final_dropout: float | None = None  # before lm_head
-    # HF defaults to 0.1; 0 here because a skipped layer gets no gradient, which DistributedDataParallel
-    # (training/loop.py, find_unused_parameters=False) rejects.
-    layerdrop: float = 0.0
-    # Hidden-state SpecAugment with a learned mask vector, as HF (and wav2vec 2.0) do. Off by default: the
-    # pipeline masks the features already (features/augment.py). HF defaults: mask_time_prob 0.05.
-    apply_spec_augment: bool = True
-    mask_time_prob: float = 0.0
-    mask_time_length: int = 10
-    mask_time_min_masks: int = 2
-    mask_feature_prob: float = 0.0
-    mask_feature_length: int = 10
-    mask_feature_min_masks: int = 0
-    add_adapter: bool = False
-    adapter_kernel_size: int = 3
-    adapter_stride: int = 2
-    num_adapter_layers: int = 1
-    adapter_act: str = "relu"
-    use_intermediate_ffn_before_adapter: bool = False
-    output_hidden_size: int | None = None  # adapter width; None: d_model
-    activation_checkpointing: bool = False  # recompute each conformer layer in backward (training only)
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.num_heads or self.adapter_width % self.num_heads:
-            raise ValueError(
-                f"d_model={self.d_model} and output_hidden_size={self.adapter_width} must be divisible "
-                f"by num_heads={self.num_heads}"
-            )
-        if self.position_embeddings_type not in POSITION_EMBEDDINGS_TYPES:
-            raise ValueError(
-                f"position_embeddings_type must be one of {POSITION_EMBEDDINGS_TYPES}, "
-                f"got {self.position_embeddings_type!r}"
-            )
-        if self.position_embeddings_type in ("relative", "rotary") and self.head_size % 2:
-            raise ValueError(
-                f"{self.position_embeddings_type} positions need an even head width, got {self.head_size}"
-            )
-        for name in ("hidden_act", "adapter_act"):
-            if getattr(self, name) not in ACTIVATIONS:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} is not implemented; choose one of: {', '.join(ACTIVATIONS)}"
-                )
-        if self.conv_depthwise_kernel_size % 2 != 1:
-            raise ValueError(f"conv_depthwise_kernel_size must be odd, got {self.conv_depthwise_kernel_size}")
-        if self.use_intermediate_ffn_before_adapter and not self.add_adapter:
-            raise ValueError("use_intermediate_ffn_before_adapter=True needs add_adapter=True")
-
-    @property
-    def head_size(self) -> int:
-        return self.d_model // self.num_heads
-
-    @property
-    def adapter_width(self) -> int:
-        return self.output_hidden_size or self.d_model
-
-    def rate(self, name: str) -> float:
-        """The dropout rate ``name`` (e.g. "hidden_dropout"): its own value, or ``dropout`` when None."""
-        value = getattr(self, name)
-        return self.dropout if value is None else value
-
-    @property
-    def has_masked_spec_embed(self) -> bool:
-        return self.mask_time_prob > 0 or self.mask_feature_prob > 0  # HF's rule for registering it
 
 
 def adapter_output_lengths(lengths: Tensor, kernel_size: int, stride: int) -> Tensor:
@@ -503,13 +414,6 @@ def build_w2v_bert(config: W2VBertConfig) -> W2VBertCTC:
     return W2VBertCTC(config, W2VBertModel(config, encoder, adapter, intermediate_ffn))
 
 
-def w2v_bert_config(size: str, **overrides: object) -> W2VBertConfig:
-    """The config of a named size; ``overrides`` (any W2VBertConfig field) win."""
-    if size not in SIZES:
-        raise ValueError(f"unknown W2V-BERT size {size!r}; choose one of: {', '.join(SIZES)}")
-    return W2VBertConfig(**{**SIZES[size], **overrides})  # type: ignore[arg-type]
-
-
 def w2v_bert_600m(**overrides: object) -> W2VBertCTC:
     return build_w2v_bert(w2v_bert_config("600m", **overrides))
 
@@ -520,3 +424,21 @@ def w2v_bert_tiny(**overrides: object) -> W2VBertCTC:
 
 def w2v_bert_demo(**overrides: object) -> W2VBertCTC:
     return build_w2v_bert(w2v_bert_config("demo", **overrides))
+
+
+__all__ = [  # the config and sizes are models.w2v_bert_spec's, re-exported for the model's users
+    "ACTIVATIONS",
+    "ACTIVATION_NAMES",
+    "POSITION_EMBEDDINGS_TYPES",
+    "SIZES",
+    "W2VBertCTC",
+    "W2VBertConfig",
+    "W2VBertModel",
+    "adapter_output_lengths",
+    "build_w2v_bert",
+    "span_mask",
+    "w2v_bert_600m",
+    "w2v_bert_config",
+    "w2v_bert_demo",
+    "w2v_bert_tiny",
+]

@@ -23,7 +23,8 @@ import torch
 from safetensors import safe_open
 from torch import Tensor, nn
 
-from asr_pipeline.models.w2v_bert import ACTIVATIONS, POSITION_EMBEDDINGS_TYPES, W2VBertCTC
+from asr_pipeline.models.w2v_bert import ACTIVATIONS, W2VBertCTC
+from asr_pipeline.models.w2v_bert_spec import POSITION_EMBEDDINGS_TYPES
 
 ENCODER_PREFIX = "wav2vec2_bert."
 # HF name -> our config field, where they differ; SAME_NAME: the HF options we read under their own name.
@@ -259,3 +260,9 @@ def load_hf_weights(model: W2VBertCTC, path: str | Path, verbose: bool = True) -
     if verbose:
         print(f"[w2v-bert] weights from {directory}:\n{report.summary()}", flush=True)
     return report
+
+
+def load_pretrained(model: W2VBertCTC, path: Path, verbose: bool) -> dict[str, Any]:
+    """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons): the
+    spec's ``load_pretrained``."""
+    return load_hf_weights(model, path, verbose=verbose).to_event(path)

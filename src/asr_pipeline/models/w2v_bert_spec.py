@@ -1,20 +1,124 @@
-"""W2V-BERT's registry entry: how a variant name and overrides become a ``W2VBertConfig``, its recipe
-learning rate, frontend and output kind (``models.spec.ArchitectureSpec``). Pretrained import lives in
-``models.w2v_bert_hf`` (``config_from_hf``, ``load_hf_weights``). Torch-free: the model's code is imported when
-a config or model is made."""
+"""W2V-BERT's config, named sizes and registry entry (``models.spec.ArchitectureSpec``): how a variant name
+and overrides become a ``W2VBertConfig``, its recipe learning rate, frontend and output kind. Pretrained
+import lives in ``models.w2v_bert_hf`` (``config_from_hf``, ``load_pretrained``). Torch-free: the model's
+code (``models.w2v_bert``, which imports its config from here) is imported when a model is built."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
 from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
 
-if TYPE_CHECKING:
-    from asr_pipeline.models.w2v_bert import W2VBertConfig, W2VBertCTC
-
 MODEL = "asr_pipeline.models.w2v_bert"
+# HF's activation names the model implements (models.w2v_bert.ACTIVATIONS maps each to its module).
+ACTIVATION_NAMES = (
+    "relu",
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "swish",
+    "silu",
+    "mish",
+    "tanh",
+    "sigmoid",
+)
+POSITION_EMBEDDINGS_TYPES = ("relative_key", "relative", "rotary", None)
+
+
+@dataclass(frozen=True)
+class W2VBertConfig:
+    """Defaults are facebook/w2v-bert-2.0's sizes (HF ``Wav2Vec2BertConfig``'s defaults); HF's names except
+    d_model (hidden_size), num_layers (num_hidden_layers), num_heads (num_attention_heads), input_dim
+    (feature_projection_input_dim)."""
+
+    input_dim: int = 160
+    vocab_size: int = 256  # CTC outputs, blank included
+    d_model: int = 1024
+    num_layers: int = 24
+    num_heads: int = 16
+    intermediate_size: int = 4096
+    hidden_act: str = "swish"
+    conv_depthwise_kernel_size: int = 31
+    position_embeddings_type: str | None = "relative_key"
+    left_max_position_embeddings: int = 64  # relative_key: distances clipped to [-left, right]
+    right_max_position_embeddings: int = 8
+    rotary_embedding_base: int = 10000
+    layer_norm_eps: float = 1e-5
+    # Dropout: the rates left at None are ``dropout`` (the trainer sets that one). Attention and activation
+    # dropout keep HF's default 0: the attention one draws a (B, H, T, T) mask per layer, 20 % of a demo
+    # step on the CPU (profiled: 3.1 s -> 2.35 s single-threaded for 16 x 300 frames with both at 0).
+    dropout: float = 0.1
+    hidden_dropout: float | None = None  # FFN outputs, encoder input
+    activation_dropout: float = 0.0  # inside the FFNs
+    attention_dropout: float = 0.0  # attention weights and the attention module's output
+    feat_proj_dropout: float | None = None
+    conformer_conv_dropout: float | None = None  # conv module output, adapter attention output
+    final_dropout: float | None = None  # before lm_head
+    # HF defaults to 0.1; 0 here because a skipped layer gets no gradient, which DistributedDataParallel
+    # (training/loop.py, find_unused_parameters=False) rejects.
+    layerdrop: float = 0.0
+    # Hidden-state SpecAugment with a learned mask vector, as HF (and wav2vec 2.0) do. Off by default: the
+    # pipeline masks the features already (features/augment.py). HF defaults: mask_time_prob 0.05.
+    apply_spec_augment: bool = True
+    mask_time_prob: float = 0.0
+    mask_time_length: int = 10
+    mask_time_min_masks: int = 2
+    mask_feature_prob: float = 0.0
+    mask_feature_length: int = 10
+    mask_feature_min_masks: int = 0
+    add_adapter: bool = False
+    adapter_kernel_size: int = 3
+    adapter_stride: int = 2
+    num_adapter_layers: int = 1
+    adapter_act: str = "relu"
+    use_intermediate_ffn_before_adapter: bool = False
+    output_hidden_size: int | None = None  # adapter width; None: d_model
+    activation_checkpointing: bool = False  # recompute each conformer layer in backward (training only)
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.num_heads or self.adapter_width % self.num_heads:
+            raise ValueError(
+                f"d_model={self.d_model} and output_hidden_size={self.adapter_width} must be divisible "
+                f"by num_heads={self.num_heads}"
+            )
+        if self.position_embeddings_type not in POSITION_EMBEDDINGS_TYPES:
+            raise ValueError(
+                f"position_embeddings_type must be one of {POSITION_EMBEDDINGS_TYPES}, "
+                f"got {self.position_embeddings_type!r}"
+            )
+        if self.position_embeddings_type in ("relative", "rotary") and self.head_size % 2:
+            raise ValueError(
+                f"{self.position_embeddings_type} positions need an even head width, got {self.head_size}"
+            )
+        for name in ("hidden_act", "adapter_act"):
+            if getattr(self, name) not in ACTIVATION_NAMES:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is not implemented; choose one of: {', '.join(ACTIVATION_NAMES)}"
+                )
+        if self.conv_depthwise_kernel_size % 2 != 1:
+            raise ValueError(f"conv_depthwise_kernel_size must be odd, got {self.conv_depthwise_kernel_size}")
+        if self.use_intermediate_ffn_before_adapter and not self.add_adapter:
+            raise ValueError("use_intermediate_ffn_before_adapter=True needs add_adapter=True")
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.num_heads
+
+    @property
+    def adapter_width(self) -> int:
+        return self.output_hidden_size or self.d_model
+
+    def rate(self, name: str) -> float:
+        """The dropout rate ``name`` (e.g. "hidden_dropout"): its own value, or ``dropout`` when None."""
+        value = getattr(self, name)
+        return self.dropout if value is None else value
+
+    @property
+    def has_masked_spec_embed(self) -> bool:
+        return self.mask_time_prob > 0 or self.mask_feature_prob > 0  # HF's rule for registering it
+
+
 # Named sizes: (d_model, num_layers, num_heads, intermediate_size, conv_depthwise_kernel_size).
 SIZES: dict[str, dict[str, int]] = {
     # facebook/w2v-bert-2.0 (HF Wav2Vec2BertConfig's defaults): 580.5 M encoder parameters, the "600M"
@@ -49,23 +153,21 @@ DEFAULT_VARIANT = "600m"  # no variant: facebook/w2v-bert-2.0's sizes, so its ch
 PEAK_LEARNING_RATE = 1e-4
 
 
+def w2v_bert_config(size: str, **overrides: object) -> W2VBertConfig:
+    """The config of a named size; ``overrides`` (any W2VBertConfig field) win."""
+    if size not in SIZES:
+        raise ValueError(f"unknown W2V-BERT size {size!r}; choose one of: {', '.join(SIZES)}")
+    return W2VBertConfig(**{**SIZES[size], **overrides})  # type: ignore[arg-type]
+
+
 def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConfig:
     """``variant``'s config (no variant: 600m) with ``values`` (config fields) over it."""
-    from asr_pipeline.models.w2v_bert import w2v_bert_config
-
     return w2v_bert_config(DEFAULT_VARIANT if variant is None else variant, **values)
-
-
-def load_pretrained(model: W2VBertCTC, path: Path, verbose: bool) -> dict[str, Any]:
-    """``load_hf_weights``'s report as the ``pretrained`` training event writes it (counts and reasons)."""
-    from asr_pipeline.models.w2v_bert_hf import load_hf_weights
-
-    return load_hf_weights(model, path, verbose=verbose).to_event(path)
 
 
 W2V_BERT = ArchitectureSpec(
     name="w2v-bert",
-    config_class=f"{MODEL}:W2VBertConfig",
+    config_class=W2VBertConfig,
     variants=VARIANTS,
     config_for=config_for,
     builder=f"{MODEL}:build_w2v_bert",
@@ -74,7 +176,7 @@ W2V_BERT = ArchitectureSpec(
     input_dim=160,
     output="ctc",
     pretrained_config="asr_pipeline.models.w2v_bert_hf:config_from_hf",
-    load_pretrained=load_pretrained,
+    load_pretrained="asr_pipeline.models.w2v_bert_hf:load_pretrained",
     encoder_blocks=lambda model: list(model.wav2vec2_bert.encoder.layers),
     frontend_modules=("wav2vec2_bert.feature_projection",),
     ctc_head="lm_head",

@@ -18,16 +18,11 @@ from torch import Tensor
 from asr_kernels.masks import padding_mask
 
 __all__ = [
-    "INPUT_NORMALIZATIONS",
-    "check_input_normalization",
     "mask_padded_frames",
     "normalize_input",
     "padding_mask",
     "utterance_normalize",
 ]
-
-# A model config's ``input_normalization``: per-utterance CMVN of its input features, or none.
-INPUT_NORMALIZATIONS = ("utterance", None)
 
 
 def mask_padded_frames(x: Tensor, mask: Tensor | None) -> Tensor:
@@ -55,12 +50,6 @@ def utterance_normalize(features: Tensor, lengths: Tensor, eps: float = 1e-5) ->
     mean = (features * valid).sum(dim=1, keepdim=True) / count  # (B, 1, F)
     variance = (((features - mean) * valid) ** 2).sum(dim=1, keepdim=True) / count  # (B, 1, F)
     return (features - mean) * torch.rsqrt(variance + eps) * valid
-
-
-def check_input_normalization(value: str | None) -> None:
-    """A model config's ``input_normalization`` check (its ``__post_init__``)."""
-    if value not in INPUT_NORMALIZATIONS:
-        raise ValueError(f"input_normalization must be 'utterance' or None, got {value!r}")
 
 
 def normalize_input(features: Tensor, lengths: Tensor, kind: str | None) -> Tensor:
