@@ -14,7 +14,6 @@ from asr_pipeline.models.paraformer import (
     paraformer_config,
     paraformer_tiny,
 )
-from asr_pipeline.models.paraformer_losses import ctc_token_starts, glancing_mask, token_cross_entropy
 from asr_pipeline.models.registry import build_from_config, build_model, get_spec, peak_learning_rate
 
 VOCAB = 11
@@ -167,27 +166,6 @@ def test_a_tiny_batch_is_learnt_until_decoding_recovers_its_tokens(mode, enhance
     assert hypotheses == [[3, 5, 2, 7, 4, 9], [6, 1, 8, 8, 2]]
 
 
-def test_glancing_replaces_a_share_of_the_first_passs_errors_at_random_real_positions():
-    targets = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 0, 0, 0], [4, 4, 4, 4, 0, 0, 0, 0]])
-    target_lengths = torch.tensor([8, 5, 4])
-    predictions = targets.clone()
-    predictions[0, :6] = 9  # 6 wrong -> floor(0.5 * 6) = 3 glanced
-    predictions[1, :3] = 9  # 3 wrong -> 1; row 2 is perfect -> 0
-    predictions[1, 6:] = 9  # wrong only at padding: does not count
-
-    masks = [
-        glancing_mask(predictions, targets, target_lengths, 0.5, torch.Generator().manual_seed(seed))
-        for seed in (0, 0, 1)
-    ]
-
-    assert masks[0].sum(1).tolist() == [3, 1, 0]
-    assert torch.equal(masks[0], masks[1]), "the same seed draws the same positions"
-    assert masks[2].sum(1).tolist() == [3, 1, 0]
-    assert not torch.equal(masks[0], masks[2]), "another seed draws other positions"
-    assert not (masks[0][1, 5:] | masks[2][1, 5:]).any(), "padding is never glanced at"
-    assert not glancing_mask(predictions, targets, target_lengths, 0.0).any()
-
-
 def test_the_trained_decoder_pass_sees_target_embeddings_where_the_sampler_glanced():
     model = tiny(glancing_ratio=1.0, dropout=0.0).train()
     features, lengths, targets, target_lengths = batch()
@@ -227,37 +205,6 @@ def test_nothing_fired_decodes_to_one_empty_column():
 
     assert token_lengths.tolist() == [0, 0, 0]
     assert log_probs.shape == (3, 1, VOCAB)
-
-
-def test_the_cross_entropy_ignores_padding_and_spreads_smoothing_over_real_tokens():
-    log_probs = torch.randn(2, 3, 5).index_fill(-1, torch.tensor([0]), float("-inf")).log_softmax(-1)
-    targets, target_lengths = torch.tensor([[1, 2, 3], [4, 0, 0]]), torch.tensor([3, 1])
-
-    plain = token_cross_entropy(log_probs, targets, target_lengths, 0.0, blank_id=0)
-    smoothed = token_cross_entropy(log_probs, targets, target_lengths, 0.2, blank_id=0)
-
-    nll = -log_probs.gather(-1, targets[..., None]).squeeze(-1)
-    torch.testing.assert_close(plain, torch.stack([nll[0].sum(), nll[1, 0]]))
-    uniform = -log_probs[..., 1:].mean(-1)  # the 4 non-blank tokens
-    torch.testing.assert_close(
-        smoothed,
-        torch.stack([(0.8 * nll[0] + 0.2 * uniform[0]).sum(), 0.8 * nll[1, 0] + 0.2 * uniform[1, 0]]),
-    )
-
-
-def test_ctc_token_starts_are_where_each_forced_aligned_token_begins():
-    # Frames:  0 1 2 3 4 5 6 7; the posteriors favour the path  a a _ b _ b b _  (a = 1, b = 2).
-    path = [1, 1, 0, 2, 0, 2, 2, 0]
-    log_probs = torch.full((2, 8, 3), -10.0)
-    log_probs[0, torch.arange(8), torch.tensor(path)] = 0.0
-    log_probs = log_probs.log_softmax(-1)
-    targets, target_lengths = torch.tensor([[1, 2, 2], [2, 2, 2]]), torch.tensor([3, 3])
-    lengths = torch.tensor([8, 4])  # row 1: 3 tokens with 2 repeats need 5 frames
-
-    starts, aligned = ctc_token_starts(log_probs, lengths, targets, target_lengths, blank_id=0)
-
-    assert starts[0].nonzero().flatten().tolist() == [0, 3, 5]
-    assert aligned.tolist() == [True, False] and not starts[1].any()
 
 
 def test_registered_with_its_recipe_rate_frontend_and_decoder_output():
