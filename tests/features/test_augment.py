@@ -50,3 +50,27 @@ def test_zero_masks_leave_features_unchanged():
     features = torch.randn(30, 8)
 
     assert torch.equal(SpecAugment(time_masks=0, freq_masks=0)(features), features)
+
+
+def test_a_time_fraction_caps_the_frames_all_time_masks_cover_together():
+    # 25 masks of up to 100 frames (icefall's CR-CTC SpecAugment) with f = 0.375: on 80 frames the budget is
+    # 30 frames, so ceil(30 / 100) = 1 mask of at most 30 frames; on 1000 frames 4 masks of at most 93.
+    augment = SpecAugment(time_masks=25, time_mask_max_frames=100, freq_masks=0, max_time_fraction=0.375)
+    generator = torch.Generator().manual_seed(0)
+    for num_frames, most_masks, widest in [(80, 1, 30), (1000, 4, 93)]:
+        for _ in range(50):
+            spans = augment.sample_spans(num_frames, 80, generator)
+            assert len(spans.time) <= most_masks
+            assert all(width <= widest for _, width in spans.time)
+            assert sum(width for _, width in spans.time) <= 0.375 * num_frames
+
+
+def test_a_batch_is_masked_per_utterance_within_its_frames_and_its_padding_is_kept():
+    augment = SpecAugment(time_masks=2, time_mask_max_frames=5, freq_masks=1, freq_mask_max_bins=3)
+    features = torch.randn(3, 12, 6) + 3.0  # (B, T, F)
+    lengths = torch.tensor([12, 7, 4])
+
+    masked = augment.batch(features, lengths, torch.Generator().manual_seed(1))
+
+    assert torch.equal(masked[1, 7:], features[1, 7:]) and torch.equal(masked[2, 4:], features[2, 4:])
+    assert not torch.equal(masked, features), "seed 1 draws at least one mask"

@@ -4,6 +4,11 @@ Applied per utterance to a (T, F) feature matrix before padding, so a mask can n
 and every utterance draws its own masks. Time warping from the paper is left out: it costs the most and
 gives the least (the paper's own ablation, Table 6).
 
+``max_time_fraction`` caps the frames the time masks may cover together at that share of the utterance, as
+lhotse's ``max_frames_mask_fraction`` does (fewer and narrower masks on short utterances), so a larger
+count of masks (CR-CTC's, ``training.cr_ctc``) cannot blank a short utterance out. ``SpecAugment.batch``
+masks each utterance of a padded batch within its own frames.
+
 Masked cells take the utterance's mean value by default rather than zero: for unnormalised log-mel
 features zero is a very loud value, whereas the mean is what the model sees on average (lhotse does the
 same). Pass ``mask_value=0.0`` for globally normalised features if preferred.
@@ -14,6 +19,7 @@ the fly, ``data.audio_dataset``): a random gain and additive Gaussian noise per 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +37,9 @@ class MaskSpans:
 
 class SpecAugment:
     """Draws ``time_masks`` time masks of width U[0, time_mask_max_frames] and ``freq_masks`` frequency
-    masks of width U[0, freq_mask_max_bins], each clipped to the utterance.
+    masks of width U[0, freq_mask_max_bins], each clipped to the utterance. With ``max_time_fraction`` f
+    and T frames: at most ceil(f * T / time_mask_max_frames) time masks, each at most
+    floor(f * T / masks) frames wide (lhotse's rule), so together they never cover more than f * T.
 
     Randomness comes from ``generator`` or, by default, torch's global RNG, which the DataLoader seeds
     differently in every worker and the training loop checkpoints, so resumed runs draw the same masks.
@@ -44,6 +52,7 @@ class SpecAugment:
         freq_masks: int = 2,
         freq_mask_max_bins: int = 15,
         mask_value: float | None = None,
+        max_time_fraction: float | None = None,
     ) -> None:
         for name, value in [
             ("time_masks", time_masks),
@@ -53,17 +62,25 @@ class SpecAugment:
         ]:
             if value < 0:
                 raise ValueError(f"SpecAugment {name} must be >= 0, got {value}")
+        if max_time_fraction is not None and not 0.0 < max_time_fraction <= 1.0:
+            raise ValueError(f"SpecAugment max_time_fraction must be in (0, 1], got {max_time_fraction}")
         self.time_masks = time_masks
         self.time_mask_max_frames = time_mask_max_frames
         self.freq_masks = freq_masks
         self.freq_mask_max_bins = freq_mask_max_bins
         self.mask_value = mask_value
+        self.max_time_fraction = max_time_fraction
 
     def sample_spans(
         self, num_frames: int, num_bins: int, generator: torch.Generator | None = None
     ) -> MaskSpans:
+        time_masks, max_frames = self.time_masks, self.time_mask_max_frames
+        if self.max_time_fraction is not None and time_masks and max_frames:
+            budget = self.max_time_fraction * num_frames  # frames all time masks may cover together
+            time_masks = min(time_masks, math.ceil(budget / max_frames))
+            max_frames = min(max_frames, int(budget // time_masks)) if time_masks else 0
         return MaskSpans(
-            time=_spans(self.time_masks, self.time_mask_max_frames, num_frames, generator),
+            time=_spans(time_masks, max_frames, num_frames, generator),
             freq=_spans(self.freq_masks, self.freq_mask_max_bins, num_bins, generator),
         )
 
@@ -81,6 +98,14 @@ class SpecAugment:
             masked[start : start + width, :] = fill
         for start, width in spans.freq:
             masked[:, start : start + width] = fill
+        return masked
+
+    def batch(self, features: Tensor, lengths: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """A masked copy of a padded batch ``features`` (B, T, F): each utterance masked within its
+        ``lengths`` (B,) frames as ``__call__`` masks one, its padding left as it was."""
+        masked = features.clone()
+        for row, length in enumerate(lengths.tolist()):
+            masked[row, :length] = self(features[row, :length], generator)
         return masked
 
 

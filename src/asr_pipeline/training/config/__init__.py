@@ -118,6 +118,16 @@ class TrainConfig:
                     "finetune.method lora trains adapters on a fixed model: optim.ema_decay, "
                     "optim.use_averaged_model and train.grow do not apply; unset them"
                 )
+        if self.regularization.cr_ctc:
+            spec = get_spec(self.model.architecture)
+            if spec.output != "ctc" or not spec.feature_masking or self.data.alignment is not None:
+                raise ValueError(
+                    f"regularization.cr_ctc (--cr-ctc) regularises CTC on SpecAugmented features, but "
+                    f"{self.model.architecture} is trained by {spec.output}"
+                    + (" on an alignment (data.alignment)" if self.data.alignment is not None else "")
+                    + ("" if spec.feature_masking else " and masks its own input")
+                    + ": unset cr_ctc or train a CTC model"
+                )
         if self.optim.use_averaged_model and self.grow.enabled:
             raise ValueError(
                 "optim.use_averaged_model averages the weights of one model, and train.grow rebuilds it with "

@@ -239,13 +239,15 @@ class OptimConfig:
         return any(v is not None for v in (self.lr_warmup_steps, self.lr_hold_steps, self.lr_decay_steps))
 
 
+# lhotse's default max_frames_mask_fraction, which CR-CTC's cr_time_mask_ratio multiplies (icefall's train.py)
+CR_TIME_FRACTION = 0.15
 WEIGHT_NOISE_FAMILY_NAMES = ("linear", "conv", "embedding")  # training.regularization.WEIGHT_NOISE_FAMILIES
 
 
 @dataclass(frozen=True, kw_only=True)
 class RegularizationConfig:
-    """``train.regularization``: layer drop and weight noise in training forwards (training.regularization);
-    0 turns each off."""
+    """``train.regularization``: layer drop and weight noise in training forwards (training.regularization),
+    0 turning each off; CR-CTC (training.cr_ctc)."""
 
     layer_drop: float = setting(
         0.0,
@@ -269,11 +271,41 @@ class RegularizationConfig:
         metavar="FAMILY,...",
         shown_default="linear,conv",
     )
+    # Consistency-regularised CTC (Yao et al. 2024; icefall's zipformer --use-cr-ctc): training.cr_ctc.
+    cr_ctc: bool = setting(
+        False,
+        help="CR-CTC: CTC on two differently SpecAugmented views of each batch plus a consistency loss between their frame posteriors (the views are masked in the training step, not by the loader; a step forwards twice the batch, so icefall halves the batch size); CTC models only",
+        flag="--cr-ctc",
+        aliases=("--use-cr-ctc",),
+    )
+    cr_loss_scale: float = setting(
+        0.2,
+        help="CR-CTC: weight of the consistency loss (each view's KL divergence from the other's detached posteriors) beside the CTC loss",
+        flag="--cr-loss-scale",
+    )
+    cr_time_mask_ratio: float = setting(
+        2.5,
+        help="CR-CTC: the views' time masking is this times the usual: --spec-time-masks x ratio masks, together covering at most 0.15 x ratio of an utterance (icefall's --time-mask-ratio)",
+        flag="--cr-time-mask-ratio",
+        aliases=("--time-mask-ratio",),
+    )
+    cr_loss_warmup_steps: int = setting(
+        2000,
+        help="CR-CTC: optimizer steps over which the consistency loss's weight rises linearly from 0 to --cr-loss-scale (icefall's warm_step)",
+        flag="--cr-loss-warmup-steps",
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.layer_drop < 1.0:
             raise ValueError(f"layer_drop must be in [0, 1), got {self.layer_drop}")
-        non_negative(self, "weight_noise_std")
+        non_negative(self, "weight_noise_std", "cr_loss_scale", "cr_loss_warmup_steps")
+        positive(self, "cr_time_mask_ratio")
+        if CR_TIME_FRACTION * self.cr_time_mask_ratio > 1.0:
+            raise ValueError(
+                f"cr_time_mask_ratio={self.cr_time_mask_ratio} would let the time masks cover "
+                f"{CR_TIME_FRACTION * self.cr_time_mask_ratio:.2f} of an utterance: keep it at most "
+                f"{1 / CR_TIME_FRACTION:.2f}"
+            )
         unknown = sorted(set(self.weight_noise_families) - set(WEIGHT_NOISE_FAMILY_NAMES))
         if unknown or not self.weight_noise_families:
             raise ValueError(
