@@ -151,6 +151,14 @@ class TimeBuckets:
             lengths.add(max(multiple, -(-int(top / ratio**step) // multiple) * multiple))
         return cls(tuple(sorted(lengths)), multiple)
 
+    @classmethod
+    def from_spec(cls, spec: int | Sequence[int], longest: int) -> TimeBuckets:
+        """``train.data.pad_to_buckets``: a count (``geometric`` lengths up to ``longest``, the data's
+        longest example) or the lengths themselves."""
+        if isinstance(spec, int):
+            return cls.geometric(longest, count=spec)
+        return cls(tuple(spec))
+
     def padded_length(self, frames: int) -> int:
         """The bucket a batch whose longest utterance has ``frames`` frames is padded to."""
         index = int(np.searchsorted(np.asarray(self.lengths), frames, side="left"))

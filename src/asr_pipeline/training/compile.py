@@ -12,16 +12,27 @@ to keep a run of varying batches to a few graphs:
 - a dynamic time axis: ``mark_batch_shapes(..., "dynamic")`` marks T dynamic before the first call, so
   the first compile is already symbolic in T (fewer graphs, kernels generic in T).
 
+In a run. ``run.compile`` (a mode name: off, default, reduce-overhead, max-autotune, ...) compiles the
+model the training step calls (``training.hooks.CompileHook``; validation and the dry run stay eager);
+``data.pad_to_buckets`` makes the loader pad every training batch to a bucket, and the shapes are marked
+"buckets" (else dynamo's default, "auto"). The run's "compile" events carry ``CompileCounts`` and the
+time to the first optimizer step.
+
 The cache. Inductor keeps its compiled kernels and FX graphs on disk in ``TORCHINDUCTOR_CACHE_DIR``
 (default ``/tmp/torchinductor_<user>``, lost with /tmp) and AOTAutograd's graphs alongside.
 ``CompileCache`` points that variable at a folder the run names (``<cache>/inductor``) and keeps torch's
 "mega-cache" (``torch.compiler.save_cache_artifacts``: every cached artifact of this process in one
 blob) as ``<cache>/artifacts.bin``: ``load`` before the first compiled step, ``save`` after the compiled
 shapes have been seen. A second run or a resume with the same folder then compiles from the cache.
+A run's folder is ``run.compile_cache``, by default the per-user ``default_cache_dir()``
+(``$XDG_CACHE_HOME/asr_pipeline/compile``): not the run dir, which ``dvc repro`` deletes before the train
+stage reruns. Inductor keys every entry by the graph, the torch version and the device, so runs of other
+models or versions share the folder without mixing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -38,13 +49,26 @@ SHAPE_MODES: tuple[str, ...] = ("auto", "buckets", "dynamic")
 ARTIFACTS = "artifacts.bin"
 
 
-def compile_model(model: nn.Module, fullgraph: bool = False, backend: str = "inductor") -> nn.Module:
+def compile_model(
+    model: nn.Module, fullgraph: bool = False, backend: str = "inductor", mode: str = "default"
+) -> nn.Module:
     """``torch.compile(model)`` with dynamo's default shape handling; ``mark_batch_shapes`` on each
     batch's tensors says which sizes vary. ``fullgraph`` turns a graph break into an error. ``backend``:
     ``inductor`` for speed; ``aot_eager`` traces forward and backward the same way without generating
     kernels (graph breaks and recompilations are dynamo's, so they count the same; on the 2-core dev box
-    inductor took 384 s for one shape of the tiny Zipformer's training step, aot_eager 20 s)."""
-    return torch.compile(model, fullgraph=fullgraph, backend=backend)
+    inductor took 384 s for one shape of the tiny Zipformer's training step, aot_eager 20 s). ``mode``:
+    inductor's (default, reduce-overhead, max-autotune, ...); other backends take none. The returned
+    module shares ``model``'s parameters (its state dict keys gain an ``_orig_mod.`` prefix: save
+    ``model``'s)."""
+    if backend != "inductor":
+        return torch.compile(model, fullgraph=fullgraph, backend=backend)
+    return torch.compile(model, fullgraph=fullgraph, backend=backend, mode=mode)
+
+
+def default_cache_dir() -> Path:
+    """The per-user compile cache: ``$XDG_CACHE_HOME/asr_pipeline/compile`` (``~/.cache/...``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "asr_pipeline" / "compile"
 
 
 def mark_batch_shapes(features: Tensor, lengths: Tensor, shapes: Shapes) -> None:
@@ -74,36 +98,53 @@ class CompileCounts:
     """What dynamo did between two ``compile_counts()`` snapshots (``after - before``).
 
     ``compiles``: frames dynamo compiled (the first compile of each frame included; with no graph break a
-    model's forward is one frame, so ``compiles - 1`` are recompilations); ``graphs``: FX graphs
-    captured; ``graph_breaks``: breaks, by reason in dynamo's counters; ``cache_hits`` / ``cache_misses``:
-    inductor's FX-graph cache (a warm cache shows hits and no misses).
+    model's forward is one frame, so ``compiles - 1`` are recompilations); ``recompiles``: compiles a
+    failed guard caused (each has a ``recompile_reason`` in dynamo's compilation metrics); ``graphs``: FX
+    graphs captured; ``graph_breaks``: breaks, by reason in dynamo's counters; ``cache_hits`` /
+    ``cache_misses``: inductor's FX-graph cache (a warm cache shows hits and no misses);
+    ``compile_sec``: dynamo's and the backend's compile time, forward and backward. ``recompiles`` and
+    ``compile_sec`` come from dynamo's compilation metrics, which keep the process's last 64 compiles.
     """
 
     compiles: int
+    recompiles: int
     graphs: int
     graph_breaks: int
     cache_hits: int
     cache_misses: int
+    compile_sec: float
 
     def __sub__(self, other: CompileCounts) -> CompileCounts:
         return CompileCounts(
             self.compiles - other.compiles,
+            max(0, self.recompiles - other.recompiles),
             self.graphs - other.graphs,
             self.graph_breaks - other.graph_breaks,
             self.cache_hits - other.cache_hits,
             self.cache_misses - other.cache_misses,
+            max(0.0, self.compile_sec - other.compile_sec),
         )
+
+    def to_dict(self) -> dict[str, int | float]:
+        return {**dataclasses.asdict(self), "compile_sec": round(self.compile_sec, 3)}
 
 
 def compile_counts() -> CompileCounts:
     """dynamo's and inductor's process-wide counters now; subtract two snapshots for one run's counts."""
     counters = torch._dynamo.utils.counters
+    metrics = torch._dynamo.utils.get_compilation_metrics()
+    seconds = sum(
+        (m.entire_frame_compile_time_s or 0.0) + (m.backward_cumulative_compile_time_us or 0) / 1e6
+        for m in metrics
+    )
     return CompileCounts(
         compiles=int(counters["frames"]["ok"]),
+        recompiles=sum(1 for m in metrics if m.recompile_reason),
         graphs=int(counters["stats"]["unique_graphs"]),
         graph_breaks=int(sum(counters["graph_break"].values())),
         cache_hits=int(counters["inductor"]["fxgraph_cache_hit"]),
         cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]),
+        compile_sec=seconds,
     )
 
 
@@ -173,5 +214,6 @@ __all__ = [
     "Shapes",
     "compile_counts",
     "compile_model",
+    "default_cache_dir",
     "mark_batch_shapes",
 ]

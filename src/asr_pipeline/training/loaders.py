@@ -37,10 +37,10 @@ from asr_pipeline.data.audio_dataset import (
     build_audio_index,
     planned_frontend,
 )
-from asr_pipeline.data.collate import collate_batch
+from asr_pipeline.data.collate import Batch, collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
 from asr_pipeline.data.length_index import cached_length_index, load_length_index
-from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler
+from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler, TimeBuckets
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import NothingKeptError, SkipReport
@@ -106,8 +106,7 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         )
     _check_feature_dim(train_index, data.input_dim)
     # A model that masks its own input (HuBERT's waveform frames) gets no SpecAugment (ArchitectureSpec).
-    # CR-CTC masks two views of each batch in the training step (training.cr_ctc): the loader does not.
-    masking = get_spec(config.model.architecture).feature_masking and not config.regularization.cr_ctc
+    masking = get_spec(config.model.architecture).feature_masking
     spec_augment = (
         SpecAugment(
             data.spec_time_masks,
@@ -149,6 +148,13 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
     if data.alignment is not None:  # frame-wise training (training.alignment)
         train_set = AlignedDataset(train_set, load_alignment(data.alignment), data.alignment)  # type: ignore[assignment]
     plans = EpochBatchPlans(settings, train_set.duration_ms)
+    # Static shapes for a compiled model: the training batches' T padded to a few lengths (validation stays
+    # unpadded: it runs the eager model).
+    time_buckets = (
+        None
+        if data.pad_to_buckets is None
+        else TimeBuckets.from_spec(data.pad_to_buckets, int(train_set.num_frames.max()))
+    )
     train_sampler = _batch_sampler(
         train_set,
         data,
@@ -158,13 +164,14 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         uneven="drop",
         epoch_plan=plans if plans.active else None,
         groups=getattr(train_set, "shard_of", None),  # raw audio has no shards: one global shuffle
+        time_buckets=time_buckets,
     )
     loader_sampler: Sampler = train_sampler
     # The dataset needs the epoch to seed its augmentation (raw audio) or to pick the epoch's SpecAugment.
     if train_source.kind == "raw" or by_epoch is not None:
         loader_sampler = EpochTaggedBatchSampler(train_sampler)
     pin_memory = _pin_memory(data.pin_memory, ctx)
-    train_loader = _loader(train_set, loader_sampler, data, pin_memory, ctx, config.run.seed)
+    train_loader = _loader(train_set, loader_sampler, data, pin_memory, ctx, config.run.seed, time_buckets)
 
     val_loader, val_report = None, None
     if data.val_manifests:
@@ -257,6 +264,7 @@ def _batch_sampler(
     uneven: str,
     epoch_plan: Callable[[int], EpochPlan | None] | None = None,
     groups: np.ndarray | None = None,
+    time_buckets: TimeBuckets | None = None,
 ) -> LengthBucketedBatchSampler:
     budget = {} if data.batch_size is not None else {"budget": data.adaptive_batch_budget}
     return LengthBucketedBatchSampler(
@@ -276,6 +284,7 @@ def _batch_sampler(
         epoch_plan=epoch_plan,
         groups=groups,
         group_window=data.shuffle_window_shards or None,
+        time_buckets=time_buckets,
         **budget,
     )
 
@@ -292,6 +301,7 @@ def _batching_report(sampler: LengthBucketedBatchSampler, data: DataConfig) -> d
         "shuffle_window_shards": data.shuffle_window_shards if sampler.group_window is not None else None,
         # Each forms a batch of one over the budget, every epoch: a budget too small for the data shows.
         "oversized_examples": sampler.oversized_examples,
+        "time_buckets": None if sampler.time_buckets is None else list(sampler.time_buckets.lengths),
         "epoch0": sampler.plan_stats(0).to_dict(),
     }
 
@@ -331,6 +341,7 @@ def _loader(
     pin_memory: bool,
     ctx: DistributedContext,
     seed: int,
+    time_buckets: TimeBuckets | None = None,
 ) -> DataLoader:
     # A generator of its own: otherwise every new DataLoader iterator (one per epoch) draws its worker
     # base seed from the global RNG, and a run resumed mid-epoch would draw other SpecAugment masks.
@@ -343,12 +354,19 @@ def _loader(
     return DataLoader(
         dataset,
         batch_sampler=batch_sampler,
-        collate_fn=functools.partial(collate_batch, feature_dim=data.input_dim),
+        collate_fn=functools.partial(_collate, feature_dim=data.input_dim, time_buckets=time_buckets),
         num_workers=data.num_workers,
         pin_memory=pin_memory,
         generator=generator,
         **workers,
     )
+
+
+def _collate(items: list, feature_dim: int | None, time_buckets: TimeBuckets | None) -> Batch:
+    """``collate_batch``, then T padded up to its time bucket (a module-level function: loader workers
+    pickle it)."""
+    batch = collate_batch(items, feature_dim=feature_dim)
+    return batch if time_buckets is None else time_buckets.pad(batch)
 
 
 def _check_feature_dim(index: pa.Table, input_dim: int) -> None:

@@ -72,7 +72,6 @@ from asr_pipeline.training.checkpoint import (
     write_json_atomic,
 )
 from asr_pipeline.training.config import TrainConfig, check_vocab_source, save_json
-from asr_pipeline.training.cr_ctc import CRCTC
 from asr_pipeline.training.ctc import check_targets, empty_batch_loss, model_losses, output_kind
 from asr_pipeline.training.distributed import (
     DistributedContext,
@@ -203,8 +202,6 @@ class Trainer:
                 flush=True,
             )
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
-        # CR-CTC (training.cr_ctc): the step masks two views of each batch and adds their consistency loss.
-        self.cr_ctc = CRCTC(config) if config.regularization.cr_ctc else None
         # This rank's utterances in the current accumulation window (optim.lr_scale_with_batch).
         self.step_utterances = 0
         self._attach_model()
@@ -213,6 +210,8 @@ class Trainer:
         """Wire up what holds ``self.model``'s modules and parameters: the hooks' (a growth's block gate, which
         layer drop shares), weight noise, the EMA's name lookup, the dropout defaults and the DDP wrapper.
         Again after a widening."""
+        # What the training step calls: the model, or a compiled wrapper of it (CompileHook).
+        self.forward_module: nn.Module = self.model
         gate = None
         for hook in self.hooks:
             gate = hook.on_model(self) or gate
@@ -233,10 +232,10 @@ class Trainer:
     def wrap_ddp(self) -> None:
         """Collective under DDP (it broadcasts rank 0's weights). Again whenever the parameters that require a
         gradient change (training.finetune's freezing), as DDP reduces only the ones that did when it wrapped."""
-        self.ddp_model: nn.Module = self.model
+        self.ddp_model: nn.Module = self.forward_module
         if self.ctx.distributed:
             device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-            self.ddp_model = DistributedDataParallel(self.model, device_ids=device_ids)
+            self.ddp_model = DistributedDataParallel(self.forward_module, device_ids=device_ids)
 
     def fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]:
         """A newly built model at ``width`` for a growth at ``epoch`` (training.growth) and its model config:
@@ -363,8 +362,6 @@ class Trainer:
             return
         effective = self.settings.at(epoch)
         self.optimization.configure(effective.optim)
-        if self.cr_ctc is not None:  # the views' SpecAugment follows the epoch's data.spec_* values
-            self.cr_ctc.configure(effective.data)
         if self.layer_drop is not None:
             self.layer_drop.set_layer_drop(effective.regularization.layer_drop)
         if self.weight_noise is not None:
@@ -387,6 +384,8 @@ class Trainer:
             return
         check_targets(batch, self.vocab_size, self.config.model.blank_id)
         batch = batch.to(self.ctx.device, non_blocking=True)
+        for hook in self.hooks:  # a compiled model's shape marks
+            hook.on_batch(self, batch)
         sync = (
             self.ddp_model.no_sync() if self.ctx.distributed and not last_micro else contextlib.nullcontext()
         )
@@ -394,10 +393,7 @@ class Trainer:
             self.layer_drop.draw(self.step, micro)
         noise = self.weight_noise.applied(self.step, micro) if self.weight_noise else contextlib.nullcontext()
         with sync, noise:
-            if self.cr_ctc is not None:
-                step = self.cr_ctc.losses(self.ddp_model, batch, self.config, self.step)
-            else:
-                step = model_losses(self.ddp_model, batch, self.config)
+            step = model_losses(self.ddp_model, batch, self.config)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             # per target token, or per predicted frame (HuBERT)
             loss_sum = losses.sum()
@@ -457,6 +453,8 @@ class Trainer:
         if not applied:
             self.health.note_skipped_step()
         self.step += 1
+        for hook in self.hooks:
+            hook.on_step(self)
         return applied
 
     def _log_train(self, epoch: int) -> float:
@@ -560,6 +558,11 @@ class Trainer:
                 print(f"[train] early stop: {self.early_stopping.to_event(epoch)['reason']}", flush=True)
         return bool(gather(stop)[0])
 
+    def close(self) -> None:
+        """The hooks' end, whether the run ended or failed (the compile cache's setting undone)."""
+        for hook in self.hooks:
+            hook.on_close(self)
+
     def end_epoch(self, epoch: int) -> None:
         """Collective. The hooks' end of ``epoch``, after its closing validation (Newbob's next rate)."""
         for hook in self.hooks:
@@ -596,6 +599,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
         append=resume_dir is not None,
         listeners=listeners,
     )
+    trainer = None
     try:
         data = build_data(config, ctx)
         trainer = Trainer(config, ctx, data, vocab_size, events, tokenizer=tokenizer, progress=progress)
@@ -640,6 +644,8 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
             )
         return final
     finally:  # a failed run keeps its log, its curves so far and a usable terminal
+        if trainer is not None:
+            trainer.close()
         events.close()
         progress.close()
         if dvclive is not None:

@@ -19,6 +19,18 @@ BatchUnit = Literal[
 ]
 
 
+def bucket_spec(text: str) -> int | list[int]:
+    """``--pad-to-buckets``: a count ("8") or comma-separated frame lengths ("400,800,1600")."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        raise ValueError(
+            f"--pad-to-buckets: expected a count (8) or ascending frame lengths (400,800,1600), got {text!r}"
+        ) from None
+    return values[0] if len(values) == 1 and "," not in text else values
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     train_manifests: list[str] = setting(
@@ -115,6 +127,17 @@ class DataConfig:
         help="feature shards shuffled together: an epoch shuffles the shards, then the examples of N shards at a time, so memory holds N+1 shards whatever the corpus size; 0: one global shuffle",
         flag="--shuffle-window-shards",
     )
+    # Static shapes for run.compile (issue 36): each training batch's T is zero-padded up to one of a few
+    # lengths (data.sampler.TimeBuckets), so a compiled model compiles once per length, not once per batch.
+    # A count N: N lengths in ratio 1.25 ending at the longest training example (under 20 % of a bucket's
+    # frames are padding it adds); a list: those lengths. The padded-frames budget counts the padding.
+    pad_to_buckets: int | list[int] | None = setting(
+        None,
+        help="pad every training batch's time axis to one of a few lengths, so a compiled model (--compile) compiles once per length: a count N (N lengths, each 1.25x the previous, up to the longest training example, multiples of 16) or comma-separated frame lengths; unset: no padding beyond the batch's longest",
+        flag="--pad-to-buckets",
+        metavar="N|LIST",
+        parse=bucket_spec,
+    )
     num_workers: int = setting(0, help="DataLoader worker processes per rank", flag="--num-workers")
     prefetch_factor: int | None = setting(
         None,
@@ -199,6 +222,13 @@ class DataConfig:
             "spec_freq_mask_max_bins",
             "waveform_noise_std",
         )
+        buckets = self.pad_to_buckets
+        if isinstance(buckets, int) and buckets < 1:
+            raise ValueError(f"pad_to_buckets must be a count >= 1 or a list of frame lengths, got {buckets}")
+        if isinstance(buckets, list) and (not buckets or buckets != sorted(set(buckets)) or buckets[0] < 1):
+            raise ValueError(
+                f"pad_to_buckets={buckets}: give strictly ascending frame lengths >= 1 (e.g. 400,800,1600)"
+            )
         if self.waveform_gain_min_db > self.waveform_gain_max_db:
             raise ValueError(
                 f"waveform_gain_min_db={self.waveform_gain_min_db} is above waveform_gain_max_db="

@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.options import setting
 from asr_pipeline.training.config.checks import non_negative, positive
+
+# torch.compile's own mode names, and "off" for the eager model (training.compile).
+CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
+_SWITCH_WORDS = {"true": True, "on": True, "yes": True, "false": False, "no": False}
+
+
+def compile_mode(value: str | bool) -> str:
+    """``run.compile``'s value as a mode name: a switch (true/on/yes, false/off/no) means "default" or
+    "off", as ``torch.compile(model)`` and no compile do; YAML reads a bare ``off`` as false."""
+    if isinstance(value, bool):
+        return "default" if value else "off"
+    text = value.strip().lower()
+    if text in COMPILE_MODES:
+        return text
+    if text in _SWITCH_WORDS:
+        return "default" if _SWITCH_WORDS[text] else "off"
+    raise ValueError(
+        f"run.compile: expected one of {', '.join(COMPILE_MODES)} (or true/false), got {value!r}"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +67,32 @@ class RunConfig:
         "auto",
         help="the models' hot-spot ops: auto = Triton kernels on CUDA, PyTorch references elsewhere; reference or triton forces one",
         flag="--kernels",
+    )
+    # torch.compile of the training forward (+ backward through AOTAutograd); validation and the dry run
+    # stay eager. Batches of varying length recompile per new time length unless data.pad_to_buckets pads
+    # them to a few (training.compile, docs/training.md "Compiling the model").
+    compile: CompileMode | bool = setting(
+        "off",
+        help="torch.compile the training step's model: off, default, reduce-overhead (CUDA graphs), max-autotune, max-autotune-no-cudagraphs (torch.compile's modes; true = default); pair with --pad-to-buckets so varying batch lengths compile a few times, not once per length",
+        flag="--compile",
+        metavar="MODE",
+        parse=compile_mode,
+    )
+    compile_backend: str = setting(
+        "inductor",
+        help="torch.compile backend: inductor generates fused kernels; aot_eager traces forward and backward alike without generating any (a quick check of graph breaks and recompilations)",
+        flag="--compile-backend",
+        metavar="NAME",
+    )
+    # Inductor's kernels and FX graphs (TORCHINDUCTOR_CACHE_DIR = <dir>/inductor) and torch's mega-cache
+    # (<dir>/artifacts.bin). Outside the run dir on purpose: dvc repro deletes a stage's outputs before
+    # it runs, so a cache in the run dir would be cold at every rerun.
+    compile_cache: str | None = setting(
+        None,
+        help="the compile cache folder, reused by every run and resume that names it (inductor/ and artifacts.bin inside); unset: the per-user cache $XDG_CACHE_HOME/asr_pipeline/compile",
+        flag="--compile-cache",
+        metavar="DIR",
+        shown_default="$XDG_CACHE_HOME/asr_pipeline/compile (~/.cache/asr_pipeline/compile)",
     )
     threads_per_rank: int | None = setting(
         None, help="CPU: torch threads per rank; None: max(1, cores // world size)"
@@ -130,6 +176,7 @@ class RunConfig:
     )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "compile", compile_mode(self.compile))  # a switch becomes its mode name
         if self.hf_upload_checkpoints and not self.hf_upload_repo_id:
             raise ValueError(
                 "hf_upload_checkpoints needs hf_upload_repo_id (--hf-upload-repo-id namespace/name)"
