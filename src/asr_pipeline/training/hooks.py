@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -49,8 +50,36 @@ from asr_pipeline.training.growth import Growth, width_at
 from asr_pipeline.training.regularization import BlockGate, encoder_gate
 
 if TYPE_CHECKING:
+    from asr_pipeline.data.sampler import LengthBucketedBatchSampler
     from asr_pipeline.training.config import TrainConfig
-    from asr_pipeline.training.loop import Trainer
+    from asr_pipeline.training.distributed import DistributedContext
+    from asr_pipeline.training.events import EventLog
+    from asr_pipeline.training.loaders import DataBundle
+    from asr_pipeline.training.optimization import Optimization
+
+
+class TrainerView(Protocol):
+    """What a hook may read and call on the run's trainer (``training.loop.Trainer`` is one): stated here so
+    that the loop imports the hooks and not the other way round."""
+
+    ctx: DistributedContext
+    data: DataBundle
+    events: EventLog
+    model: nn.Module
+    optimization: Optimization
+    output_dir: Path
+    parameter_names: dict[nn.Parameter, str]
+    latest_scores: dict[str, Any] | None  # rank 0: the last validation's scores
+    sampler: LengthBucketedBatchSampler  # the training batches' sampler
+    epoch: int  # the epoch running (0-based)
+    step: int
+    width: float  # a fraction of the model's full width (training.growth)
+
+    def wrap_ddp(self) -> None: ...
+
+    def fresh_model(self, epoch: int, width: float) -> tuple[nn.Module, dict[str, Any]]: ...
+
+    def widen(self, epoch: int, width: float, copy: bool = True) -> dict[str, Any]: ...
 
 
 class TrainingHook:
@@ -59,42 +88,42 @@ class TrainingHook:
 
     state_key: str | None = None  # this hook's key in the checkpoint's training state (None: no state)
 
-    def on_weights_loaded(self, trainer: Trainer, base_report: dict[str, Any] | None) -> None:
+    def on_weights_loaded(self, trainer: TrainerView, base_report: dict[str, Any] | None) -> None:
         """Once, after the starting weights are in (``base_report``: what loading them reported, None
         when none were loaded) and before the optimizer is built over the model's parameters."""
 
-    def on_model(self, trainer: Trainer) -> BlockGate | None:
+    def on_model(self, trainer: TrainerView) -> BlockGate | None:
         """After the model is built or rebuilt (a widening), before DDP wraps it. A hook that gates the
         encoder blocks returns its gate, which layer drop then shares."""
         return None
 
-    def on_train_mode(self, trainer: Trainer) -> None:
+    def on_train_mode(self, trainer: TrainerView) -> None:
         """After the model is put in training mode (every epoch, and after each validation)."""
 
-    def on_batch(self, trainer: Trainer, batch: Batch) -> None:
+    def on_batch(self, trainer: TrainerView, batch: Batch) -> None:
         """Before the forward pass of each training micro-batch, once it is on the device."""
 
-    def on_step(self, trainer: Trainer) -> None:
+    def on_step(self, trainer: TrainerView) -> None:
         """After each optimizer step (``trainer.step`` counts it already; skipped steps included)."""
 
-    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_start(self, trainer: TrainerView, epoch: int) -> None:
         """Collective. At the start of ``epoch`` (0-based), before its scheduled settings apply."""
 
-    def on_epoch_end(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_end(self, trainer: TrainerView, epoch: int) -> None:
         """Collective. After ``epoch``'s closing validation (``trainer.latest_scores`` on rank 0), before
         its checkpoint."""
 
-    def on_run_end(self, trainer: Trainer) -> None:
+    def on_run_end(self, trainer: TrainerView) -> None:
         """Rank 0, after the last checkpoint and the final metrics are written."""
 
-    def on_close(self, trainer: Trainer) -> None:
+    def on_close(self, trainer: TrainerView) -> None:
         """Every rank, last, whether the run ended or failed: undo what the hook set process-wide."""
 
-    def state_dict(self, trainer: Trainer) -> dict[str, Any] | None:
+    def state_dict(self, trainer: TrainerView) -> dict[str, Any] | None:
         """What a resume needs (``state_key``); None: nothing to save at this point."""
         return None
 
-    def load_state_dict(self, trainer: Trainer, state: dict[str, Any] | None) -> None:
+    def load_state_dict(self, trainer: TrainerView, state: dict[str, Any] | None) -> None:
         """Before the checkpoint's weights load: the state saved under ``state_key`` (None if absent)."""
 
 
@@ -107,7 +136,7 @@ class GrowthHook(TrainingHook):
         self.config = config
         self.growth: Growth | None = None  # depth growth, from the first model's gate on
 
-    def on_model(self, trainer: Trainer) -> BlockGate | None:
+    def on_model(self, trainer: TrainerView) -> BlockGate | None:
         if self.config.grow.start_layers is None:  # widening only
             return None
         gate = encoder_gate(trainer.model, self.config.model.architecture, "grow")
@@ -117,7 +146,7 @@ class GrowthHook(TrainingHook):
             self.growth.attach(gate)
         return gate
 
-    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_start(self, trainer: TrainerView, epoch: int) -> None:
         width = width_at(self.config.grow, epoch)
         if width > trainer.width:
             changed = trainer.widen(epoch, width)
@@ -136,11 +165,11 @@ class GrowthHook(TrainingHook):
             }
             trainer.events.write("grow", trainer.step, epoch, values)
 
-    def state_dict(self, trainer: Trainer) -> dict[str, Any]:
+    def state_dict(self, trainer: TrainerView) -> dict[str, Any]:
         depth = {} if self.growth is None else self.growth.state_dict()
         return {**depth, "width": trainer.width}
 
-    def load_state_dict(self, trainer: Trainer, state: dict[str, Any] | None) -> None:
+    def load_state_dict(self, trainer: TrainerView, state: dict[str, Any] | None) -> None:
         state = state or {}
         width = state.get("width", 1.0)
         if width != trainer.width:  # a widening run saved before its last widening: rebuild that width
@@ -148,14 +177,14 @@ class GrowthHook(TrainingHook):
         if self.growth is not None and "grown_depth" in state:
             self.growth.load_state_dict(state)
 
-    def _fresh_blocks(self, trainer: Trainer, epoch: int) -> list[nn.Module]:
+    def _fresh_blocks(self, trainer: TrainerView, epoch: int) -> list[nn.Module]:
         """The encoder blocks of a newly built model (at the current width) for a depth growth at ``epoch``."""
         blocks_of = get_spec(self.config.model.architecture).encoder_blocks
         assert blocks_of is not None
         return blocks_of(trainer.fresh_model(epoch, trainer.width)[0])
 
 
-def _restart_average(trainer: Trainer, parameter: nn.Parameter) -> None:
+def _restart_average(trainer: TrainerView, parameter: nn.Parameter) -> None:
     """A block that joined a growing network: its weight average starts from its new values."""
     ema = trainer.optimization.ema
     if ema is None:
@@ -172,17 +201,17 @@ class FinetuneHook(TrainingHook):
         self.config = config
         self.freezing = None  # training.finetune.Freezing: the modules held still, by epoch
 
-    def on_weights_loaded(self, trainer: Trainer, base_report: dict[str, Any] | None) -> None:
+    def on_weights_loaded(self, trainer: TrainerView, base_report: dict[str, Any] | None) -> None:
         # LoRA adapters injected (drawn from the seeded RNG, alike on every rank), or the freezing plan made.
         self.freezing, values = prepare_model(trainer.model, self.config, base_report)
         if is_finetuning(self.config) and not self.config.run.resume_from:
             trainer.events.write("finetune", 0, 0, describe(trainer.model, values, self.freezing))
 
-    def on_train_mode(self, trainer: Trainer) -> None:
+    def on_train_mode(self, trainer: TrainerView) -> None:
         if self.freezing is not None:
             self.freezing.hold()
 
-    def on_epoch_start(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_start(self, trainer: TrainerView, epoch: int) -> None:
         if self.freezing is None or not self.freezing.apply(epoch):
             return
         trainer.wrap_ddp()  # collective: DDP reduces only the parameters that required a gradient when wrapping
@@ -191,7 +220,7 @@ class FinetuneHook(TrainingHook):
             "freeze", trainer.step, epoch, {**frozen, "modules": sorted(self.freezing.modules)}
         )
 
-    def on_run_end(self, trainer: Trainer) -> None:
+    def on_run_end(self, trainer: TrainerView) -> None:
         if not self.config.finetune.merge_lora:
             return
         # After the last checkpoint: the adapters of the best, folded in.
@@ -203,7 +232,7 @@ class FinetuneHook(TrainingHook):
 class NewbobHook(TrainingHook):
     """``optim.lr_control: newbob``: each epoch's closing validation decides the next epoch's rate."""
 
-    def on_epoch_end(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_end(self, trainer: TrainerView, epoch: int) -> None:
         if trainer.data.val_loader is None or trainer.optimization.control is None:
             return
         # Rank 0's scores to every rank, so that every rank sets the same next rate.
@@ -250,7 +279,7 @@ class CompileHook(TrainingHook):
         self.first_step_sec: float | None = None
         self.saved_compiles = 0  # compiles when the cache was last saved
 
-    def on_model(self, trainer: Trainer) -> BlockGate | None:
+    def on_model(self, trainer: TrainerView) -> BlockGate | None:
         if self.before is None:  # the first model: the cache in force before anything compiles
             self.in_force.enter_context(self.cache.active())
             self.cache_loaded = self.cache.load()
@@ -258,10 +287,10 @@ class CompileHook(TrainingHook):
         trainer.forward_module = compile_model(trainer.model, backend=self.backend, mode=self.mode)  # type: ignore[attr-defined]
         return None
 
-    def on_batch(self, trainer: Trainer, batch: Batch) -> None:
+    def on_batch(self, trainer: TrainerView, batch: Batch) -> None:
         mark_batch_shapes(batch.features, batch.feature_lengths, self.shapes)  # type: ignore[arg-type]
 
-    def on_step(self, trainer: Trainer) -> None:
+    def on_step(self, trainer: TrainerView) -> None:
         if self.first_step_sec is not None:
             return
         if trainer.ctx.device.type == "cuda":  # the step's kernels done, not only queued
@@ -269,7 +298,7 @@ class CompileHook(TrainingHook):
         self.first_step_sec = time.perf_counter() - self.started
         trainer.events.write("compile", trainer.step, trainer.epoch, self.values("first_step"))  # type: ignore[attr-defined]
 
-    def on_epoch_end(self, trainer: Trainer, epoch: int) -> None:
+    def on_epoch_end(self, trainer: TrainerView, epoch: int) -> None:
         compiles = compile_counts().compiles
         saved = 0
         if trainer.ctx.is_main and compiles > self.saved_compiles:
@@ -277,7 +306,7 @@ class CompileHook(TrainingHook):
             self.saved_compiles = compiles
         trainer.events.write("compile", trainer.step, epoch, {**self.values("epoch"), "saved_bytes": saved})
 
-    def on_close(self, trainer: Trainer) -> None:
+    def on_close(self, trainer: TrainerView) -> None:
         self.in_force.close()
 
     def values(self, phase: str) -> dict[str, Any]:
@@ -308,4 +337,12 @@ def build_hooks(config: TrainConfig) -> list[TrainingHook]:
     return hooks
 
 
-__all__ = ["CompileHook", "FinetuneHook", "GrowthHook", "NewbobHook", "TrainingHook", "build_hooks"]
+__all__ = [
+    "CompileHook",
+    "FinetuneHook",
+    "GrowthHook",
+    "NewbobHook",
+    "TrainerView",
+    "TrainingHook",
+    "build_hooks",
+]

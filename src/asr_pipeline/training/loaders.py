@@ -106,7 +106,8 @@ def build_data(config: TrainConfig, ctx: DistributedContext) -> DataBundle:
         )
     _check_feature_dim(train_index, data.input_dim)
     # A model that masks its own input (HuBERT's waveform frames) gets no SpecAugment (ArchitectureSpec).
-    masking = get_spec(config.model.architecture).feature_masking
+    # CR-CTC masks two views of each batch in the training step (training.cr_ctc): the loader does not.
+    masking = get_spec(config.model.architecture).feature_masking and not config.regularization.cr_ctc
     spec_augment = (
         SpecAugment(
             data.spec_time_masks,

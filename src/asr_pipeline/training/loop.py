@@ -72,6 +72,7 @@ from asr_pipeline.training.checkpoint import (
     write_json_atomic,
 )
 from asr_pipeline.training.config import TrainConfig, check_vocab_source, save_json
+from asr_pipeline.training.cr_ctc import CRCTC
 from asr_pipeline.training.ctc import check_targets, empty_batch_loss, model_losses, output_kind
 from asr_pipeline.training.distributed import (
     DistributedContext,
@@ -202,6 +203,8 @@ class Trainer:
                 flush=True,
             )
         self.micro = 0  # micro-batches of the current accumulation window so far (layer drop, noise draws)
+        # CR-CTC (training.cr_ctc): the step masks two views of each batch and adds their consistency loss.
+        self.cr_ctc = CRCTC(config) if config.regularization.cr_ctc else None
         # This rank's utterances in the current accumulation window (optim.lr_scale_with_batch).
         self.step_utterances = 0
         self._attach_model()
@@ -362,6 +365,8 @@ class Trainer:
             return
         effective = self.settings.at(epoch)
         self.optimization.configure(effective.optim)
+        if self.cr_ctc is not None:  # the views' SpecAugment follows the epoch's data.spec_* values
+            self.cr_ctc.configure(effective.data)
         if self.layer_drop is not None:
             self.layer_drop.set_layer_drop(effective.regularization.layer_drop)
         if self.weight_noise is not None:
@@ -393,7 +398,10 @@ class Trainer:
             self.layer_drop.draw(self.step, micro)
         noise = self.weight_noise.applied(self.step, micro) if self.weight_noise else contextlib.nullcontext()
         with sync, noise:
-            step = model_losses(self.ddp_model, batch, self.config)
+            if self.cr_ctc is not None:
+                step = self.cr_ctc.losses(self.ddp_model, batch, self.config, self.step)
+            else:
+                step = model_losses(self.ddp_model, batch, self.config)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             # per target token, or per predicted frame (HuBERT)
             loss_sum = losses.sum()
