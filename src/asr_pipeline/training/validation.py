@@ -15,7 +15,7 @@ Its best checkpoint is the lowest ``val_loss`` (``validation_metrics``).
 
 Validation leaves training untouched: it draws nothing from the global RNG (the loaders own their
 generators, ``training.loaders``; eval mode has no dropout), so adding mid-epoch validations does not
-change the weights a run ends with (tests/training/test_validation_runs.py checks this).
+change the weights a run ends with (tests/training/test_validation.py checks this).
 """
 
 from __future__ import annotations

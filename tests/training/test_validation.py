@@ -1,4 +1,5 @@
-"""Whole in-process runs of validation: every N steps, the best checkpoint across step and epoch
+"""training.validation: the metrics that choose the best checkpoint, greedy decoding of CTC frames and of
+per-token outputs; and whole in-process runs of validation: every N steps, the best checkpoint across step and epoch
 validations, beam search with a KenLM model, n-best sample predictions, and validation leaving the
 trained weights untouched."""
 
@@ -12,7 +13,10 @@ import torch
 from safetensors.torch import load_file
 
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
+from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.training import loop
+from asr_pipeline.training.config import ValidationConfig
+from asr_pipeline.training.validation import ValidationDecoder, validation_metrics
 from tests.factories import random_sentences
 
 from .conftest import events, tiny_config
@@ -160,3 +164,34 @@ def test_beam_search_validation_without_a_tokenizer_is_refused(corpus, tokenizer
 
     with pytest.raises(ValueError, match=r"needs run\.tokenizer"):
         run(config)
+
+
+@pytest.mark.parametrize(
+    ("architecture", "metrics"),
+    [
+        ("squeezeformer", ("val_cer", "val_wer")),
+        ("paraformer", ("val_cer", "val_wer")),
+        ("hubert-pretrain", ("val_loss", "val_accuracy")),
+    ],
+)
+def test_the_best_checkpoint_is_chosen_by_the_first_of_the_objectives_two_metrics(architecture, metrics):
+    assert validation_metrics(architecture) == metrics
+
+
+def test_greedy_validation_collapses_ctc_frames_and_without_a_tokenizer_shows_token_ids():
+    decoder = ValidationDecoder(ValidationConfig(), tokenizer=None, blank_id=0)
+    log_probs = torch.full((1, 6, 4), -10.0)
+    log_probs[0, torch.arange(6), torch.tensor([2, 2, 0, 3, 3, 1])] = 0.0  # (B, T', V): 2 2 _ 3 3 1
+    assert decoder.method == "greedy"
+    assert decoder.decode(log_probs, torch.tensor([6])) == [("2 3 1", ())]
+    assert decoder.decode(log_probs, torch.tensor([2])) == [("2", ())]  # frames past the length are not read
+
+
+def test_a_per_token_output_is_never_collapsed_and_beam_search_over_it_is_refused():
+    per_token = ValidationDecoder(ValidationConfig(), tokenizer=None, blank_id=0, output="paraformer")
+    log_probs = torch.full((1, 3, 4), -10.0)
+    log_probs[0, torch.arange(3), torch.tensor([2, 2, 3])] = 0.0  # one posterior per token: 2 2 3
+    assert per_token.decode(log_probs, torch.tensor([3])) == [("2 2 3", ())]
+    beam = ValidationConfig(decoding=DecodingOptions(decoder="lexicon_free"))
+    with pytest.raises(ValueError, match="validate it greedily"):
+        ValidationDecoder(beam, tokenizer=None, blank_id=0, output="paraformer")
