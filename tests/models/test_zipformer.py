@@ -342,3 +342,33 @@ def test_spec_describes_a_ctc_model_on_80_bin_fbank():
     assert "encoder_dim" in ZIPFORMER.option_fields
     model = ZIPFORMER.builder(ZIPFORMER.config_for("tiny", {"input_dim": 80, "vocab_size": 7}))
     assert isinstance(model, Zipformer) and model.output.out_features == 7
+
+
+def test_activation_constraints_change_no_forward_and_no_weights_and_only_add_gradient():
+    from asr_pipeline.modules.activation_constraints import Balancer, Whiten
+
+    plain, constrained = (
+        tiny(dropout=0.0, feature_mask_prob=0.0),
+        tiny(dropout=0.0, feature_mask_prob=0.0, activation_constraints=True),
+    )
+    kinds = [type(m) for m in constrained.modules()]
+    # per layer: 3 feed-forward Balancers + balancer1, balancer2; 3 feed-forward Whitens + the layer's
+    layers = sum(config_layers for config_layers in constrained.config.num_encoder_layers)
+    assert (kinds.count(Balancer), kinds.count(Whiten)) == (5 * layers, 4 * layers)
+    assert plain.state_dict().keys() == constrained.state_dict().keys()  # no parameters: same checkpoints
+    constrained.load_state_dict(plain.state_dict())
+    for module in constrained.modules():  # every constraint applies on this forward
+        if isinstance(module, Balancer | Whiten):
+            module.prob = 1.0
+    features = torch.randn(2, 60, 20, generator=torch.Generator().manual_seed(5))
+    lengths = torch.tensor([60, 41])
+
+    outputs = [model.train()(features, lengths)[0] for model in (plain, constrained)]
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+    for out in outputs:
+        out[0, :5].sum().backward()
+    grads = [{n: p.grad for n, p in model.named_parameters()} for model in (plain, constrained)]
+    assert all(grads[1][name] is not None for name in grads[0])
+    assert any(not torch.equal(grads[0][n], grads[1][n]) for n in grads[0]), (
+        "the constraints moved a gradient"
+    )

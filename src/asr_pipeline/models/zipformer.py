@@ -47,6 +47,7 @@ from asr_pipeline.models.zipformer_spec import (  # the config and sizes live in
     ZipformerConfig,
     zipformer_config,
 )
+from asr_pipeline.modules.activation_constraints import Balancer, Whiten
 from asr_pipeline.modules.masks import normalize_input
 from asr_pipeline.modules.zipformer_blocks import (
     BiasNorm,
@@ -68,30 +69,54 @@ from asr_pipeline.modules.zipformer_subsampling import (
 )
 
 
+def feed_forward(dim: int, hidden_dim: int, config: ZipformerConfig) -> FeedForward:
+    """A layer's feed-forward; with ``activation_constraints``, icefall's hidden Balancer and output Whiten."""
+    if not config.activation_constraints:
+        return FeedForward(dim, hidden_dim, config.dropout, Swoosh("l", config.swoosh))
+    balancer = Balancer(hidden_dim, min_positive=0.3, max_positive=1.0, min_abs=0.75, max_abs=5.0)
+    whiten = Whiten(num_groups=1, whitening_limit=7.5, prob=(0.025, 0.25), grad_scale=0.01)
+    return FeedForward(dim, hidden_dim, config.dropout, Swoosh("l", config.swoosh), balancer, whiten)
+
+
 class ZipformerEncoderLayer(nn.Module):
     """Yao et al. §3.2, Fig. 2 (icefall's Zipformer2EncoderLayer): FFN, NonlinAttention, SelfAttention,
     Conv, FFN, bypass, SelfAttention, Conv, FFN, BiasNorm, bypass; one set of attention weights for all
-    three attention modules, a sum of residuals rather than pre-/post-norm around each module."""
+    three attention modules, a sum of residuals rather than pre-/post-norm around each module. With
+    ``activation_constraints``, icefall's Balancers before the norm and after the bypass and its Whiten on
+    the output (identity forwards: ``modules.activation_constraints``)."""
 
     def __init__(self, config: ZipformerConfig, stack: int) -> None:
         super().__init__()
         dim, ff_dim = config.encoder_dim[stack], config.feedforward_dim[stack]
-        heads, kernel, p = config.num_heads_per_stack[stack], config.cnn_module_kernel[stack], config.dropout
+        heads, kernel = config.num_heads_per_stack[stack], config.cnn_module_kernel[stack]
         form = config.swoosh
         self.self_attn_weights = RelPositionAttentionWeights(
             dim, config.pos_dim, heads, config.query_head_dim, config.pos_head_dim
         )
         self.self_attn1 = SelfAttention(dim, heads, config.value_head_dim)
         self.self_attn2 = SelfAttention(dim, heads, config.value_head_dim)
-        self.feed_forward1 = FeedForward(dim, ff_dim * 3 // 4, p, Swoosh("l", form))
-        self.feed_forward2 = FeedForward(dim, ff_dim, p, Swoosh("l", form))
-        self.feed_forward3 = FeedForward(dim, ff_dim * 5 // 4, p, Swoosh("l", form))
+        self.feed_forward1 = feed_forward(dim, ff_dim * 3 // 4, config)
+        self.feed_forward2 = feed_forward(dim, ff_dim, config)
+        self.feed_forward3 = feed_forward(dim, ff_dim * 5 // 4, config)
         self.nonlin_attention = NonlinAttention(dim, hidden_dim=3 * dim // 4)
         self.conv_module1 = ConvolutionModule(dim, kernel, Swoosh("r", form))
         self.conv_module2 = ConvolutionModule(dim, kernel, Swoosh("r", form))
         self.bypass_mid = Bypass(dim)
         self.norm = BiasNorm(dim)
         self.bypass = Bypass(dim)
+        constrained = config.activation_constraints
+        # icefall's balancer1, balancer2 and whiten (Zipformer2EncoderLayer), the limits it starts with
+        self.balancer1: nn.Module = (
+            Balancer(dim, min_positive=0.45, max_positive=0.55, min_abs=0.2, max_abs=4.0)
+            if constrained
+            else nn.Identity()
+        )
+        self.balancer2: nn.Module = (
+            Balancer(dim, min_positive=0.45, max_positive=0.55, min_abs=0.1, max_abs=4.0)
+            if constrained
+            else nn.Identity()
+        )
+        self.whiten: nn.Module = Whiten(1, 4.0, (0.025, 0.25), 0.01) if constrained else nn.Identity()
 
     def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
         """x: (B, T', D); pos_emb: (2T'-1, pos_dim); lengths: (B,) real frames at this stack's rate."""
@@ -110,7 +135,8 @@ class ZipformerEncoderLayer(nn.Module):
         x = residual(x, self.self_attn2(x, weights))
         x = residual(x, self.conv_module2(x, lengths))
         x = residual(x, self.feed_forward3(x))
-        return self.bypass(orig, self.norm(x))  # (B, T', D)
+        x = self.bypass(orig, self.norm(self.balancer1(x)))
+        return self.whiten(self.balancer2(x))  # (B, T', D)
 
 
 class ZipformerStack(nn.Module):

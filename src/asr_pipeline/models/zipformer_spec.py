@@ -51,6 +51,9 @@ class ZipformerConfig:
     feature_mask_prob: float = 0.125
     swoosh: str = "paper"  # "paper": SwooshL/R as published; "sigmoid": x * sigmoid(x - 4 or 1)
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
+    # icefall's Balancer and Whiten (modules.activation_constraints) at icefall's places in each layer and
+    # feed-forward: identity forwards, gradient-only constraints. Off until measured on our recipes.
+    activation_constraints: bool = False
     # The CTC head's frame rate: 50 Hz / this (icefall's --output-downsampling-factor; 2: 25 Hz).
     output_downsampling_factor: int = 2
 

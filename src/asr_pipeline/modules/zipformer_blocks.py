@@ -1,8 +1,8 @@
 """The parts of a Zipformer layer (Yao et al., 2023, §3; icefall ``zipformer/zipformer.py``, ``scaling.py``).
 
-Parameter shapes follow icefall, so the named sizes have icefall's parameter counts. What is left out: the
-training-only regularisers without parameters (Balancer, Whiten, ScheduledFloat schedules), which exist
-for icefall's ScaledAdam optimizer. ScaledLinear becomes an ``nn.Linear`` whose initial weights are
+Parameter shapes follow icefall, so the named sizes have icefall's parameter counts. icefall's training-only
+regularisers without parameters, Balancer and Whiten, are ``modules.activation_constraints`` (passed in,
+``ZipformerConfig.activation_constraints``); its ScheduledFloat schedules are left out. ScaledLinear becomes an ``nn.Linear`` whose initial weights are
 scaled down the same way (``scaled_linear``), and because plain Adam/AdamW does not learn the attention
 temperature the way ScaledAdam's parameter-scale updates do, the query-key product is divided by
 sqrt(query_head_dim) explicitly.
@@ -172,17 +172,29 @@ class NonlinAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Linear -> SwooshL -> dropout -> Linear (icefall's FeedforwardModule)."""
+    """Linear -> [Balancer] -> SwooshL -> dropout -> Linear -> [Whiten] (icefall's FeedforwardModule; the
+    gradient-only constraints when given, ``modules.activation_constraints``)."""
 
-    def __init__(self, dim: int, hidden_dim: int, dropout: float, activation: nn.Module) -> None:
+    def __init__(
+        self,
+        dim: int,
+        hidden_dim: int,
+        dropout: float,
+        activation: nn.Module,
+        hidden_balancer: nn.Module | None = None,
+        out_whiten: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.in_proj = nn.Linear(dim, hidden_dim)
+        self.hidden_balancer = hidden_balancer or nn.Identity()
         self.activation = activation
         self.dropout = nn.Dropout(dropout)
         self.out_proj = scaled_linear(hidden_dim, dim, 0.1)
+        self.out_whiten = out_whiten or nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.out_proj(self.dropout(self.activation(self.in_proj(x))))  # (B, T, D)
+        hidden = self.hidden_balancer(self.in_proj(x))  # (B, T, hidden)
+        return self.out_whiten(self.out_proj(self.dropout(self.activation(hidden))))  # (B, T, D)
 
 
 class ConvolutionModule(nn.Module):
