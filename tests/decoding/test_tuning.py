@@ -8,7 +8,7 @@ import torch
 from asr_pipeline.decoding.decoders import build_decoder
 from asr_pipeline.decoding.inference import BatchOutput
 from asr_pipeline.decoding.options import DecodingOptions
-from asr_pipeline.decoding.tuning import grid_points, tune_decoder
+from asr_pipeline.decoding.tuning import grid_points, tune_decoder, tune_decoders
 
 from .factories import ambiguous_cat_or_cot
 
@@ -62,3 +62,21 @@ def test_ties_go_to_the_earlier_grid_point(char_tokenizer):
     )
     assert result.table[0].wer == result.table[1].wer == 0
     assert result.options.beam_width == 4 and result.best is result.table[0]
+
+
+def test_each_decoder_is_tuned_over_its_own_grid_and_one_without_a_grid_keeps_its_base(char_tokenizer):
+    log_probs = ambiguous_cat_or_cot(char_tokenizer).float()[None]
+    batch = BatchOutput(["u1"], ["the cot sat"], log_probs, torch.tensor([log_probs.shape[1]]))
+    bases = {
+        "wide": DecodingOptions(decoder="lexicon_free", beam_width=16),
+        "tuned": DecodingOptions(decoder="lexicon_free"),
+    }
+    tuned, reports = tune_decoders(
+        bases,
+        {"tuned": {"beam_width": [2, 4]}},
+        lambda options: build_decoder(options, char_tokenizer),
+        [batch],
+    )
+    assert tuned["wide"]["beam_width"] == 16 and tuned["tuned"]["beam_width"] == 2
+    assert [len(reports[name]["grid"]) for name in ("wide", "tuned")] == [1, 2]
+    assert reports["wide"]["chosen"] == {} and reports["tuned"]["chosen"] == {"beam_width": 2}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from asr_pipeline.decoding.decoders import Decoder
 from asr_pipeline.decoding.inference import BatchOutput
 from asr_pipeline.decoding.metrics import error_rates
 from asr_pipeline.decoding.options import DecodingOptions
+
+logger = logging.getLogger(__name__)
 
 TUNABLE = ("lm_weight", "word_score", "blank_penalty", "beam_width", "beam_size_token")
 
@@ -86,6 +89,26 @@ def tune_decoder(
             progress(point)
     best = min(table, key=lambda point: (round(point.wer, 6), round(point.cer, 6)))  # min keeps the first tie
     return TuningResult(dataclasses.replace(base, **_typed(best.values)), best, table)
+
+
+def tune_decoders(
+    bases: Mapping[str, DecodingOptions],
+    grids: Mapping[str, Mapping[str, Sequence[float]]],
+    make_decoder: Callable[[DecodingOptions], Decoder],
+    batches: Sequence[BatchOutput],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Tune each named decoder from its base options over its grid (``tune_decoder``; a decoder without a
+    grid keeps its base options, scored all the same): the chosen options per decoder (JSON-able, what the
+    evaluate stage decodes with) and each one's report. Every point is logged as it is scored."""
+    tuned, reports = {}, {}
+    for name, base in bases.items():
+
+        def log_point(point: GridPoint, name: str = name) -> None:
+            logger.info("tune %s %s: WER %.2f CER %.2f", name, point.values, point.wer, point.cer)
+
+        result = tune_decoder(base, grids.get(name) or {}, make_decoder, batches, log_point)
+        tuned[name], reports[name] = dataclasses.asdict(result.options), result.report()
+    return tuned, reports
 
 
 def _typed(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from pathlib import Path
 
 from asr_pipeline.decoding.decoders import DecodingResources
 from asr_pipeline.decoding.evaluation import EvaluationParams, beam_decoders_skipped, load_run, run_log_probs
-from asr_pipeline.decoding.tuning import tune_decoder
+from asr_pipeline.decoding.tuning import tune_decoders
 from asr_pipeline.text.tokenizer import CTCTokenizer
-
-logger = logging.getLogger(__name__)
 
 
 def tune_decoding(
@@ -35,15 +31,9 @@ def tune_decoding(
         return {}, {name: {"skipped": reason} for name, reason in skipped.items()}
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
     batches = list(run_log_probs(run, dev_shards, settings.batch_size))
-    tuned, report = {}, {}
-    for name in settings.decoders:
-        grid = settings.tune.get(name) or {}
-
-        def log_point(point, name=name):
-            logger.info("tune %s %s: WER %.2f CER %.2f", name, point.values, point.wer, point.cer)
-
-        result = tune_decoder(
-            settings.base_options(name), grid, lambda o: resources.build(o, tokenizer), batches, log_point
-        )
-        tuned[name], report[name] = dataclasses.asdict(result.options), result.report()
-    return tuned, report
+    return tune_decoders(
+        {name: settings.base_options(name) for name in settings.decoders},
+        settings.tune,
+        lambda options: resources.build(options, tokenizer),
+        batches,
+    )
