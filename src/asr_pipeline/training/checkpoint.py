@@ -200,8 +200,16 @@ def read_kept_weights(path: str | Path) -> tuple[dict[str, Tensor], dict[str, An
 
 
 def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    # safetensors refuses views of shared storage; a CTC model ties no weights, so contiguous copies are exact.
-    return {key: tensor.detach().cpu().contiguous() for key, tensor in state.items()}
+    # safetensors refuses tensors sharing storage. A transformers model ties its output layer to its
+    # embedding (Whisper's proj_out): the second name of a storage gets its own copy, so both load back.
+    seen: set[int] = set()
+    result = {}
+    for key, tensor in state.items():
+        tensor = tensor.detach().cpu().contiguous()
+        storage = tensor.untyped_storage().data_ptr()
+        result[key] = tensor.clone() if storage in seen else tensor
+        seen.add(storage)
+    return result
 
 
 def load_training_state(run_dir: str | Path) -> dict[str, Any]:

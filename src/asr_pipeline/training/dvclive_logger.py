@@ -33,9 +33,16 @@ from pathlib import Path
 from typing import Any
 
 DVCLIVE_DIR = "dvclive"
-TRAIN_METRICS = ("loss", "lr", "grad_norm", "audio_seconds_per_sec")  # "train" event values -> train/<name>
+TRAIN_METRICS = (
+    "loss",
+    "perplexity",
+    "lr",
+    "grad_norm",
+    "audio_seconds_per_sec",
+)  # "train" event values -> train/<name>
 VAL_METRICS = {
     "val_loss": "loss",
+    "val_perplexity": "perplexity",  # hf_finetune's autoregressive models
     "val_cer": "cer",
     "val_wer": "wer",
     "val_accuracy": "accuracy",

@@ -1,0 +1,86 @@
+"""The collator's sequences and label mask, token by token, for both model families."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from asr_pipeline.hf_finetune.collate import IGNORE_INDEX, SpeechCollator
+from asr_pipeline.hf_finetune.models import load_pretrained
+
+FRAMES = 400  # the tiny extractor's 4 s window
+
+
+def example(text: str, windows: int = 1) -> dict:
+    return {"id": text, "text": text, "features": np.zeros((windows * FRAMES, 16), dtype=np.float32)}
+
+
+def test_whisper_labels_are_the_transcript_and_end_only(tiny_whisper):
+    loaded = load_pretrained(str(tiny_whisper))
+    tokenizer = loaded.tokenizer
+    collator = SpeechCollator(tokenizer, loaded.family, FRAMES, language="en", task="transcribe")
+    batch = collator([example("we fed the ducks at the pond"), example("i prefer tea")])
+    prompt = tokenizer.convert_tokens_to_ids(
+        ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+    )
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    long_target = [*tokenizer.encode("we fed the ducks at the pond", add_special_tokens=False), eos]
+    short_target = [*tokenizer.encode("i prefer tea", add_special_tokens=False), eos]
+    pad = len(long_target) - len(short_target)
+    assert batch["input_ids"].tolist() == [prompt + long_target, prompt + short_target + [eos] * pad]
+    assert batch["labels"].tolist() == [
+        [IGNORE_INDEX] * 4 + long_target,
+        [IGNORE_INDEX] * 4 + short_target + [IGNORE_INDEX] * pad,
+    ]
+    assert batch["attention_mask"].tolist() == [
+        [1] * (4 + len(long_target)),
+        [1] * (4 + len(short_target)) + [0] * pad,
+    ]
+    assert batch["input_features"].shape == (2, 16, FRAMES)  # (B, F, T)
+
+
+def test_whisper_prompt_names_the_language_and_task(tiny_whisper):
+    loaded = load_pretrained(str(tiny_whisper))
+    tokenizer = loaded.tokenizer
+    ids = loaded.family.prompt_ids(tokenizer, 1, "fr", "translate")
+    assert tokenizer.convert_ids_to_tokens(ids) == [
+        "<|startoftranscript|>",
+        "<|fr|>",
+        "<|translate|>",
+        "<|notimestamps|>",
+    ]
+    with pytest.raises(ValueError, match=r"no .*<\|de\|>"):
+        loaded.family.prompt_ids(tokenizer, 1, "de", "transcribe")
+
+
+def test_voxtral_prompt_is_the_transcription_request_with_one_audio_token_per_embedding(tiny_voxtral):
+    loaded = load_pretrained(str(tiny_voxtral))
+    tokenizer, family = loaded.tokenizer, loaded.family
+    assert family.tokens_per_window == 200 * 16 // 64  # encoder positions x width / projector input = 50
+    collator = SpeechCollator(tokenizer, family, FRAMES, language="en")
+    batch = collator([example("i prefer tea", windows=2), example("we fed the ducks")])
+    audio = tokenizer.convert_tokens_to_ids("[AUDIO]")
+    head = tokenizer.convert_tokens_to_ids(["<s>", "[INST]", "[BEGIN_AUDIO]"])
+    tail = [tokenizer.convert_tokens_to_ids("[/INST]"), *tokenizer.encode("lang:en", add_special_tokens=False),
+            tokenizer.convert_tokens_to_ids("[TRANSCRIBE]")]  # fmt: skip
+    target = [*tokenizer.encode("i prefer tea", add_special_tokens=False), tokenizer.eos_token_id]
+    first = head + [audio] * 100 + tail
+    assert batch["input_ids"][0].tolist() == first + target
+    assert batch["labels"][0].tolist() == [IGNORE_INDEX] * len(first) + target
+    assert batch["input_features"].shape == (3, 16, FRAMES)  # 2 + 1 windows, in utterance order
+    # The model accepts it: as many [AUDIO] placeholders as the encoder gives embeddings.
+    logits = loaded.model(**family.model_inputs(batch)).logits
+    assert logits.shape[:2] == batch["input_ids"].shape
+
+
+def test_generation_batches_pad_prompts_on_the_left(tiny_voxtral):
+    loaded = load_pretrained(str(tiny_voxtral))
+    collator = SpeechCollator(loaded.tokenizer, loaded.family, FRAMES, for_generation=True)
+    batch = collator([example("a", windows=2), example("b")])
+    short = batch["attention_mask"][1]
+    assert short[:50].sum() == 0 and short[50:].all()  # one window fewer: 50 [AUDIO] tokens of padding
+    assert (batch["labels"] == IGNORE_INDEX).all()
+    assert torch.equal(
+        batch["input_ids"][0, -3:], batch["input_ids"][1, -3:]
+    )  # both end with the instruction

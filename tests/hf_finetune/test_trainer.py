@@ -1,0 +1,106 @@
+"""Fine-tuning tiny random-weight Whisper and Voxtral models on demo speech: the loss falls, LoRA trains a
+sliver of the weights and merges exactly, resume is bit-identical, the export reloads with from_pretrained."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from asr_pipeline.hf_finetune.collate import SpeechCollator
+from asr_pipeline.hf_finetune.evaluate import transcribe_shards
+from asr_pipeline.hf_finetune.export import export_finetuned, load_finetuned
+from asr_pipeline.hf_finetune.features import FeatureShards, featurize
+from asr_pipeline.hf_finetune.models import load_pretrained
+from asr_pipeline.hf_finetune.options import hf_finetune_options
+from asr_pipeline.hf_finetune.trainer import FinetuneRun
+from asr_pipeline.training.events import read_events
+
+pytestmark = pytest.mark.slow  # each loads and trains a model: 10-40 s on a shared CPU
+
+
+def features(demo_speech, model_dir, cache):
+    loaded = load_pretrained(str(model_dir))
+    return [featurize(demo_speech[split], loaded.feature_extractor, cache, max_windows=loaded.family.max_windows,
+                      max_audio_sec=30).directory for split in ("train", "val")]  # fmt: skip
+
+
+def train(model_dir, data, run_dir, **values):
+    options = hf_finetune_options({"model": str(model_dir), "batch_size": 4, "warmup_steps": 2, **values})
+    return FinetuneRun(options, data[0], data[1], run_dir).run()
+
+
+def test_validation_loss_falls_in_a_full_fine_tune(tiny_model, demo_speech, tmp_path):
+    data = features(demo_speech, tiny_model, tmp_path / "cache")
+    results = train(tiny_model, data, tmp_path / "run", method="full", learning_rate=3e-3, epochs=3)
+    losses = [event["values"]["val_loss"] for event in read_events(tmp_path / "run", "validation")]
+    assert len(losses) == 3 and losses[-1] < losses[0] - 0.1, losses
+    assert results["best_val_loss"] == min(losses) and results["steps"] == 9  # 3 batches of 4, 4, 2 per epoch
+
+
+def test_lora_trains_under_2_percent_and_its_merged_export_gives_the_adapter_logits(
+    tiny_model, demo_speech, tmp_path
+):
+    data = features(demo_speech, tiny_model, tmp_path / "cache")
+    results = train(
+        tiny_model, data, tmp_path / "run", method="lora", lora_rank=1, learning_rate=1e-2, epochs=2
+    )
+    assert results["trainable_params"] < 0.02 * results["total_params"]
+    adapted = load_finetuned(tmp_path / "run", merge=False)
+    assert any(
+        "lora_B" in name and p.abs().sum() > 0 for name, p in adapted.model.named_parameters()
+    )  # trained
+    export_finetuned(tmp_path / "run", tmp_path / "export", evaluation={"dev": {"after": {"wer": 1.0}}})
+    exported = load_pretrained(str(tmp_path / "export"))  # from_pretrained of the folder, as a user loads it
+    assert not any("lora" in name for name, _ in exported.model.named_parameters())
+    shards = FeatureShards(data[1])
+    batch = SpeechCollator(adapted.tokenizer, adapted.family, 400)([shards[i] for i in range(len(shards))])
+    with torch.no_grad():
+        expected = adapted.model(**adapted.family.model_inputs(batch)).logits
+        merged = exported.model.eval()(**exported.family.model_inputs(batch)).logits
+    assert torch.allclose(merged, expected, atol=1e-5, rtol=0)
+    assert transcribe_shards(exported, shards, max_new_tokens=8) == transcribe_shards(
+        adapted, shards, max_new_tokens=8
+    )
+    files = {path.name for path in (tmp_path / "export").iterdir()}
+    assert {"config.json", "model.safetensors", "generation_config.json", "preprocessor_config.json",
+            "training_config.json", "train_results.json", "eval_results.json", "README.md"} <= files  # fmt: skip
+    assert "WER" in (tmp_path / "export" / "README.md").read_text()
+
+
+class Interrupted(FinetuneRun):
+    """A run killed as its third optimizer step begins (after step 2's checkpoint)."""
+
+    def train_step(self, group):
+        if self.step == 2:
+            raise KeyboardInterrupt
+        return super().train_step(group)
+
+
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tiny_whisper, demo_speech, tmp_path):
+    data = features(demo_speech, tiny_whisper, tmp_path / "cache")
+    values = {"model": str(tiny_whisper), "method": "lora", "lora_dropout": 0.3, "batch_size": 3, "epochs": 2,
+              "warmup_steps": 2, "learning_rate": 1e-2, "save_every_steps": 1, "eval_every_steps": 2}  # fmt: skip
+    options = hf_finetune_options(values)
+    FinetuneRun(options, data[0], data[1], tmp_path / "straight").run()
+    with pytest.raises(KeyboardInterrupt):
+        Interrupted(options, data[0], data[1], tmp_path / "resumed").run()
+    assert json.loads((tmp_path / "resumed" / "checkpoint_latest.json").read_text())["step"] == 2
+    FinetuneRun(options, data[0], data[1], tmp_path / "resumed").run()
+    straight = load_finetuned(tmp_path / "straight", "latest", merge=False).model.state_dict()
+    resumed = load_finetuned(tmp_path / "resumed", "latest", merge=False).model.state_dict()
+    assert straight.keys() == resumed.keys()
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+    losses = [
+        [e["values"]["val_loss"] for e in read_events(tmp_path / run, "validation")]
+        for run in ("straight", "resumed")
+    ]
+    assert losses[0] == losses[1]
+
+
+def test_resuming_with_other_options_is_refused(tiny_voxtral, demo_speech, tmp_path):
+    data = features(demo_speech, tiny_voxtral, tmp_path / "cache")
+    train(tiny_voxtral, data, tmp_path / "run", method="lora", max_steps=1)
+    with pytest.raises(ValueError, match="learning_rate differ"):
+        train(tiny_voxtral, data, tmp_path / "run", method="lora", max_steps=1, learning_rate=5e-4)
