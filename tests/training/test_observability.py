@@ -17,8 +17,6 @@ from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.training import live
 from asr_pipeline.training.config import ValidationConfig, resolve_config
 from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR, DVCLiveLogger
-from asr_pipeline.training.events import EventLog
-from asr_pipeline.training.live import TrainingProgress
 from asr_pipeline.training.loop import Trainer
 from asr_pipeline.tui import LiveView
 
@@ -101,56 +99,6 @@ def test_the_tui_shows_the_latest_loss_throughput_lr_grad_norm_and_validation(
     printed = view.console.export_text()
     assert "val cer" in printed and "audio sec per sec" in printed and "grad norm" in printed
     assert "checkpoint" in printed, "events appear as log lines"
-
-
-def test_the_progress_view_turns_events_into_rows_and_log_lines():
-    view = LiveView("train", console=Console(record=True, force_terminal=False, width=140))
-    progress = TrainingProgress(epochs=3, enabled=True, tui=True, view=view)
-    progress.start_epoch(1, steps=10, steps_done=4)
-    progress.advance(15)
-    train = {"loss": 1.25, "lr": 2e-4, "grad_norm": 3.5, "audio_seconds_per_sec": 120.0, "utterances": 8}
-    progress.on_event("train", 15, 1, train)
-    validation = {"val_cer": 12.5, "val_wer": 30.0, "val_loss": 0.9, "decoding": "beam", "best": True,
-                  "samples": [{"id": "u1", "reference": "a b", "hypothesis": "a c"}]}  # fmt: skip
-    progress.on_event("validation", 15, 1, validation)
-    progress.close()
-
-    assert view.values == {
-        "epoch": "2/3",
-        "epoch_step": "5/10",
-        "step": 15,
-        "loss": 1.25,
-        "audio_sec_per_sec": 120.0,
-        "lr": 2e-4,
-        "grad_norm": 3.5,
-        "skipped_steps": 0,
-        "non_finite_losses": 0,
-        "val_cer": 12.5,
-        "val_wer": 30.0,
-        "val_loss": 0.9,
-    }
-    assert list(view.events) == [
-        "[step 15, epoch 2] loss 1.2500, lr 0.0002, grad norm 3.5, 120.0 audio s/s",
-        "[step 15, epoch 2] validation (beam): CER 12.50%, WER 30.00%, loss 0.9000, best so far",
-        "  u1: 'a c' (reference 'a b')",
-    ]
-    assert "12.5" in view.console.export_text()
-
-
-def test_a_disabled_progress_and_event_log_draw_and_call_nothing(tmp_path):
-    calls = []
-
-    class Listener:
-        def on_event(self, *event):
-            calls.append(event)
-
-    progress = TrainingProgress(epochs=1, enabled=False, tui=True)
-    log = EventLog(tmp_path / "events.jsonl", enabled=False, append=False, listeners=[Listener(), progress])
-    progress.start_epoch(0, 5)
-    log.write("train", 1, 0, {"loss": 1.0})
-    progress.close()
-
-    assert progress.view is None and calls == [] and not (tmp_path / "events.jsonl").exists()
 
 
 @pytest.mark.usefixtures("single_process")
