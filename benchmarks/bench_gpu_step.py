@@ -1,0 +1,347 @@
+"""Issue 36: the training step at the chip's speed? Arms eager/compiled x kernels on/off x f32/tf32/bf16 x
+bucketed/exact batch lengths, per model, on a sequence of batches of varying length as a loader makes them.
+
+One step is ``bench_training_throughput.train_step`` (forward under autocast for bf16, float32 CTC per
+token, backward, clip, AdamW), on ``bench_training_throughput.synthetic_batch`` batches of
+``--batch-frames`` padded 10 ms frames whose longest utterance varies over ``--lengths`` (``--batches``
+distinct batches). ``exact``: each batch as long as its longest utterance (a new T per batch);
+``buckets``: T padded up to one of ``--buckets`` lengths (``data.sampler.TimeBuckets.geometric``), the
+shapes marked as the engine marks them (``training.compile.mark_batch_shapes``). Per arm: a first pass
+over the batches (compiles; ``first_pass_sec``, dynamo's ``compiles``/``recompiles``/``graph_breaks``/
+``compile_sec``), then ``--repeats`` timed passes (CUDA events per step): median step ms, audio-s/s over
+the timed passes, peak GiB, recompiles while timed (a steady state has 0), and MFU: FLOPs per audio second
+(``FlopCounterMode``, one eager forward + backward: matrix products and convolutions only, so a lower
+bound) x audio-s/s over the matmul rate of the arm's precision measured in the same run.
+
+``--largest-batch ARM`` doubles the batch until the step runs out of memory, then bisects
+(``largest_fitting``); ``--profile ARM`` writes torch.profiler's top 15 kernels by device time.
+
+    python benchmarks/bench_gpu_step.py --models zipformer:m --arms eager:off:bf16:exact compile:off:bf16:buckets
+    python benchmarks/bench_gpu_step.py --models zipformer:m --precisions f32 bf16 --json out.json   # every arm
+    python benchmarks/bench_gpu_step.py --smoke     # CPU, tiny model, seconds: the script's own check
+    benchmarks/gpu_issue36.sh                       # the prepared GPU session (arms in priority order)
+
+An arm is MODE:KERNELS:PRECISION:SHAPES (eager|compile : on|off : f32|tf32|bf16 : exact|buckets); kernels
+on = the Triton kernels (CUDA only), off = the PyTorch references.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.pop("TRITON_INTERPRET", None)  # the kernels compile for the GPU when timed, never interpreted
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+# Helpers of the neighbouring benchmark (this folder is sys.path[0] when a script in it runs): the step,
+# the batch, FLOP counting, the matmul ceiling and CUDA-event timing.
+from bench_training_throughput import (
+    VOCAB_SIZE,
+    count_flops,
+    matmul_rate,
+    parse_model,
+    synthetic_batch,
+    time_cuda,
+    train_step,
+)
+
+from asr_kernels import use_kernels
+from asr_pipeline.data.sampler import TimeBuckets
+from asr_pipeline.models.registry import build_model, default_input_dim
+from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
+
+MODES, KERNELS, PRECISIONS, SHAPES = (
+    ("eager", "compile"),
+    ("on", "off"),
+    ("f32", "tf32", "bf16"),
+    ("exact", "buckets"),
+)
+
+
+def parse_arm(text: str) -> tuple[str, str, str, str]:
+    parts = tuple(text.split(":"))
+    choices = (MODES, KERNELS, PRECISIONS, SHAPES)
+    if len(parts) != 4 or any(p not in c for p, c in zip(parts, choices, strict=False)):
+        raise argparse.ArgumentTypeError(
+            f"arm {text!r}: expected MODE:KERNELS:PRECISION:SHAPES, e.g. compile:off:bf16:buckets"
+        )
+    return parts  # type: ignore[return-value]
+
+
+def arm_name(arm: tuple[str, str, str, str]) -> str:
+    return ":".join(arm)
+
+
+def make_batches(model_name: str, args, device: torch.device, shapes: str) -> list[dict]:
+    """``--batches`` batches whose longest utterance steps over ``--lengths``; with ``buckets`` each
+    batch's T padded up to its bucket (lengths unchanged: the model masks the padding)."""
+    architecture, _ = parse_model(model_name)
+    low, high = args.lengths
+    longest = [round(low + (high - low) * i / max(1, args.batches - 1)) for i in range(args.batches)]
+    batches = [
+        synthetic_batch(args.batch_frames, t, device, seed=i, architecture=architecture)
+        for i, t in enumerate(longest)
+    ]
+    if shapes == "buckets":
+        buckets = TimeBuckets.geometric(max(int(b["features"].shape[1]) for b in batches), args.buckets)
+        for batch in batches:
+            frames = int(batch["features"].shape[1])
+            batch["features"] = F.pad(batch["features"], (0, 0, 0, buckets.padded_length(frames) - frames))
+    return batches
+
+
+def largest_fitting(fits: Callable[[int], bool], start: int, limit: int, bisections: int = 4) -> int:
+    """The largest size in [start, limit] for which ``fits`` is true, by doubling from ``start`` and then
+    ``bisections`` halvings of the gap; 0 when ``start`` itself does not fit."""
+    if not fits(start):
+        return 0
+    good, bad = start, None
+    while bad is None and good < limit:
+        trial = min(2 * good, limit)
+        if fits(trial):
+            good = trial
+        else:
+            bad = trial
+    for _ in range(bisections if bad is not None else 0):
+        middle = (good + bad) // 2
+        if middle in (good, bad):
+            break
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+class Arm:
+    """One model under one arm: its compiled (or eager) step on the arm's batches."""
+
+    def __init__(self, model_name: str, arm: tuple[str, str, str, str], args, device: torch.device) -> None:
+        self.model_name, self.arm, self.device = model_name, arm, device
+        self.mode, kernels, self.precision, self.shapes = arm
+        self.kernels = "triton" if kernels == "on" else "reference"
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
+        architecture, size = parse_model(model_name)
+        self.model = build_model(
+            architecture, size, input_dim=default_input_dim(architecture), vocab_size=VOCAB_SIZE, dropout=0.1
+        ).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.runner = self.model
+        if self.mode == "compile":
+            self.runner = compile_model(self.model, backend=args.backend, mode=args.compile_mode)
+        self.batches = make_batches(model_name, args, device, self.shapes)
+
+    def step(self, batch: dict) -> None:
+        with use_kernels(self.kernels):
+            if self.mode == "compile":
+                mark_batch_shapes(
+                    batch["features"], batch["lengths"], "buckets" if self.shapes == "buckets" else "auto"
+                )
+            train_step(self.runner, self.optimizer, batch, self.precision, self.device)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def measure(arm: Arm, repeats: int) -> dict:
+    """The first pass (compiles) and ``repeats`` timed passes over the arm's batches."""
+    before = compile_counts()
+    started = time.perf_counter()
+    for batch in arm.batches:
+        arm.step(batch)
+    arm.synchronize()
+    first_pass_sec = time.perf_counter() - started
+    compiled = compile_counts() - before
+    cuda = arm.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(arm.device)
+    order = itertools.cycle(arm.batches)
+    count = repeats * len(arm.batches)
+    if cuda:
+        times = time_cuda(lambda: arm.step(next(order)), warmup=0, repeats=count)
+    else:
+        times = []
+        for _ in range(count):
+            begun = time.perf_counter()
+            arm.step(next(order))
+            times.append(time.perf_counter() - begun)
+    timed = compile_counts() - before - compiled
+    audio = repeats * sum(b["audio_sec"] for b in arm.batches)
+    return {
+        "model": arm.model_name,
+        "arm": arm_name(arm.arm),
+        "params_m": sum(p.numel() for p in arm.model.parameters()) / 1e6,
+        "batch_audio_sec": audio / count,
+        "padded_frames": [list(b["features"].shape[:2]) for b in arm.batches],
+        "step_ms_median": statistics.median(times) * 1e3,
+        "audio_sec_per_sec": audio / sum(times),
+        "peak_gib": torch.cuda.max_memory_allocated(arm.device) / 2**30 if cuda else math.nan,
+        "first_pass_sec": first_pass_sec,
+        **{k: v for k, v in compiled.to_dict().items() if k in ("compiles", "recompiles", "graph_breaks", "compile_sec")},
+        "timed_recompiles": timed.compiles,
+    }  # fmt: skip
+
+
+def profile_table(arm: Arm, steps: int = 3, rows: int = 15) -> str:
+    """torch.profiler's top ``rows`` operators/kernels by self device time (CPU time without CUDA)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if arm.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for batch in arm.batches[:steps]:
+            arm.step(batch)
+        arm.synchronize()
+    key = "self_cuda_time_total" if arm.device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60)
+
+
+def largest_batch(arm: Arm, args) -> dict:
+    """The most padded frames per batch the arm's step fits, at the longest length (its top bucket)."""
+    frames = args.lengths[1]
+
+    def fits(batch_frames: int) -> bool:
+        batch = synthetic_batch(batch_frames, frames, arm.device, architecture=parse_model(arm.model_name)[0])
+        try:
+            arm.step(batch)
+            arm.synchronize()
+            return True
+        except torch.OutOfMemoryError:
+            arm.optimizer.zero_grad(set_to_none=True)
+            return False
+        finally:
+            del batch
+            torch.cuda.empty_cache()
+
+    best = largest_fitting(fits, args.batch_frames, args.largest_limit)
+    batch_frames = best or args.batch_frames
+    torch.cuda.reset_peak_memory_stats(arm.device)
+    fits(batch_frames)
+    return {
+        "model": arm.model_name,
+        "arm": arm_name(arm.arm),
+        "largest_batch_frames": best,
+        "utterances": best // frames,
+        "peak_gib": torch.cuda.max_memory_allocated(arm.device) / 2**30,
+    }
+
+
+def print_table(rows: list[dict]) -> None:
+    header = (
+        f"{'model':>15} {'arm':>26} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
+        f"{'first s':>7} {'compiles':>8} {'recomp':>6} {'breaks':>6} {'timed recomp':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['model']:>15} {r['arm']:>26} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
+            f"{r['mfu']:6.1%} {r['peak_gib']:8.2f} | {r['first_pass_sec']:7.1f} {r['compiles']:>8} "
+            f"{r['recompiles']:>6} {r['graph_breaks']:>6} {r['timed_recompiles']:>12}"
+        )
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["zipformer:m"], help="ARCHITECTURE:VARIANT")
+    parser.add_argument(
+        "--arms", nargs="+", type=parse_arm, help="default: every combination of the next four"
+    )
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=["f32", "bf16"])
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--batch-frames", type=int, default=128_000, help="padded 10 ms frames per batch")
+    parser.add_argument("--lengths", nargs=2, type=int, default=[400, 1600], help="longest utterance range")
+    parser.add_argument("--batches", type=int, default=6, help="distinct batches (lengths) per pass")
+    parser.add_argument("--buckets", type=int, default=4, help="bucket lengths for 'buckets' arms")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes over the batches")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend")
+    parser.add_argument("--compile-mode", default="default", help="inductor's mode (max-autotune, ...)")
+    parser.add_argument("--deadline", type=float, help="seconds: arms not started by then are skipped")
+    parser.add_argument("--profile", type=parse_arm, help="also profile this arm (first model)")
+    parser.add_argument("--profile-out", default="profile.txt")
+    parser.add_argument("--largest-batch", type=parse_arm, help="also search this arm's largest batch (CUDA)")
+    parser.add_argument("--largest-limit", type=int, default=4_096_000, help="padded frames searched up to")
+    parser.add_argument(
+        "--smoke", action="store_true", help="CPU, tiny model and batches: a check in seconds"
+    )
+    parser.add_argument("--json", help="write rows, rates, profile and largest batch here")
+    args = parser.parse_args(argv)
+    cuda = torch.cuda.is_available() and not args.smoke
+    device = torch.device("cuda" if cuda else "cpu")
+    if args.smoke:
+        args.models, args.batch_frames, args.lengths = ["zipformer:tiny"], 400, [80, 160]
+        args.batches, args.buckets, args.repeats, args.backend = 2, 2, 1, "aot_eager"
+        torch.set_num_threads(1)
+    arms = args.arms or list(itertools.product(args.modes, args.kernels, args.precisions, args.shapes))
+    if not cuda:  # the Triton kernels run only interpreted on a CPU: a correctness tool, not timed
+        arms = [arm for arm in arms if arm[1] == "off" and arm[2] != "tf32"]
+    rates = {}
+    if cuda:
+        rates = {
+            "f32": matmul_rate(torch.float32, False, device),
+            "tf32": matmul_rate(torch.float32, True, device),
+            "bf16": matmul_rate(torch.bfloat16, False, device),
+        }
+        print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; matmul TFLOP/s: "
+              + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items()), flush=True)  # fmt: skip
+    started, rows, report = time.perf_counter(), [], {}
+    for model_name in args.models:
+        flops_per_audio_sec = None
+        for arm in arms:
+            if args.deadline and time.perf_counter() - started > args.deadline:
+                print(
+                    f"skipped {model_name} {arm_name(arm)}: past --deadline {args.deadline:.0f} s", flush=True
+                )
+                continue
+            try:
+                runner = Arm(model_name, arm, args, device)
+                if flops_per_audio_sec is None:
+                    batch = runner.batches[0]
+                    flops_per_audio_sec = count_flops(runner.model, batch, device) / batch["audio_sec"]
+                row = measure(runner, args.repeats)
+            except torch.OutOfMemoryError as error:
+                print(
+                    f"{model_name} {arm_name(arm)}: out of memory ({str(error).splitlines()[0]})", flush=True
+                )
+                continue
+            achieved = flops_per_audio_sec * row["audio_sec_per_sec"]
+            row.update(
+                gflop_per_audio_sec=flops_per_audio_sec / 1e9,
+                mfu=achieved / rates[arm[2]] if cuda else math.nan,
+            )
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if arm == args.profile and model_name == args.models[0]:
+                report["profile"] = profile_table(runner)
+                with open(args.profile_out, "w") as handle:
+                    handle.write(report["profile"])
+            if cuda and arm == args.largest_batch and model_name == args.models[0]:
+                report["largest_batch"] = largest_batch(runner, args)
+                print(json.dumps(report["largest_batch"]), flush=True)
+            del runner
+            if cuda:
+                torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(
+                {"rates_tflops": {k: v / 1e12 for k, v in rates.items()}, "rows": rows, **report},
+                handle,
+                indent=1,
+            )
+    print()
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""benchmarks/bench_gpu_step.py (issue 36) on the CPU: ``--smoke`` runs an arm end to end on the tiny
+Zipformer (bucketed batches, their shapes, the timing row, the profile table), and the largest-batch
+search finds the edge of what fits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
+    import bench_gpu_step
+
+    yield bench_gpu_step
+    sys.modules.pop("bench_gpu_step", None)
+
+
+def test_the_smoke_run_times_a_bucketed_arm_and_writes_its_profile(bench, tmp_path):
+    arm = "eager:off:f32:buckets"
+    out = tmp_path / "rows.json"
+    bench.main(
+        [
+            "--smoke",
+            "--arms",
+            arm,
+            "--profile",
+            arm,
+            "--profile-out",
+            str(tmp_path / "p.txt"),
+            "--json",
+            str(out),
+        ]
+    )
+
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["arm"] == arm and row["model"] == "zipformer:tiny"
+    # smoke: 2 batches whose longest utterances are 80 and 160 frames; 2 buckets ending at 160: 160 / 1.25
+    assert [t for _, t in row["padded_frames"]] == [128, 160]
+    assert row["audio_sec_per_sec"] > 0 and row["step_ms_median"] > 0
+    assert row["gflop_per_audio_sec"] > 0
+    assert row["compiles"] == 0 and row["timed_recompiles"] == 0  # eager: dynamo never ran
+    assert "aten::" in (tmp_path / "p.txt").read_text()
+
+
+def test_an_arm_names_mode_kernels_precision_and_shapes(bench):
+    assert bench.parse_arm("compile:off:bf16:buckets") == ("compile", "off", "bf16", "buckets")
+    with pytest.raises(Exception, match="MODE:KERNELS:PRECISION:SHAPES"):
+        bench.parse_arm("compile:bf16")
+
+
+@pytest.mark.parametrize(("edge", "found"), [(1000, 1000), (1, 0), (100, 100), (5000, 4096)])
+def test_the_largest_batch_search_doubles_then_bisects_to_the_edge(bench, edge, found):
+    tried = []
+
+    def fits(size: int) -> bool:
+        tried.append(size)
+        return size <= edge
+
+    # From 100 up to a limit of 4096: doubling finds 800 fits and 1600 does not, then bisection closes in
+    # (4 halvings of the 800-wide gap: within 50); 5000 fits everything up to the limit.
+    result = bench.largest_fitting(fits, start=100, limit=4096, bisections=10)
+    assert result == found
+    assert len(tried) < 20
