@@ -345,10 +345,10 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
 
     project = clone(origin, "code")
     # The recipes' foreach stages have no instances here (alignment.iterations, hubert.iterations,
-    # pron.aligners and finetune.runs are empty).
+    # pron.aligners, finetune.runs and hf_finetune.runs are empty).
     foreach_stages = (
         "align", "train_ce", "hubert_units", "hubert_pretrain", "hubert_validate", "hubert_abx", "pron_aligner",
-        "finetune",
+        "finetune", "hf_finetune",
     )  # fmt: skip
     stages = [stage for stage in STAGE_ENTRY_MODULES if stage not in foreach_stages]
     importers = {

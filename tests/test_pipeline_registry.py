@@ -22,7 +22,7 @@ def test_there_is_one_pipeline_per_dvc_stage_and_a_default(pipelines):
     assert set(pipelines) == {
         "__default__", "demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train",
         "tune_decoding", "evaluate", "alignment_align", "alignment_train", "hubert_units", "hubert_pretrain",
-        "hubert_validate", "hubert_abx", "pron_phones", "finetune", "pron_aligner", "pron_corpus",
+        "hubert_validate", "hubert_abx", "pron_phones", "finetune", "hf_finetune", "pron_aligner", "pron_corpus",
     }  # fmt: skip
 
 

@@ -5,7 +5,7 @@
 data. Build it explicitly with ``kedro run --pipelines=demo_corpus`` (``dvc repro`` does it for you); so is the
 pronunciation demo set (``pron_corpus``).
 The alignment recipe's pipelines (``alignment_align``, ``alignment_train``) and HuBERT's (``hubert_units``,
-``hubert_pretrain``, ``hubert_validate``, ``hubert_abx``), ``finetune`` and ``pron_aligner`` are left out too: they run one iteration (or
+``hubert_pretrain``, ``hubert_validate``, ``hubert_abx``), ``finetune``, ``hf_finetune`` and ``pron_aligner`` are left out too: they run one iteration (or
 entry) at a time from dvc.yaml's foreach stages.
 """
 
@@ -24,6 +24,7 @@ OPTIONAL_PIPELINES = (
     "hubert_validate",
     "hubert_abx",
     "finetune",
+    "hf_finetune",
     "pron_aligner",
 )
 

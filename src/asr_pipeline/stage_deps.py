@@ -59,6 +59,8 @@ STAGE_ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "pron_aligner": ("asr_pipeline.pipelines.pron_aligner", "asr_pipeline.training.worker"),
     # Fine-tuning runs (foreach over finetune.runs), trained through torchrun.
     "finetune": ("asr_pipeline.pipelines.finetune", "asr_pipeline.training.worker"),
+    # Pretrained Whisper / Voxtral fine-tuning (foreach over hf_finetune.runs), trained in the node's process.
+    "hf_finetune": ("asr_pipeline.pipelines.hf_finetune",),
 }
 FINGERPRINT_DIR = "conf/stage_code"
 MARKER = "# code:"

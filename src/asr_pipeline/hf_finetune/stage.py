@@ -1,0 +1,92 @@
+"""One ``hf_finetune@<name>`` entry, start to end: featurize, score the base model, train, score the
+fine-tuned one, export. The Kedro node (``pipelines/hf_finetune``) and any other caller call ``run_entry``.
+
+An entry of params.yaml ``hf_finetune.runs``::
+
+    whisper_lora:
+      train: data/01_raw/demo/train                  # any manifest form io.manifests reads
+      val: data/01_raw/demo/dev.jsonl
+      evaluate: {dev: data/01_raw/demo/dev.jsonl, test: data/01_raw/demo/test.jsonl}
+      options: {model: openai/whisper-small, method: lora, epochs: 3}   # hf_finetune.options
+
+Layout under the stage's folder ``<name>/``: ``features/`` (the cache, kept across reruns: DVC ``persist``),
+``run/`` (the run dir), ``export/`` (``hf_finetune.export``) and ``metrics.json``: per evaluated split the WER
+and CER of greedy ``generate()`` before (the base model) and after (the best checkpoint, LoRA merged), with
+the training results (steps, best validation loss and perplexity, parameters, time).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from asr_pipeline.hf_finetune.evaluate import score, transcribe_shards
+from asr_pipeline.hf_finetune.export import export_finetuned, load_finetuned
+from asr_pipeline.hf_finetune.features import FeatureShards, featurize
+from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
+from asr_pipeline.hf_finetune.options import HFFinetuneOptions, hf_finetune_options
+from asr_pipeline.hf_finetune.trainer import FinetuneRun, pick_device
+from asr_pipeline.io.atomic import write_json_atomic
+from asr_pipeline.options import ConfigError
+
+ENTRY_KEYS = ("train", "val", "evaluate", "options")
+STAGE_METRICS = "metrics.json"
+
+
+def check_entry(name: str, entry: dict[str, Any]) -> HFFinetuneOptions:
+    unknown = sorted(set(entry) - set(ENTRY_KEYS))
+    missing = [key for key in ("train", "options") if not entry.get(key)]
+    if unknown or missing:
+        raise ConfigError(
+            f"hf_finetune.runs.{name}: {'unknown keys ' + str(unknown) if unknown else ''}"
+            f"{'; ' if unknown and missing else ''}{'missing ' + str(missing) if missing else ''}; an entry has "
+            f"{', '.join(ENTRY_KEYS)} (train and options.model required)"
+        )
+    return hf_finetune_options(entry["options"], f"hf_finetune.runs.{name}.options")
+
+
+def scores(pretrained: Pretrained, splits: dict[str, Path], options: HFFinetuneOptions) -> dict[str, Any]:
+    """WER/CER per split of ``pretrained``'s greedy transcripts, on the run's device."""
+    pretrained.model.to(pick_device(options.device))
+    return {split: score(transcribe_shards(pretrained, FeatureShards(folder), language=options.language,
+                                           task=options.task, batch_size=options.batch_size,
+                                           max_new_tokens=options.max_new_tokens))
+            for split, folder in splits.items()}  # fmt: skip
+
+
+def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str, Any]:
+    """Run the entry into ``folder`` (module docstring); returns and writes its metrics."""
+    options, folder = check_entry(name, entry), Path(folder)
+    pretrained = load_pretrained(options.model)
+    manifests = {"train": entry["train"], **({"val": entry["val"]} if entry.get("val") else {}),
+                 **{f"evaluate/{split}": path for split, path in (entry.get("evaluate") or {}).items()}}  # fmt: skip
+    cached = {what: featurize(path, pretrained.feature_extractor, folder / "features",
+                              max_windows=pretrained.family.max_windows, max_audio_sec=options.max_audio_sec,
+                              rows_per_shard=options.rows_per_shard)
+              for what, path in manifests.items()}  # fmt: skip
+    evaluated = {
+        what.split("/", 1)[1]: c.directory for what, c in cached.items() if what.startswith("evaluate/")
+    }
+    before = scores(pretrained, evaluated, options)
+    shutil.rmtree(folder / "run", ignore_errors=True)  # a stage run starts afresh; resume is the library's
+    val = cached["val"].directory if "val" in cached else None
+    train = FinetuneRun(
+        options, cached["train"].directory, val, folder / "run", pretrained=pretrained, live=True
+    ).run()
+    after = scores(load_finetuned(folder / "run"), evaluated, options)
+    evaluation = {split: {"before": before[split], "after": after[split]} for split in evaluated}
+    export_finetuned(folder / "run", folder / "export", evaluation=evaluation)
+    metrics = {
+        "splits": {split: {"wer_before": s["before"]["wer"], "wer_after": s["after"]["wer"],
+                           "cer_before": s["before"]["cer"], "cer_after": s["after"]["cer"],
+                           "utterances": s["after"]["utterances"]} for split, s in evaluation.items()},
+        "train": train,
+        "features": {what: {"reused": c.reused, **c.report} for what, c in cached.items()},
+    }  # fmt: skip
+    write_json_atomic(folder / STAGE_METRICS, json.loads(json.dumps(metrics, default=str)))
+    return metrics
+
+
+__all__ = ["ENTRY_KEYS", "STAGE_METRICS", "check_entry", "run_entry"]

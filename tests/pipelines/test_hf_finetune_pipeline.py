@@ -1,0 +1,54 @@
+"""The `hf_finetune` stage: an entry of params.yaml hf_finetune.runs fine-tunes a pretrained model folder on
+demo speech, scores it before and after, exports a from_pretrained folder, and a rerun with other training
+options reuses the cached features."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from asr_pipeline.hf_finetune.models import load_pretrained
+from asr_pipeline.io.datasets import DirectoryDataset
+from asr_pipeline.options import ConfigError
+from asr_pipeline.pipelines.hf_finetune import create_pipeline
+from tests.hf_finetune.conftest import save_tiny_voxtral, short_sentences, write_demo_utterances
+from tests.pipelines.conftest import run_stage
+
+
+def entry(root, model, **options):
+    return {"train": str(root / "train.jsonl"), "val": str(root / "val.jsonl"),
+            "evaluate": {"dev": str(root / "val.jsonl")},
+            "options": {"model": str(model), "method": "lora", "lora_rank": 1, "max_steps": 3, "batch_size": 4,
+                        "warmup_steps": 1, "learning_rate": 1e-2, "max_new_tokens": 6, **options}}  # fmt: skip
+
+
+def run(root, runs, current):
+    params = {"hf_finetune": {"runs": runs, "current": current}}
+    run_stage(create_pipeline(), {}, {"hf_finetune_dir": DirectoryDataset(str(root / "out"))}, params)
+    return json.loads((root / "out" / current / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_an_entry_is_scored_before_and_after_and_exported_and_a_rerun_reuses_its_features(tmp_path):
+    texts = short_sentences(12)
+    write_demo_utterances(tmp_path, texts[:8], "train", seed=1)
+    write_demo_utterances(tmp_path, texts[8:], "val", seed=2)
+    model = save_tiny_voxtral(tmp_path / "voxtral", texts)
+    metrics = run(tmp_path, {"tiny": entry(tmp_path, model)}, "tiny")
+    dev = metrics["splits"]["dev"]
+    assert (
+        set(dev) == {"wer_before", "wer_after", "cer_before", "cer_after", "utterances"}
+        and dev["utterances"] == 4
+    )
+    assert metrics["train"]["steps"] == 3 and not metrics["features"]["train"]["reused"]
+    exported = load_pretrained(str(tmp_path / "out" / "tiny" / "export"))
+    assert type(exported.model).__name__ == "VoxtralForConditionalGeneration"
+    assert (tmp_path / "out" / "tiny" / "run" / "dvclive" / "metrics.json").is_file()
+    again = run(tmp_path, {"tiny": entry(tmp_path, model, learning_rate=5e-3)}, "tiny")
+    assert all(part["reused"] for part in again["features"].values())
+
+
+def test_an_entry_with_an_unknown_key_is_refused_by_name(tmp_path):
+    with pytest.raises(ConfigError, match=r"hf_finetune.runs.bad: unknown keys \[.trian.\]"):
+        run(tmp_path, {"bad": {"trian": "x", "train": "y", "options": {"model": "m"}}}, "bad")
