@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
-from asr_pipeline.data.length_index import LENGTH_INDEX_SCHEMA
 from asr_pipeline.io.audio import NOT_AUDIO
 from asr_pipeline.io.shards import SHARD_SCHEMA
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -281,37 +280,6 @@ def test_an_id_repeated_across_inputs_is_skipped_and_counted(tmp_path, audio_fol
     assert (report["seen"], report["kept"]) == (2 * NUM_UTTERANCES, NUM_UTTERANCES)
     assert report["skipped_by_reason"] == {"duplicate id": NUM_UTTERANCES}
     assert pq.read_table(tmp_path / "out.parquet").num_rows == NUM_UTTERANCES
-
-
-# --- index ----------------------------------------------------------------------------------------------
-def test_index_to_a_path_below_a_file_exits_2_naming_it_before_reading_the_shards(
-    tmp_path, shard_folder, capsys
-):
-    (tmp_path / "notes.txt").write_text("a user's file")
-
-    status = cli("index", "--input", shard_folder, "--output", tmp_path / "notes.txt" / "index.parquet")
-    [line] = capsys.readouterr().err.strip().splitlines()
-
-    assert status == 2
-    assert line == (
-        f"asr-pipeline index: error: --output {tmp_path}/notes.txt/index.parquet: {tmp_path}/notes.txt is a file, "
-        "so no folder can be made there"
-    )
-
-
-def test_index_has_one_row_per_example_with_its_lengths(tmp_path, shard_folder, capsys):
-    output = tmp_path / "index.parquet"
-
-    status = cli("index", "--input", shard_folder, "--output", output)
-    summary = printed_json(capsys)
-
-    assert status == 0 and summary == {"output": str(output), "shards": 3, "rows": NUM_UTTERANCES}
-    index = pq.read_table(output)
-    assert index.column_names == LENGTH_INDEX_SCHEMA.names
-    assert index.column("row").to_pylist() == [0, 1, 2, 0, 1, 2, 0, 1]
-    shards = pq.read_table(shard_folder, columns=["tokens", "rows"]).to_pylist()
-    assert index.column("tokens").to_pylist() == [len(row["tokens"]) for row in shards]
-    assert index.column("rows").to_pylist() == [row["rows"] for row in shards]
 
 
 # --- train ----------------------------------------------------------------------------------------------
