@@ -234,6 +234,30 @@ def largest_batch(arm: Arm, args) -> dict:
     }
 
 
+def engine_throughput(run_dir: str) -> dict:
+    """The engine's own figures from a run's ``events.jsonl``: time to the first step and compile counts
+    (the "compile" events), and audio-s/s of the "train" windows after the first epoch (steady: every
+    bucket compiled) and over the whole run."""
+    from asr_pipeline.training.events import read_events
+
+    compile_events = [e["values"] for e in read_events(run_dir, "compile")]
+    windows = read_events(run_dir, "train")
+    steady = [e["values"]["audio_seconds_per_sec"] for e in windows if e["epoch"] >= 1] or [
+        e["values"]["audio_seconds_per_sec"] for e in windows[1:]
+    ]
+    data = read_events(run_dir, "data")[0]["values"]["batching"]
+    last = compile_events[-1] if compile_events else {}
+    return {
+        "run_dir": run_dir,
+        "first_step_sec": compile_events[0]["first_step_sec"] if compile_events else None,
+        **{k: last.get(k) for k in ("compiles", "recompiles", "graph_breaks", "compile_sec")},
+        "time_buckets": data.get("time_buckets"),
+        "padding_fraction": data["epoch0"].get("padding_fraction"),
+        "steady_audio_sec_per_sec": statistics.median(steady) if steady else None,
+        "train_windows": len(windows),
+    }
+
+
 def print_table(rows: list[dict]) -> None:
     header = (
         f"{'model':>15} {'arm':>26} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
@@ -275,7 +299,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--smoke", action="store_true", help="CPU, tiny model and batches: a check in seconds"
     )
     parser.add_argument("--json", help="write rows, rates, profile and largest batch here")
+    parser.add_argument(
+        "--engine-run", help="only print the engine's figures from this run dir's events.jsonl"
+    )
     args = parser.parse_args(argv)
+    if args.engine_run:
+        print(json.dumps(engine_throughput(args.engine_run)))
+        return []
     cuda = torch.cuda.is_available() and not args.smoke
     device = torch.device("cuda" if cuda else "cpu")
     if args.smoke:

@@ -68,3 +68,29 @@ def test_the_largest_batch_search_doubles_then_bisects_to_the_edge(bench, edge, 
     result = bench.largest_fitting(fits, start=100, limit=4096, bisections=10)
     assert result == found
     assert len(tried) < 20
+
+
+def test_the_engine_figures_come_from_the_runs_compile_and_later_train_events(bench, tmp_path):
+    from asr_pipeline.training.events import EventLog
+
+    log = EventLog(tmp_path / "events.jsonl", enabled=True, append=False)
+    batching = {"time_buckets": [800, 1024], "epoch0": {"padding_fraction": 0.12}}
+    log.write("data", 0, 0, {"batching": batching})
+    log.write("compile", 1, 0, {"first_step_sec": 95.0, "compiles": 1, "recompiles": 0, "graph_breaks": 0})
+    for step, epoch, rate in [
+        (5, 0, 900.0),
+        (10, 0, 5000.0),
+        (15, 1, 7000.0),
+        (20, 1, 7400.0),
+        (25, 1, 7200.0),
+    ]:
+        log.write("train", step, epoch, {"audio_seconds_per_sec": rate})
+    log.write("compile", 25, 1, {"first_step_sec": 95.0, "compiles": 2, "recompiles": 1, "graph_breaks": 0})
+    log.close()
+
+    figures = bench.engine_throughput(str(tmp_path))
+
+    assert figures["first_step_sec"] == 95.0
+    assert (figures["compiles"], figures["recompiles"], figures["graph_breaks"]) == (2, 1, 0)
+    assert figures["steady_audio_sec_per_sec"] == 7200.0  # the median of epoch 2's windows, compiles done
+    assert figures["time_buckets"] == [800, 1024] and figures["padding_fraction"] == 0.12
