@@ -4,7 +4,7 @@ Rank 0 writes one JSON object per line to the run dir; the other ranks write not
 appends to the log it resumes from. Every event is::
 
     {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
-             |"schedule"|"grow"|"deterministic"|"summary"
+             |"schedule"|"grow"|"deterministic"|"compile"|"summary"
              |"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
@@ -26,7 +26,8 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``skipped``, ``skipped_by_reason``, ``first_skipped`` (raw manifest records left out while indexing);
     ``val``: ``kind``, ``examples`` and the same skip fields, or None; ``batching``: ``batch_size`` or
     ``unit``/``budget``/``max_samples``, ``sort_buffer_size``, ``sort_by_length_desc``,
-    ``oversized_examples`` (over the budget alone: each is a batch of one) and ``epoch0``
+    ``oversized_examples`` (over the budget alone: each is a batch of one), ``time_buckets`` (the lengths
+    ``data.pad_to_buckets`` pads to, or None) and ``epoch0``
     (``data.sampler.BatchPlanStats`` of epoch 0 over all ranks: batches, padding_efficiency, ...);
     ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
 ``schedule``, at the start of every epoch, only when ``train.schedule`` sets keys
@@ -36,6 +37,14 @@ epoch, for widening at the start of every widening epoch (before that epoch's de
     depth: ``depth`` (encoder blocks in use from now on), ``blocks`` (the full depth), ``joined`` (indices of
     the blocks initialised afresh now; none at the start); widening: ``width`` (the fraction of the full
     width from now on) and ``changed`` (the model-config fields it changed, {field: [old, new]}).
+``compile``, only with ``run.compile`` (``training.hooks.CompileHook``): after the first optimizer step of
+each start (``phase`` "first_step") and after every epoch (``phase`` "epoch", with ``saved_bytes``: the
+compile cache's ``artifacts.bin`` rank 0 wrote, 0 when nothing new compiled)
+    ``mode``, ``backend``, ``shapes`` ("buckets" with ``data.pad_to_buckets``, else "auto"), ``cache_dir``,
+    ``cache_loaded`` (a cache's artifacts were loaded before the first compile), ``first_step_sec`` (from the
+    Trainer's start to the end of the first step: model build, compile, the step), and since the start
+    (``training.compile.CompileCounts``): ``compiles``, ``recompiles``, ``graphs``, ``graph_breaks``,
+    ``cache_hits``, ``cache_misses``, ``compile_sec``.
 ``train``, every ``run.log_every`` steps, over the steps since the previous ``train`` event and summed
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),
