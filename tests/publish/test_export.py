@@ -106,17 +106,6 @@ def test_an_existing_folder_is_refused_unless_overwrite_and_a_run_without_tokeni
     assert not (tmp_path / "out").exists()
 
 
-def test_the_export_command_prints_what_it_wrote(exported, tmp_path, capsys):
-    run_dir, _ = exported
-
-    status = main(["export", "--run-dir", str(run_dir), "--output", str(tmp_path / "m"), "--name", "Tiny"])
-
-    assert status == 0
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["architecture"] == "squeezeformer" and printed["parameters"] > 0
-    assert (tmp_path / "m" / "README.md").read_text().split("---\n")[2].startswith("\n# Tiny\n")
-
-
 # --- --overwrite replaces an earlier export and nothing else -------------------------------------------------
 def files_of(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
@@ -166,13 +155,3 @@ def test_overwrite_refuses_an_earlier_export_holding_files_it_did_not_write(run_
     with pytest.raises(FileExistsError, match=r"holds files an export does not write \(notes.md\)"):
         export_run(run_dir, folder, overwrite=True)
     assert (folder / "notes.md").read_text() == "mine" and is_export(folder)
-
-
-def test_the_export_command_exits_1_with_one_line_instead_of_deleting_the_run(run_dir, capsys):
-    before = files_of(run_dir)
-
-    status = main(["export", "--run-dir", str(run_dir), "--output", str(run_dir), "--overwrite"])
-    err = capsys.readouterr().err
-
-    assert status == 1 and err.count("\n") == 1 and f"--output {run_dir} is the run dir" in err
-    assert files_of(run_dir) == before
