@@ -16,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Write config.json, model.safetensors, tokenizer.model, training_config.json, metrics.json "
         "and a README.md model card (architecture, parameters, data, training, metrics, intended use, "
         "limitations) for --run-dir. The folder loads wherever a run dir does (transcribe, decode) with the same "
-        "outputs.",
+        "outputs. A run of the hf_finetune stage (a fine-tuned Whisper or Voxtral) exports as a folder "
+        "transformers' from_pretrained loads, LoRA merged (hf_finetune.export).",
     )
     parser.add_argument(
         "--run-dir", required=True, help="a training run dir (or its checkpoint_latest/ or .json)"
@@ -43,9 +44,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from asr_pipeline.hf_finetune.export import export_finetuned, is_finetuned_run
     from asr_pipeline.publish.export import CardInfo, export_run
 
     run_dir = existing_path(args.run_dir, "--run-dir")
+    if is_finetuned_run(run_dir):
+        export_finetuned(run_dir, args.output, checkpoint=args.checkpoint, overwrite=args.overwrite)
+        print_json({"output": args.output, "format": "transformers"})
+        return 0
     metrics = [existing_path(path, "--metrics") for path in args.metrics]
     card = CardInfo(name=args.name, language=args.language, license=args.license)
     config = export_run(

@@ -85,10 +85,27 @@ def model_card(options: dict[str, Any], train: dict[str, Any], evaluation: dict[
     return "\n".join(lines)
 
 
+def is_finetuned_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` is an hf_finetune run (its options name a model by folder or id: a string)."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return False
+    config = json.loads(path.read_text())
+    return isinstance(config.get("model"), str) and "method" in config
+
+
 def export_finetuned(run_dir: str | Path, output: str | Path, *, checkpoint: Literal["best", "latest"] = "best",
-                     evaluation: dict[str, Any] | None = None) -> Path:  # fmt: skip
-    """Write ``output`` (module docstring) from the run in ``run_dir``; returns it."""
+                     evaluation: dict[str, Any] | None = None, overwrite: bool = False) -> Path:  # fmt: skip
+    """Write ``output`` (module docstring) from the run in ``run_dir``; returns it. An existing ``output`` is
+    replaced only with ``overwrite`` and only when it is an earlier export (it holds the card and options)."""
     run_dir, output = Path(run_dir), Path(output)
+    if output.exists() and not (
+        overwrite and (output / CARD_FILE).is_file() and (output / CONFIG_FILE).is_file()
+    ):
+        raise FileExistsError(
+            f"{output} exists; pick a new folder, or pass --overwrite to replace an earlier export "
+            "(a folder without its README.md and training_config.json is never replaced)"
+        )
     pretrained = load_finetuned(run_dir, checkpoint)
     staging = output.with_name(f".{output.name}.export-tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -109,4 +126,11 @@ def export_finetuned(run_dir: str | Path, output: str | Path, *, checkpoint: Lit
     return output
 
 
-__all__ = ["CARD_FILE", "EVAL_RESULTS", "export_finetuned", "load_finetuned", "model_card"]
+__all__ = [
+    "CARD_FILE",
+    "EVAL_RESULTS",
+    "export_finetuned",
+    "is_finetuned_run",
+    "load_finetuned",
+    "model_card",
+]

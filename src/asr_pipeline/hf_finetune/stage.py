@@ -77,7 +77,7 @@ def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str,
     ).run()
     after = scores(load_finetuned(folder / "run"), evaluated, options)
     evaluation = {split: {"before": before[split], "after": after[split]} for split in evaluated}
-    export_finetuned(folder / "run", folder / "export", evaluation=evaluation)
+    export_finetuned(folder / "run", folder / "export", evaluation=evaluation, overwrite=True)
     metrics = {
         "splits": {split: {"wer_before": s["before"]["wer"], "wer_after": s["after"]["wer"],
                            "cer_before": s["before"]["cer"], "cer_after": s["after"]["cer"],
