@@ -4,6 +4,7 @@ flags, the torchrun options, and the vocabulary inferred from --tokenizer. Nothi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,10 @@ import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
 from asr_pipeline.cli.docs import PAGE, flag_rows, flags_table, render_page, train_parser
+from asr_pipeline.cli.train import architecture_option_flags
+from asr_pipeline.models.registry import register, unregister
+from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.options import setting, walk
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training.config import save_json
 
@@ -459,6 +464,75 @@ def test_architecture_flags_reach_the_model_section(shard, tmp_path):
     assert w2v.data.input_dim == 160, "the w2v-bert frontend's stacked width"
 
 
+def test_every_architecture_option_flag_is_generated_from_its_config_field(documented_defaults):
+    from asr_pipeline.cli.train import MODEL_OPTION_FLAGS
+    from asr_pipeline.models.registry import SPECS
+    from asr_pipeline.models.zipformer_spec import ZipformerConfig
+
+    with_flags = {
+        field.flag: f"model.options.{field.key}"
+        for spec in SPECS.values()
+        for field in walk(spec.config_type)
+        if field.flag
+    }
+    assert {flag.flag: flag.key for flag in MODEL_OPTION_FLAGS} == with_flags
+    assert {"--swoosh", "--paraformer-alignment-mode", "--paraformer-enhanced"} < set(with_flags)
+    assert documented_defaults["--swoosh"] == ZipformerConfig.swoosh == "paper"
+    assert documented_defaults["--w2v-activation-checkpointing"] == "off"
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    input_dim: int = 80
+    vocab_size: int = 10
+    dropout: float = 0.1
+    depth: int = setting(2, help="blocks in the toy", flag="--toy-depth")
+    layers: int = 2
+
+
+def toy_spec(name: str, config_class: type) -> ArchitectureSpec:
+    return ArchitectureSpec(
+        name=name,
+        config_class=config_class,
+        variants=(),
+        config_for=lambda variant, values: config_class(**values),
+        builder="toy:build",
+        peak_learning_rate=lambda variant: 1e-3,
+        frontend="fbank",
+        input_dim=80,
+        output="ctc",
+    )
+
+
+def test_a_registered_architectures_flagged_field_becomes_a_flag_naming_it():
+    register(toy_spec("toy-flags", ToyConfig))
+    try:
+        flags = {flag.flag: flag for flag in architecture_option_flags()}
+    finally:
+        unregister("toy-flags")
+
+    assert flags["--toy-depth"].key == "model.options.depth"
+    assert flags["--toy-depth"].help == "toy-flags: blocks in the toy"
+
+
+def test_two_architectures_giving_one_flag_to_different_fields_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class OtherToyConfig(ToyConfig):
+        layers: int = setting(2, help="layers of the other toy", flag="--toy-depth")
+
+    register(toy_spec("toy-a", ToyConfig))
+    register(toy_spec("toy-b", OtherToyConfig))
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"--toy-depth sets model\.options\.depth of toy-a but model\.options\.layers of toy-b",
+        ):
+            architecture_option_flags()
+    finally:
+        unregister("toy-a")
+        unregister("toy-b")
+
+
 def test_a_w2v_bert_option_on_squeezeformer_is_refused_naming_the_valid_ones(shard, tmp_path, capsys):
     status = cli("train", "--train-manifest", shard, "--output-dir", tmp_path / "run", "--swoosh", "paper")
 
@@ -568,7 +642,6 @@ def test_set_without_an_equals_sign_is_a_usage_error(shard, capsys):
 
 def test_every_flag_of_a_config_field_is_generated_from_the_field():
     from asr_pipeline.cli.train import CONFIG_FLAGS
-    from asr_pipeline.options import walk
     from asr_pipeline.training.config import TrainConfig
 
     with_flags = {field.key: field.flag for field in walk(TrainConfig) if field.flag}

@@ -17,6 +17,7 @@ from asr_pipeline.models.spec import (
     narrow_by_heads,
     narrowed_heads,
 )
+from asr_pipeline.options import setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,31 @@ def test_a_specs_code_fields_given_as_paths_become_lazy_and_its_option_fields_ex
     assert isinstance(spec.builder, Lazy) and spec.builder(1) == "1"
     assert spec.config_type is ToyConfig
     assert spec.option_fields == ("ff_dim", "kernel", "extra")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyWithReferenceConfig(ToyConfig):
+    form: str = setting(
+        "ours", help="which form", reference="theirs", reference_note="theirs is another function"
+    )
+
+
+def test_a_specs_reference_options_are_its_config_fields_reference_defaults_unless_it_lists_them():
+    spec = ArchitectureSpec(
+        name="toy",
+        config_class=ToyWithReferenceConfig,
+        variants=(),
+        config_for="builtins:dict",
+        builder="builtins:repr",
+        peak_learning_rate="builtins:float",
+        frontend="fbank",
+        input_dim=80,
+        output="ctc",
+    )
+
+    assert spec.reference_options == {"form": ("theirs", "theirs is another function")}
+    listed = dataclasses.replace(spec, reference_options={"form": ("listed", "the spec says so")})
+    assert listed.reference_options == {"form": ("listed", "the spec says so")}
 
 
 @pytest.mark.parametrize(

@@ -42,10 +42,11 @@ def dest_of(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def config_flags(cls: type) -> list[ConfigFlag]:
-    """The options of every field of ``cls`` (nested sections included) that names a flag, in field order."""
+def config_flags(cls: type, prefix: str = "") -> list[ConfigFlag]:
+    """The options of every field of ``cls`` (nested sections included) that names a flag, in field order;
+    their keys start with ``prefix`` (``"model.options."``: a model config's fields)."""
     flags = []
-    for field in walk(cls):
+    for field in walk(cls, prefix):
         if field.flag is None:
             continue
         info = field.setting

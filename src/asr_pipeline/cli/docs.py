@@ -13,7 +13,6 @@ flag only needs its help text.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -85,7 +84,7 @@ DEFAULTS_HEADER = """\
 
 `asr-pipeline train` keeps the reference Rust trainer's flag names. Where our default differs from the reference
 trainer's, or the reference reads a flag differently, the field says so (`setting(reference=...)` in
-`src/asr_pipeline/training/config/`, `reference_options` in an architecture's spec) and this table lists it.
+`src/asr_pipeline/training/config/` or in an architecture's config, `models/<name>_spec.py`) and this table lists it.
 `asr-pipeline train --defaults reference` (`asr-pipeline tokenizer --defaults reference` for the `tokenizer.`
 rows) starts from the reference column instead of ours; a `--config` file and the flags given still win over either.
 
@@ -112,11 +111,11 @@ def defaults_rows() -> list[tuple[str, str, str, str, str]]:
         spec = get_spec(name)
         if not spec.reference_options:
             continue
-        defaults = {f.name: f.default for f in dataclasses.fields(spec.config_type())}  # imports the model
+        options = {field.key: field for field in walk(spec.config_type)}
         for option, (value, why) in spec.reference_options.items():
-            rows.append(
-                (f"model.options.{option} ({name})", "", _value(defaults[option]), _value(value), why)
-            )
+            field = options[option]
+            ours = _value(field.default)
+            rows.append((f"model.options.{option} ({name})", field.flag or "", ours, _value(value), why))
     return rows
 
 

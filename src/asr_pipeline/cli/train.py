@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from asr_pipeline.cli.common import HelpFormatter, UsageError, existing_path, print_json
 from asr_pipeline.cli.config_flags import (
+    ConfigFlag,
     add_config_flags,
     config_flags,
     dest_of,
@@ -22,7 +23,9 @@ from asr_pipeline.models.registry import (  # torch-free: --help reads the specs
     architecture_names,
     check_available,
     check_variant,
+    get_spec,
 )
+from asr_pipeline.models.spec import Lazy
 from asr_pipeline.options import deep_merge, expand_dotted
 from asr_pipeline.training.config import (
     DEFAULT_PROFILE,
@@ -40,55 +43,45 @@ DEFAULT_OUTPUT_DIR = "runs/asr"
 
 
 class Shortcut(NamedTuple):
-    """A switch that sets a config key to a value: the architecture switches (``--zipformer``), and
-    architecture options the reference trainer has flags for. Given together with another flag setting the same
-    key differently it is a usage error, unless it ``yields`` (``--mixed-precision``, which any
-    ``--precision`` overrides)."""
+    """A switch that sets a config key to a value: the architecture switches (``--zipformer``). Given together
+    with another flag setting the same key differently it is a usage error, unless it ``yields``
+    (``--mixed-precision``, which any ``--precision`` overrides)."""
 
     flag: str
     key: str
     help: str
     const: Any = True
-    choices: list[str] | None = None  # set: a valued option instead of a switch
-    shown_default: str | None = None
     yields: bool = False
 
 
+def architecture_option_flags() -> list[ConfigFlag]:
+    """The flags of the architectures' config fields (``setting(flag=...)`` in each spec's config class), keyed
+    ``model.options.<field>``, each help naming the architectures it applies to. Two architectures may share
+    a flag only for the same field. A spec naming its config class by import path adds none: that would
+    import its model code for ``--help``."""
+    by_flag: dict[str, tuple[ConfigFlag, list[str]]] = {}
+    for name in architecture_names():
+        spec = get_spec(name)
+        if isinstance(spec.config_class, Lazy):
+            continue
+        for flag in config_flags(spec.config_type, prefix="model.options."):
+            known, names = by_flag.setdefault(flag.flag, (flag, []))
+            if known.key != flag.key:
+                raise ValueError(f"{flag.flag} sets {known.key} of {names[0]} but {flag.key} of {name}")
+            names.append(name)
+    return [
+        dataclasses.replace(flag, help=f"{', '.join(names)}: {flag.help}") for flag, names in by_flag.values()
+    ]
+
+
+# Architecture options the reference trainer has flags for (--swoosh, --paraformer-alignment-mode, ...).
+MODEL_OPTION_FLAGS = architecture_option_flags()
 # The aliases table: the reference trainer's flags that are no single config field.
 SHORTCUTS: list[Shortcut] = [
     *(
         Shortcut(f"--{name}", "model.architecture", f"shortcut for --architecture {name}", const=name)
         for name in architecture_names()
         if name != DEFAULT_ARCHITECTURE
-    ),
-    Shortcut(
-        "--swoosh",
-        "model.options.swoosh",
-        "zipformer's SwooshL/SwooshR activations: 'paper' is the paper's and icefall's "
-        "log(1+e^(x-4))-0.08x-0.035 and log(1+e^(x-1))-0.08x-0.313261687; 'sigmoid' is the reference "
-        "trainer's kernel-table form x*sigmoid(x-4), x*sigmoid(x-1), a different function",
-        choices=["paper", "sigmoid"],
-        shown_default="paper",
-    ),
-    Shortcut(
-        "--paraformer-alignment-mode",
-        "model.options.alignment_mode",
-        "paraformer's decoder queries: cif (the CIF predictor's integrated frames), viterbi (the frames CTC "
-        "forced alignment gives each token), greedy (the CTC greedy path's segments), uniform (frames split "
-        "evenly); the non-cif modes need the CTC head (ctc_weight > 0)",
-        choices=["cif", "viterbi", "greedy", "uniform"],
-        shown_default="cif",
-    ),
-    Shortcut(
-        "--paraformer-enhanced",
-        "model.options.enhanced",
-        "paraformer-v2 style: a shallow CTC head on a middle encoder layer, a token-boundary head and a "
-        "refinement decoder pass, each with its loss weight (model.options *_weight)",
-    ),
-    Shortcut(
-        "--w2v-activation-checkpointing",
-        "model.options.activation_checkpointing",
-        "w2v-bert: recompute each conformer layer in backward (same gradients, less activation memory)",
     ),
     Shortcut(
         "--mixed-precision",
@@ -160,22 +153,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_config_flags(parser, CONFIG_FLAGS)
     for shortcut in SHORTCUTS:
-        shown = "" if shortcut.shown_default is None else f" (default: {shortcut.shown_default})"
-        if shortcut.choices is None:
-            parser.add_argument(
-                shortcut.flag,
-                dest=dest_of(shortcut.flag),
-                action="store_const",
-                const=shortcut.const,
-                help=shortcut.help + shown,
-            )
-        else:
-            parser.add_argument(
-                shortcut.flag,
-                dest=dest_of(shortcut.flag),
-                choices=shortcut.choices,
-                help=shortcut.help + shown,
-            )
+        parser.add_argument(
+            shortcut.flag,
+            dest=dest_of(shortcut.flag),
+            action="store_const",
+            const=shortcut.const,
+            help=shortcut.help,
+        )
+    add_config_flags(parser, MODEL_OPTION_FLAGS)
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -352,7 +337,7 @@ def _use_manifest_dir(args: argparse.Namespace, output_dir: str | None) -> None:
 def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The config keys the given flags set (``--set`` last, winning); two flags setting one key differently:
     UsageError."""
-    given = given_overrides(args, CONFIG_FLAGS)
+    given = given_overrides(args, [*CONFIG_FLAGS, *MODEL_OPTION_FLAGS])
     overrides = {key: value for key, (value, _) in given.items()}
     set_by = {key: flag for key, (_, flag) in given.items()}
     for shortcut in sorted(SHORTCUTS, key=lambda shortcut: shortcut.yields):  # after the flags they yield to

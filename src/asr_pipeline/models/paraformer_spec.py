@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, narrow_by_heads
+from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.paraformer"  # imported when a model is built (the spec is torch-free)
 
@@ -45,7 +46,17 @@ class ParaformerConfig:
     subsampling_channels: int | None = None  # None -> d_model
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
     blank_id: int = 0  # the CTC blank: the CTC heads' blank, never a decoder output
-    alignment_mode: str = "cif"  # where the decoder queries come from: one of ALIGNMENT_MODES
+    alignment_mode: str = setting(
+        "cif",
+        help="the decoder queries: cif (the CIF predictor's integrated frames), viterbi (the frames CTC forced "
+        "alignment gives each token), greedy (the CTC greedy path's segments), uniform (frames split evenly); "
+        "the non-cif modes need the CTC head (ctc_weight > 0)",
+        flag="--paraformer-alignment-mode",
+        choices=ALIGNMENT_MODES,
+        reference="viterbi",
+        reference_note="the reference trainer builds the decoder queries from CTC forced alignment; ours from "
+        "the CIF predictor as the Paraformer paper does, which needs no CTC head at decoding",
+    )
     predictor_kernel_size: int = 3  # the CIF predictor's conv (FunASR: l_order 1 + r_order 1 + 1)
     cif_threshold: float = 1.0
     cif_tail_threshold: float = 0.45  # added after the last frame at inference: a last token >= 0.55 fires
@@ -53,7 +64,12 @@ class ParaformerConfig:
     label_smoothing: float = 0.1
     quantity_weight: float = 1.0  # "cif" mode only
     ctc_weight: float = 0.3  # CTC on the final encoder; 0 removes the head ("cif" mode only)
-    enhanced: bool = False
+    enhanced: bool = setting(
+        False,
+        help="Paraformer-v2 style: a shallow CTC head on a middle encoder layer, a token-boundary head and a "
+        "refinement decoder pass, each with its loss weight (model.options *_weight)",
+        flag="--paraformer-enhanced",
+    )
     shallow_ctc_layer: int | None = None  # the encoder block (1-based) under the shallow CTC; None: half-way
     shallow_ctc_weight: float = 0.3
     boundary_weight: float = 0.5
@@ -167,13 +183,6 @@ def peak_learning_rate(variant: str | None) -> float:
 
 PARAFORMER = ArchitectureSpec(
     name="paraformer",
-    reference_options={
-        "alignment_mode": (
-            "viterbi",
-            "the reference trainer builds the decoder queries from CTC forced alignment; ours from the CIF "
-            "predictor as the Paraformer paper does, which needs no CTC head at decoding",
-        )
-    },
     config_class=ParaformerConfig,
     variants=VARIANTS,
     config_for=config_for,

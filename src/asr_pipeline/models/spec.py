@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from asr_pipeline.options import UNSET, walk
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -132,7 +134,8 @@ class ArchitectureSpec:
     # attention and feed-forward projections that LoRA adapts (models.lora; None: name them yourself).
     frontend_modules: tuple[str, ...] = ()
     # The reference trainer's defaults of architecture options where ours differ (``--defaults reference``
-    # puts them in model.options): option -> (its value, why ours differs).
+    # puts them in model.options): option -> (its value, why ours differs). Filled from the config fields'
+    # ``setting(reference=...)`` when config_class is a class; entries given here win.
     reference_options: Mapping[str, tuple[object, str]] = dataclasses.field(default_factory=dict)
     lora_targets: str | None = None
     # The module that turns the encoder's last hidden states into CTC logits: its input is the representation
@@ -146,6 +149,11 @@ class ArchitectureSpec:
         for name in LAZY_FIELDS:
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Lazy(getattr(self, name)))
+        # The config's fields state their reference defaults (``setting(reference=...)``); a config named by
+        # import path is not imported here, so such a spec lists its reference_options itself.
+        if isinstance(self.config_class, type):
+            stated = field_reference_options(self.config_class)
+            object.__setattr__(self, "reference_options", {**stated, **self.reference_options})
 
     @property
     def config_type(self) -> type:
@@ -172,6 +180,16 @@ def check_input_normalization(value: str | None) -> None:
     """A model config's ``input_normalization`` check (its ``__post_init__``)."""
     if value not in INPUT_NORMALIZATIONS:
         raise ValueError(f"input_normalization must be 'utterance' or None, got {value!r}")
+
+
+def field_reference_options(config_class: type) -> dict[str, tuple[object, str]]:
+    """Option -> (the reference trainer's default, why ours differs) of every field of ``config_class``
+    whose ``setting`` states a reference default."""
+    return {
+        field.key: (field.setting.reference, field.setting.reference_note or "")
+        for field in walk(config_class)
+        if field.setting is not None and field.setting.reference is not UNSET
+    }
 
 
 def narrowed_heads(num_heads: int, fraction: float) -> int:
@@ -204,6 +222,7 @@ __all__ = [
     "Output",
     "OutputKind",
     "check_input_normalization",
+    "field_reference_options",
     "has_frame_posteriors",
     "narrow_by_heads",
     "narrowed_heads",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
+from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.w2v_bert"
 # HF's activation names the model implements (models.w2v_bert.ACTIVATIONS maps each to its module).
@@ -74,7 +75,12 @@ class W2VBertConfig:
     adapter_act: str = "relu"
     use_intermediate_ffn_before_adapter: bool = False
     output_hidden_size: int | None = None  # adapter width; None: d_model
-    activation_checkpointing: bool = False  # recompute each conformer layer in backward (training only)
+    activation_checkpointing: bool = setting(
+        False,
+        help="recompute each conformer layer in backward (same gradients, less activation memory; training "
+        "only)",
+        flag="--w2v-activation-checkpointing",
+    )
 
     def __post_init__(self) -> None:
         if self.d_model % self.num_heads or self.adapter_width % self.num_heads:

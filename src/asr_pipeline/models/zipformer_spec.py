@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, narrowed_heads
+from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.zipformer"
 # asr_kernels.swoosh.SWOOSH_FORMS, which imports torch; tests/models/test_zipformer.py keeps the two equal.
@@ -49,7 +50,17 @@ class ZipformerConfig:
     # icefall's feature masking in training: per utterance, channels past encoder_unmasked_dim are zeroed
     # with this probability (half of them; the other half ~twice as often). 0 turns it off.
     feature_mask_prob: float = 0.125
-    swoosh: str = "paper"  # "paper": SwooshL/R as published; "sigmoid": x * sigmoid(x - 4 or 1)
+    swoosh: str = setting(
+        "paper",
+        help="SwooshL/SwooshR activations: 'paper' is the paper's and icefall's log(1+e^(x-4))-0.08x-0.035 and "
+        "log(1+e^(x-1))-0.08x-0.313261687; 'sigmoid' is the reference trainer's kernel-table form "
+        "x*sigmoid(x-4), x*sigmoid(x-1), a different function",
+        flag="--swoosh",
+        choices=SWOOSH_FORMS,
+        reference="sigmoid",
+        reference_note="the reference trainer's kernel-table Swoosh x*sigmoid(x-4), x*sigmoid(x-1) is a "
+        "different function from the paper's and icefall's, which we keep (--swoosh paper)",
+    )
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
     # icefall's Balancer and Whiten (modules.activation_constraints) at icefall's places in each layer and
     # feed-forward: identity forwards, gradient-only constraints. Off until measured on our recipes.
@@ -246,13 +257,6 @@ def narrow(config: ZipformerConfig, fraction: float) -> ZipformerConfig:
 
 ZIPFORMER = ArchitectureSpec(
     name="zipformer",
-    reference_options={
-        "swoosh": (
-            "sigmoid",
-            "the reference trainer's kernel-table Swoosh x*sigmoid(x-4), x*sigmoid(x-1) is a different function "
-            "from the paper's and icefall's, which we keep (--swoosh paper)",
-        )
-    },
     config_class=ZipformerConfig,
     variants=VARIANTS,
     config_for=config_for,
