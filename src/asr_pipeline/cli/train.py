@@ -22,6 +22,7 @@ from asr_pipeline.models.registry import (  # torch-free: --help reads the specs
     DEFAULT_ARCHITECTURE,
     architecture_names,
     check_available,
+    check_options,
     check_variant,
     get_spec,
 )
@@ -186,8 +187,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _check_model_options(architecture: str | None, options: dict[str, Any]) -> None:
     """Unknown option names are a usage error (exit 2) before anything runs; values are checked when the
     model is built."""
-    from asr_pipeline.models.registry import check_options  # imports torch: only when options are given
-
     try:
         check_options(architecture or DEFAULT_ARCHITECTURE, options)
     except ValueError as error:
