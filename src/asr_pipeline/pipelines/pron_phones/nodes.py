@@ -13,54 +13,19 @@ from typing import Any
 
 import polars as pl
 
-from asr_pipeline.io.report import SkipReport
-from asr_pipeline.pron.g2p import G2P
-from asr_pipeline.text.phones import phone_ids
-
-PHONE_SCHEMA = {
-    "id": pl.String,
-    "text": pl.String,
-    "words": pl.List(pl.String),
-    "word_phones": pl.List(pl.Int32),
-    "phones": pl.List(pl.String),
-    "phone_ids": pl.List(pl.Int32),
-}
+from asr_pipeline.pron.phone_manifests import PHONE_SCHEMA, phone_manifests
 
 
 def transcribe_to_phones(
     train_manifest: pl.DataFrame, dev_manifest: pl.DataFrame, test_manifest: pl.DataFrame, params: dict
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """The three splits' phone manifests (module docstring) and the report. ``params`` is params.yaml ``pron``;
-    ``g2p.letter_to_sound: false`` leaves words CMUdict and the rules cannot answer to spelling out."""
-    g2p_params = dict(params.get("g2p") or {})
-    letter_to_sound = None if g2p_params.get("letter_to_sound", True) else (lambda word: [])
-    g2p = G2P(letter_to_sound=letter_to_sound)
-    tables, skips = [], {}
-    for split, manifest in (("train", train_manifest), ("dev", dev_manifest), ("test", test_manifest)):
-        report = SkipReport(strict=False)
-        tables.append(_split_phones(manifest, g2p, report))
-        skips[split] = report.to_dict()
-    return (*tables, {"g2p": g2p.report.to_dict(), "utterances": skips})  # type: ignore[return-value]
+    """The three splits' phone manifests (module docstring; ``pron.phone_manifests``) and the report. ``params``
+    is params.yaml ``pron``; ``g2p.letter_to_sound: false`` leaves words CMUdict and the rules cannot answer to
+    spelling out."""
+    letter_to_sound = bool(dict(params.get("g2p") or {}).get("letter_to_sound", True))
+    manifests = {"train": train_manifest, "dev": dev_manifest, "test": test_manifest}
+    tables, report = phone_manifests(manifests, letter_to_sound)
+    return tables["train"], tables["dev"], tables["test"], report
 
 
-def _split_phones(manifest: pl.DataFrame, g2p: G2P, report: SkipReport) -> pl.DataFrame:
-    rows: dict[str, list] = {name: [] for name in PHONE_SCHEMA}
-    for row in manifest.select("id", "text", "location").iter_rows(named=True):
-        report.seen += 1
-        words = (row["text"] or "").split()
-        spelled = [g2p.word(word) for word in words]
-        missing = [word for word, phones in zip(words, spelled, strict=True) if not phones]
-        if not words or missing:
-            report.skip(
-                "no phones for a word", row["location"], f"{missing or 'no words'} in {row['text']!r}"
-            )
-            continue
-        report.kept += 1
-        phones = [phone for word_phones in spelled for phone in word_phones]
-        rows["id"].append(row["id"])
-        rows["text"].append(row["text"])
-        rows["words"].append(words)
-        rows["word_phones"].append([len(p) for p in spelled])
-        rows["phones"].append(phones)
-        rows["phone_ids"].append(phone_ids(phones))
-    return pl.DataFrame(rows, schema=PHONE_SCHEMA)
+__all__ = ["PHONE_SCHEMA", "transcribe_to_phones"]
