@@ -1,10 +1,5 @@
 """The HuBERT recipe's ``hubert_pretrain@<iteration>`` stage: ``hubert-pretrain`` trained through torchrun to
-predict the iteration's units (layout: ``pipelines.hubert_units.nodes``).
-
-The run reads the audio itself (the iteration's raw manifests; the ``waveform`` frontend makes 320-sample
-frames on the fly, so no waveform shards are stored) with ``data.alignment`` / ``data.val_alignment`` the
-units of train and dev, and ``model.options.num_classes`` the iteration's cluster count. ``hubert.train``
-holds the run's sections (as ``params.yaml train``); an iteration's ``train`` overrides them.
+predict the iteration's units (layout: ``pipelines.hubert_units.nodes``; the run: ``hubert.pretraining``).
 """
 
 from __future__ import annotations
@@ -12,47 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from asr_pipeline.hubert.iterations import hubert_iteration
-from asr_pipeline.io.outputs import empty_directory
-from asr_pipeline.run_layout import TOKENIZER_FILE
-from asr_pipeline.training.config import deep_merge, resolve_config
-from asr_pipeline.training.launch import launch_options, run_training
-
-
-def pretrain_config(hubert_dir: Path, tokenizer_path: Path, params: dict[str, Any]) -> dict[str, Any]:
-    """The iteration's training config (as a dict for ``resolve_config``)."""
-    name, iteration = hubert_iteration(params)
-    units = hubert_dir / name / "units"
-    sections = deep_merge(params.get("train") or {}, iteration.get("train") or {})
-    clusters = int(np.load(units / "centroids.npy").shape[0])  # what the units stage clustered into
-    model = deep_merge({"architecture": "hubert-pretrain"}, sections.get("model") or {})
-    model["options"] = {**(model.get("options") or {}), "num_classes": clusters}
-    return {
-        **sections,
-        "data": {
-            **(sections.get("data") or {}),
-            "train_manifests": [str(units / "manifests" / "train.jsonl")],
-            "val_manifests": [str(units / "manifests" / "dev.jsonl")],
-            "alignment": str(units / "train.parquet"),
-            "val_alignment": str(units / "dev.parquet"),
-        },
-        "model": model,
-        "run": {
-            **(sections.get("run") or {}),
-            "output_dir": str(hubert_dir / name / "run"),
-            "tokenizer": str(tokenizer_path),
-        },
-    }
+from asr_pipeline.hubert.pretraining import pretrain_iteration
 
 
 def pretrain(hubert_dir: Path, tokenizer_model: bytes, params: dict[str, Any]) -> None:
     """Pretrain the iteration's model in ``<iteration>/run`` (its metrics: ``run/metrics.json``)."""
-    name, _ = hubert_iteration(params)
-    run_dir = hubert_dir / name / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    empty_directory(run_dir)
-    (run_dir / TOKENIZER_FILE).write_bytes(tokenizer_model)  # the text side of the raw manifests
-    config = resolve_config(pretrain_config(hubert_dir, run_dir / TOKENIZER_FILE, params))
-    run_training(config, **launch_options(params.get("launch") or {}))
+    name, iteration = hubert_iteration(params)
+    pretrain_iteration(
+        hubert_dir / name,
+        tokenizer_model,
+        params.get("train") or {},
+        iteration.get("train") or {},
+        params.get("launch") or {},
+    )
+
+
+__all__ = ["pretrain"]
