@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from asr_pipeline.hf_finetune.features import FeatureShards, featurize
@@ -46,3 +47,26 @@ def test_utterances_without_text_or_past_the_window_are_skipped_and_counted(demo
     cached = featurize(manifest, feature_extractor(), tmp_path, max_windows=1, max_audio_sec=30)
     assert cached.report["kept"] == 4
     assert cached.report["skipped"] == {"no transcript": 1, "longer than 4 s": 1}
+
+
+def test_a_hugging_face_saved_dataset_is_featurized_like_a_manifest(demo_speech, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    records = [json.loads(line) for line in demo_speech["val"].read_text().splitlines()]
+    audio = [
+        {"bytes": (demo_speech["val"].parent / r["audio_path"]).read_bytes(), "path": r["audio_path"]}
+        for r in records
+    ]
+    rows = {"id": [r["id"] for r in records], "sentence": [r["text"] for r in records], "audio": audio}
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_dict(rows).cast_column("audio", datasets.Audio(decode=False)).save_to_disk(
+        str(saved), num_shards=2
+    )
+    from_saved = featurize(saved, feature_extractor(), tmp_path / "a", max_windows=1, max_audio_sec=30)
+    from_jsonl = featurize(
+        demo_speech["val"], feature_extractor(), tmp_path / "b", max_windows=1, max_audio_sec=30
+    )
+    a, b = FeatureShards(from_saved.directory), FeatureShards(from_jsonl.directory)
+    assert len(a) == len(b) == 4
+    assert all(
+        np.array_equal(a[i]["features"], b[i]["features"]) and a[i]["text"] == b[i]["text"] for i in range(4)
+    )

@@ -123,3 +123,40 @@ def test_rows_without_ids_whose_audio_shares_a_stem_get_distinct_ids(tmp_path):
         tmp_path / "m.parquet", {"path": ["clips/a.mp3", "clips/a.wav", "b.wav"], "text": ["x", "y", "z"]}
     )
     assert [r.id for r in iter_manifest(manifest, SkipReport())] == ["a", "a.wav", "b"]
+
+
+def test_a_datasets_save_to_disk_folder_is_read_as_its_arrow_shards_in_order(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {
+        "id": [f"u{i}" for i in range(5)],
+        "text": ["one", "two", "three", "four", None],
+        "audio": [{"bytes": f"RIFF{i}".encode(), "path": f"orig{i}.wav"} for i in range(5)],
+    }
+    saved = tmp_path / "saved"
+    dataset = datasets.Dataset.from_dict(rows).cast_column("audio", datasets.Audio(decode=False))
+    dataset.save_to_disk(str(saved), num_shards=3)
+    assert len(list(saved.glob("data-*.arrow"))) == 3
+    records = list(iter_manifest(saved, SkipReport()))
+    assert [r.id for r in records] == rows["id"]
+    assert [r.audio_bytes for r in records] == [f"RIFF{i}".encode() for i in range(5)]
+    assert [r.text for r in records] == rows["text"]
+    assert records[0].location == f"{saved / 'data-00000-of-00003.arrow'}:row 0"
+
+
+def test_an_arrow_file_in_file_format_reads_like_a_stream(tmp_path):
+    table = pa.table({"id": ["a", "b"], "text": ["x", "y"], "audio_path": ["a.wav", "b.wav"]})
+    with pa.ipc.new_file(tmp_path / "t.arrow", table.schema) as writer:
+        writer.write_table(table)
+    records = list(iter_manifest(tmp_path / "t.arrow", SkipReport()))
+    assert [(r.id, r.text, r.audio_path) for r in records] == [
+        ("a", "x", str(tmp_path / "a.wav")),
+        ("b", "y", str(tmp_path / "b.wav")),
+    ]
+
+
+def test_an_unreadable_arrow_file_is_rejected_naming_it(tmp_path):
+    (tmp_path / "bad.arrow").write_bytes(b"not arrow")
+    with pytest.raises(
+        InputError, match=re.escape(f"{tmp_path / 'bad.arrow'}: not a readable Arrow IPC file")
+    ):
+        list(iter_manifest(tmp_path / "bad.arrow", SkipReport()))

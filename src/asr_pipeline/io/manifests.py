@@ -3,9 +3,10 @@
 Forms (each reader's module docstring has the details):
 
 * files: JSONL/JSON records (here), TSV feature lists, audio lists and Common Voice tables (``io.tsv``),
-  Parquet tables (``io.parquet``);
-* folders: a Kaldi data dir (``wav.scp``, ``io.kaldi``); else the record files directly inside (``.jsonl``,
-  ``.json``, ``.parquet``, ``.tsv``, sorted by name); else a LibriSpeech tree (``*.trans.txt`` below) or an
+  Parquet tables and Arrow IPC files (Hugging Face ``datasets`` shards; ``io.parquet``);
+* folders: a Kaldi data dir (``wav.scp``, ``io.kaldi``); a ``datasets`` ``save_to_disk`` folder (its Arrow
+  shards in ``state.json``'s order); else the record files directly inside (``.jsonl``, ``.json``,
+  ``.parquet``, ``.arrow``, ``.tsv``, sorted by name); else a LibriSpeech tree (``*.trans.txt`` below) or an
   audio folder with sidecars (``io.folders``).
 
 Every reader yields ``ManifestRecord``s (``io.records``) whose ``location`` names the file and line
@@ -34,7 +35,12 @@ from typing import TYPE_CHECKING, TypeVar
 from asr_pipeline.io.audio import EMPTY_PATH
 from asr_pipeline.io.folders import iter_folder
 from asr_pipeline.io.kaldi import is_kaldi_data_dir, iter_kaldi_data_dir
-from asr_pipeline.io.parquet import iter_parquet_records
+from asr_pipeline.io.parquet import (
+    is_saved_dataset,
+    iter_arrow_records,
+    iter_parquet_records,
+    iter_saved_dataset,
+)
 from asr_pipeline.io.records import (
     AUDIO_FIELDS,
     ID_FIELDS,
@@ -69,7 +75,7 @@ __all__ = [
     "parse_tokens",
 ]
 
-RECORD_FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".tsv")
+RECORD_FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".tsv")
 T = TypeVar("T")
 
 
@@ -92,6 +98,8 @@ def iter_manifest(
         yield from iter_tsv_records(path, report)
     elif suffix == ".parquet":
         yield from iter_parquet_records(path, report, inline_features)
+    elif suffix == ".arrow":
+        yield from iter_arrow_records(path, report, inline_features)
     elif suffix == ".txt":
         raise ValueError(
             f"{path}: a .txt file holds tokenizer text, not manifest records; point the manifest at a "
@@ -109,6 +117,9 @@ def _iter_folder_manifest(
 ) -> Iterator[ManifestRecord]:
     if is_kaldi_data_dir(folder):
         yield from iter_kaldi_data_dir(folder, report)
+        return
+    if is_saved_dataset(folder):  # its state.json and dataset_info.json are no records
+        yield from iter_saved_dataset(folder, report, inline_features)
         return
     record_files = sorted(
         p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in RECORD_FILE_SUFFIXES

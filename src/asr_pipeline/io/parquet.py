@@ -36,6 +36,9 @@ PARQUET_COLS_FIELDS = ("cols", "feature_dim", "num_features")
 PARQUET_AUDIO_BYTES_FIELDS = ("audio_bytes", "bytes", "wav", "audio_data")
 HF_AUDIO_STRUCT = "audio"  # {"bytes": binary, "path": string}
 PARQUET_BATCH_ROWS = 256  # bounds memory when rows carry audio bytes or inline features
+HF_SAVED_STATE = (
+    "state.json"  # datasets' save_to_disk: {"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}
+)
 
 
 def iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) -> Iterator[ManifestRecord]:
@@ -46,7 +49,60 @@ def iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) 
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as error:
         raise InputError(f"{path}: not a readable Parquet file ({error}); re-export it") from None
-    names = set(parquet.schema_arrow.names)
+
+    def batches(columns: list[str]) -> Iterator:
+        return parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
+
+    yield from _iter_table_records(path, parquet.schema_arrow, batches, report, inline_features, "Parquet")
+
+
+def iter_arrow_records(path: Path, report: SkipReport, inline_features: bool) -> Iterator[ManifestRecord]:
+    """Records of an Arrow IPC file (stream or file format): a Hugging Face ``datasets`` shard
+    (``save_to_disk``'s ``data-*.arrow``, the datasets cache), read batch by batch like a Parquet table."""
+    import pyarrow as pa
+
+    try:
+        source = pa.memory_map(str(path))
+        try:
+            reader = pa.ipc.open_stream(source)
+        except pa.ArrowInvalid:
+            source.seek(0)
+            file_reader = pa.ipc.open_file(source)
+            reader = (file_reader.get_batch(i) for i in range(file_reader.num_record_batches))
+            schema = file_reader.schema
+        else:
+            schema = reader.schema
+    except (pa.ArrowException, OSError) as error:
+        raise InputError(f"{path}: not a readable Arrow IPC file ({error}); re-save it") from None
+
+    def batches(columns: list[str]) -> Iterator:
+        for batch in reader:  # Hugging Face writes batches of 1,000 rows: bounded like Parquet's
+            yield batch.select(columns)
+
+    yield from _iter_table_records(path, schema, batches, report, inline_features, "Arrow")
+
+
+def iter_saved_dataset(folder: Path, report: SkipReport, inline_features: bool) -> Iterator[ManifestRecord]:
+    """Records of a ``datasets.Dataset.save_to_disk`` folder: its ``state.json`` lists the Arrow shards in order."""
+    import json
+
+    files = [entry["filename"] for entry in json.loads((folder / HF_SAVED_STATE).read_text())["_data_files"]]
+    for name in files:
+        yield from iter_arrow_records(folder / name, report, inline_features)
+
+
+def is_saved_dataset(folder: Path) -> bool:
+    """A folder ``datasets.Dataset.save_to_disk`` wrote (not a ``DatasetDict``'s top folder: name a split)."""
+    return (folder / HF_SAVED_STATE).is_file() and (folder / "dataset_info.json").is_file()
+
+
+def _iter_table_records(
+    path: Path, schema, batches, report: SkipReport, inline_features: bool, kind: str
+) -> Iterator[ManifestRecord]:
+    """Records of a table read in column-selected batches (``batches(columns)``): Parquet or Arrow."""
+    import pyarrow as pa
+
+    names = set(schema.names)
 
     def pick(aliases: tuple[str, ...]) -> str | None:
         return next((name for name in aliases if name in names), None)
@@ -62,9 +118,9 @@ def iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) 
         "audio_path": pick(AUDIO_FIELDS),
     }
     hf_audio = HF_AUDIO_STRUCT if HF_AUDIO_STRUCT in names else None
-    if hf_audio is not None and not pa.types.is_struct(parquet.schema_arrow.field(hf_audio).type):
+    if hf_audio is not None and not pa.types.is_struct(schema.field(hf_audio).type):
         raise InputError(f"{path}: column 'audio' must be a struct {{bytes, path}} (the Hugging Face layout)")
-    features_type = parquet.schema_arrow.field(columns["features"]).type if columns["features"] else None
+    features_type = schema.field(columns["features"]).type if columns["features"] else None
     if features_type is not None and not _is_numeric_list_type(features_type):
         raise InputError(
             f"{path}: column {columns['features']!r} has type {features_type}; expected a list of "
@@ -74,7 +130,7 @@ def iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) 
     row_number = 0
     ids = DefaultIds()
     try:
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=selected):
+        for batch in batches(selected):
             shapes = _feature_shapes(batch.column(columns["features"])) if columns["features"] else None
             plain = batch.drop_columns([columns["features"]]) if columns["features"] else batch
             for index, row in enumerate(plain.to_pylist()):
@@ -91,7 +147,7 @@ def iter_parquet_records(path: Path, report: SkipReport, inline_features: bool) 
                     yield record
     except pa.ArrowException as error:
         raise InputError(
-            f"{path}: unreadable Parquet data after row {row_number} ({error}); re-export it"
+            f"{path}: unreadable {kind} data after row {row_number} ({error}); re-export it"
         ) from None
 
 
