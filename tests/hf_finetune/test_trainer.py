@@ -33,8 +33,11 @@ def train(model_dir, data, run_dir, **values):
 
 def test_validation_loss_falls_in_a_full_fine_tune(tiny_model, demo_speech, tmp_path):
     data = features(demo_speech, tiny_model, tmp_path / "cache")
-    results = train(tiny_model, data, tmp_path / "run", method="full", learning_rate=3e-3, epochs=3)
-    losses = [event["values"]["val_loss"] for event in read_events(tmp_path / "run", "validation")]
+    results = train(tiny_model, data, tmp_path / "run", method="full", learning_rate=3e-3, epochs=3, eval_wer=True,
+                    max_new_tokens=8)  # fmt: skip
+    validations = read_events(tmp_path / "run", "validation")
+    losses = [event["values"]["val_loss"] for event in validations]
+    assert all(event["values"]["val_wer"] >= 0 and event["values"]["samples"] for event in validations)
     assert len(losses) == 3 and losses[-1] < losses[0] - 0.1, losses
     assert results["best_val_loss"] == min(losses) and results["steps"] == 9  # 3 batches of 4, 4, 2 per epoch
 

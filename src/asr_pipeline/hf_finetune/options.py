@@ -66,6 +66,11 @@ class HFFinetuneOptions:
     eval_every_steps: int | None = setting(
         None, help="validation loss every N steps (and after every epoch)", flag="--eval-every-steps"
     )
+    eval_wer: bool = setting(
+        False,
+        help="each evaluation also transcribes the validation set (greedy generate): val_wer and val_cer curves",
+        flag="--eval-wer",
+    )
     save_every_steps: int | None = setting(
         None, help="write checkpoint_latest every N steps (and after every epoch)", flag="--save-every-steps"
     )

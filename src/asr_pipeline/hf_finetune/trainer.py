@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from asr_pipeline.hf_finetune.collate import SpeechCollator
+from asr_pipeline.hf_finetune.evaluate import score, transcribe_shards
 from asr_pipeline.hf_finetune.features import FeatureShards
 from asr_pipeline.hf_finetune.loss import next_token_loss, perplexity
 from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
@@ -228,6 +229,12 @@ class FinetuneRun:
         if self.val_set is None:
             return False
         values = self.validation_loss()
+        if self.options.eval_wer:
+            rows = transcribe_shards(self.pretrained, self.val_set, language=self.options.language,
+                                     task=self.options.task, batch_size=self.options.batch_size,
+                                     max_new_tokens=self.options.max_new_tokens)  # fmt: skip
+            rates = score(rows)
+            values |= {"val_wer": rates["wer"], "val_cer": rates["cer"], "samples": rows[:3]}
         values["best"] = values["val_loss"] < self.best_val_loss
         if values["best"]:
             self.best_val_loss = values["val_loss"]
