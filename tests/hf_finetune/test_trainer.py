@@ -14,10 +14,10 @@ from asr_pipeline.hf_finetune.export import export_finetuned, load_finetuned
 from asr_pipeline.hf_finetune.features import FeatureShards, featurize
 from asr_pipeline.hf_finetune.models import load_pretrained
 from asr_pipeline.hf_finetune.options import hf_finetune_options
-from asr_pipeline.hf_finetune.trainer import FinetuneRun
+from asr_pipeline.hf_finetune.trainer import FinetuneRun, autocast_dtype, pick_device
 from asr_pipeline.training.events import read_events
 
-pytestmark = pytest.mark.slow  # each loads and trains a model: 10-40 s on a shared CPU
+SLOW = pytest.mark.slow  # each loads and trains a model: 10-40 s on a shared CPU
 
 
 def features(demo_speech, model_dir, cache):
@@ -31,6 +31,7 @@ def train(model_dir, data, run_dir, **values):
     return FinetuneRun(options, data[0], data[1], run_dir).run()
 
 
+@SLOW
 def test_validation_loss_falls_in_a_full_fine_tune(tiny_model, demo_speech, tmp_path):
     data = features(demo_speech, tiny_model, tmp_path / "cache")
     results = train(tiny_model, data, tmp_path / "run", method="full", learning_rate=3e-3, epochs=3, eval_wer=True,
@@ -42,6 +43,7 @@ def test_validation_loss_falls_in_a_full_fine_tune(tiny_model, demo_speech, tmp_
     assert results["best_val_loss"] == min(losses) and results["steps"] == 9  # 3 batches of 4, 4, 2 per epoch
 
 
+@SLOW
 def test_lora_trains_under_2_percent_and_its_merged_export_gives_the_adapter_logits(
     tiny_model, demo_speech, tmp_path
 ):
@@ -81,6 +83,7 @@ class Interrupted(FinetuneRun):
         return super().train_step(group)
 
 
+@SLOW
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tiny_whisper, demo_speech, tmp_path):
     data = features(demo_speech, tiny_whisper, tmp_path / "cache")
     values = {"model": str(tiny_whisper), "method": "lora", "lora_dropout": 0.3, "batch_size": 3, "epochs": 2,
@@ -102,8 +105,33 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tiny_whispe
     assert losses[0] == losses[1]
 
 
+@SLOW
 def test_resuming_with_other_options_is_refused(tiny_voxtral, demo_speech, tmp_path):
     data = features(demo_speech, tiny_voxtral, tmp_path / "cache")
     train(tiny_voxtral, data, tmp_path / "run", method="lora", max_steps=1)
     with pytest.raises(ValueError, match="learning_rate differ"):
         train(tiny_voxtral, data, tmp_path / "run", method="lora", max_steps=1, learning_rate=5e-4)
+
+
+def test_the_cpu_trains_in_float32_whatever_the_precision_asked():
+    cpu = torch.device("cpu")
+    assert [autocast_dtype(p, cpu) for p in ("auto", "f32", "bf16", "f16")] == [None] * 4
+
+
+def test_auto_picks_cuda_only_when_torch_sees_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device("auto").type == "cpu"
+    with pytest.raises(RuntimeError, match="no CUDA GPU; set device auto or cpu"):
+        pick_device("cuda")
+
+
+def test_on_cuda_auto_is_bf16_where_supported_else_f16(monkeypatch):
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert autocast_dtype("auto", cuda) is torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert (autocast_dtype("auto", cuda), autocast_dtype("f16", cuda), autocast_dtype("f32", cuda)) == (
+        torch.float16,
+        torch.float16,
+        None,
+    )
