@@ -28,6 +28,9 @@ def test_an_hf_finetune_run_exports_as_a_from_pretrained_folder_and_replaces_onl
     assert type(load_pretrained(str(output)).model).__name__ == "VoxtralForConditionalGeneration"
     assert main([*command, str(output)]) != 0
     assert "pass --overwrite to replace an earlier export" in capsys.readouterr().err
-    assert main([*command, str(output), "--overwrite"]) == 0
+    assert main([*command, str(output), "--overwrite", "--space", str(tmp_path / "space")]) == 0
+    assert {"app.py", "requirements.txt", "README.md", "model"} <= {
+        p.name for p in (tmp_path / "space").iterdir()
+    }
     assert main([*command, str(tmp_path / "cache"), "--overwrite"]) != 0  # not an export: left as it was
     assert (tmp_path / "cache").is_dir() and "never replaced" in capsys.readouterr().err

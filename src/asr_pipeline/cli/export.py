@@ -35,6 +35,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--license", help="the card's license tag (an SPDX id, e.g. apache-2.0)")
     add_checkpoint_flag(parser)
     parser.add_argument(
+        "--space",
+        metavar="DIR",
+        help="an hf_finetune run only: also write a Gradio Space folder around the export (app.py, "
+        "requirements.txt, README front matter; `python app.py` in it serves the model locally)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace an existing --output folder that holds an earlier export and nothing else (any other "
@@ -49,9 +55,14 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = existing_path(args.run_dir, "--run-dir")
     if is_finetuned_run(run_dir):
+        from asr_pipeline.hf_finetune.space import write_space
+
         export_finetuned(run_dir, args.output, checkpoint=args.checkpoint, overwrite=args.overwrite)
-        print_json({"output": args.output, "format": "transformers"})
+        space = str(write_space(args.output, args.space)) if args.space else None
+        print_json({"output": args.output, "format": "transformers", "space": space})
         return 0
+    if args.space:
+        raise ValueError(f"--space: {run_dir} is not an hf_finetune run; a Space is written for those only")
     metrics = [existing_path(path, "--metrics") for path in args.metrics]
     card = CardInfo(name=args.name, language=args.language, license=args.license)
     config = export_run(
