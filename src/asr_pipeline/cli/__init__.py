@@ -1,7 +1,7 @@
 """``asr-pipeline``: the command line, a thin layer over the library functions the Kedro nodes call.
 
 Subcommands mirror the reference Rust trainer (``tokenizer``, ``extract-features``, ``train``, same flag
-names and defaults) plus ``index``, ``decode``, ``transcribe``, ``export``, ``publish``, ``serve`` and ``kernel-bench``; each in its own module. Each
+names and defaults) plus ``index``, ``hf-finetune``, ``decode``, ``transcribe``, ``export``, ``publish``, ``serve`` and ``kernel-bench``; each in its own module. Each
 reads its paths from flags, calls what the stage's node calls, and prints a JSON summary on stdout (progress
 goes to stderr); ``kernel-bench`` prints its table there instead, and writes the JSON to ``--json``.
 
@@ -25,6 +25,7 @@ from asr_pipeline.cli import (
     decode,
     export,
     extract_features,
+    hf_finetune,
     index,
     kernel_bench,
     publish,
@@ -45,6 +46,7 @@ COMMANDS = (
     extract_features,
     index,
     train,
+    hf_finetune,
     decode,
     transcribe,
     export,
