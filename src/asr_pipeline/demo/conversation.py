@@ -12,7 +12,7 @@ to"); ``sentences.py`` picks among them and splits the entries.
 
 from __future__ import annotations
 
-from asr_pipeline.demo import common_words as common
+import asr_pipeline.demo.common_words as common
 from asr_pipeline.demo.grammar import (
     BE_PAST,
     BE_PRESENT,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TypeVar
 
-from asr_pipeline.demo import common_words as common
+import asr_pipeline.demo.common_words as common
 from asr_pipeline.demo.verbs import (
     INFINITIVE_VERB_LIST,
     INTRANSITIVE_VERB_LIST,

@@ -18,7 +18,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from asr_pipeline.demo import conversation, short_shapes
+import asr_pipeline.demo.conversation as conversation
+import asr_pipeline.demo.short_shapes as short_shapes
 from asr_pipeline.demo.grammar import (
     BE_PAST,
     BE_PRESENT,

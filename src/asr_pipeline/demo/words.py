@@ -12,7 +12,7 @@ grammar's code: a test checks that nothing outside it ever appears, so a templat
 
 from __future__ import annotations
 
-from asr_pipeline.demo import common_words as common
+import asr_pipeline.demo.common_words as common
 from asr_pipeline.demo.verbs import VERBS
 
 # ---------------------------------------------------------------------------------------------- words
