@@ -45,3 +45,16 @@ def test_what_cannot_be_served_exits_2_with_one_line(tmp_path, served, capsys, f
     status = main(["serve", "--run-dir", str(tmp_path), *(f.format(dir=tmp_path) for f in flags)])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and line.endswith(message.format(dir=tmp_path)) and not served
+
+
+def test_train_runs_serves_the_training_page_and_refuses_a_run_dir_beside_it(tmp_path, monkeypatch, capsys):
+    from asr_pipeline.serve import train_page
+
+    calls = []
+    monkeypatch.setattr(train_page, "serve_train_page", lambda runs, **kwargs: calls.append((runs, kwargs)))
+    assert main(["serve", "--train-runs", str(tmp_path), "--port", "8081"]) == 0
+    assert calls == [(str(tmp_path), {"host": "127.0.0.1", "port": 8081})]
+    assert main(["serve", "--train-runs", str(tmp_path), "--run-dir", str(tmp_path)]) == 2
+    assert "leave --run-dir out" in capsys.readouterr().err
+    assert main(["serve"]) == 2
+    assert "--run-dir is required" in capsys.readouterr().err

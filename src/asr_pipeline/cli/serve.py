@@ -17,7 +17,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "search with --lm), showing the timing and the model card. It listens on --host (127.0.0.1: this "
         "machine only) and never opens a public share link.",
     )
-    parser.add_argument("--run-dir", required=True, help="a training run dir or an exported model folder")
+    parser.add_argument(
+        "--run-dir", help="a training run dir or an exported model folder (required, unless --train-runs)"
+    )
+    parser.add_argument(
+        "--train-runs",
+        metavar="DIR",
+        help="serve the training page instead: a form that fine-tunes a pretrained Whisper or Voxtral model "
+        "(asr-pipeline hf-finetune) into DIR/<name>, with its log and curves live and a Stop button",
+    )
     parser.add_argument("--lm", metavar="KENLM", help="a word KenLM: adds beam search with it")
     parser.add_argument(
         "--lexicon", metavar="TXT", help="with --lm: the lexicon search (else the prefix search)"
@@ -40,6 +48,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from asr_pipeline.serve.app import serve
 
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be 1-65535, got {args.port}")
+    if args.train_runs:
+        if args.run_dir:
+            raise UsageError("--train-runs serves the training page, which loads no run: leave --run-dir out")
+        from asr_pipeline.serve.train_page import serve_train_page
+
+        serve_train_page(args.train_runs, host=args.host, port=args.port)
+        return 0
+    if not args.run_dir:
+        raise UsageError("--run-dir is required (or --train-runs DIR for the training page)")
     run_dir = existing_path(args.run_dir, "--run-dir")
     lm = existing_path(args.lm, "--lm") if args.lm else None
     lexicon = existing_path(args.lexicon, "--lexicon") if args.lexicon else None

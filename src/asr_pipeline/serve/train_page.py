@@ -178,4 +178,12 @@ def build_train_page(runs_dir: str | Path) -> Any:
 FIELDS = ("model", "train", "val", "method", "learning-rate", "epochs", "batch-size", "lora-rank", "max-steps",
           "evaluate", "eval-wer")  # fmt: skip
 
-__all__ = ["TrainingJob", "build_train_page", "form_argv"]
+
+def serve_train_page(runs_dir: str | Path, *, host: str = "127.0.0.1", port: int = 7860) -> None:
+    """Run the training page until interrupted or terminated (never a public share link)."""
+    page = build_train_page(runs_dir)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as Ctrl-C: atexit then stops the job
+    page.queue().launch(server_name=host, server_port=port, share=False, show_error=True)
+
+
+__all__ = ["TrainingJob", "build_train_page", "form_argv", "serve_train_page"]
