@@ -55,7 +55,7 @@ from bench_training_throughput import (
 )
 
 from asr_kernels import use_kernels
-from asr_pipeline.data.sampler import TimeBuckets
+from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
 

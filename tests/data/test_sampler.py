@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from asr_pipeline.data.batching import BATCH_UNITS, PADDED_UNITS, EpochPlan, TimeBuckets, example_costs
 from asr_pipeline.data.collate import collate_batch
-from asr_pipeline.data.sampler import (
-    BATCH_UNITS,
-    PADDED_UNITS,
-    LengthBucketedBatchSampler,
-    TimeBuckets,
-    example_costs,
-)
+from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 
 
 def random_lengths(count: int, seed: int = 0) -> np.ndarray:
@@ -506,7 +501,6 @@ def test_shard_windows_keep_ranks_disjoint_and_even():
 
 
 def test_an_ascending_epoch_with_shard_windows_sorts_each_window_and_reads_each_shard_once():
-    from asr_pipeline.data.sampler import EpochPlan
 
     lengths, groups = random_lengths(1200, seed=9), shard_codes(1200, 100)  # 12 shards
     sampler = windowed(lengths, groups, window=4, epoch_plan=lambda epoch: EpochPlan(ascending=True))

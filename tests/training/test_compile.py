@@ -17,7 +17,7 @@ import textwrap
 import pytest
 import torch
 
-from asr_pipeline.data.sampler import TimeBuckets
+from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.zipformer import zipformer_tiny
 from asr_pipeline.training.compile import CompileCache, compile_counts, compile_model, mark_batch_shapes
 

@@ -210,7 +210,7 @@ def test_training_manifests_that_keep_no_example_name_the_skipped_files(tokenize
 def test_the_config_knows_exactly_the_samplers_batch_units():
     from typing import get_args, get_type_hints
 
-    from asr_pipeline.data.sampler import BATCH_UNITS
+    from asr_pipeline.data.batching import BATCH_UNITS
     from asr_pipeline.training.config import DataConfig
 
     assert get_args(get_type_hints(DataConfig)["adaptive_batch_unit"]) == BATCH_UNITS

@@ -6,7 +6,7 @@ batch's (B, T) compiles a static graph, the second distinct shape recompiles wit
 size the graph branches on (Zipformer's T' modulo 2, 4 and 8) adds guards that recompile again. Two ways
 to keep a run of varying batches to a few graphs:
 
-- bucketed static shapes: ``data.sampler.TimeBuckets`` pads every batch's T to one of a few lengths;
+- bucketed static shapes: ``data.batching.TimeBuckets`` pads every batch's T to one of a few lengths;
   each bucket compiles once (``mark_batch_shapes(..., "buckets")``: B dynamic, T static), at the price
   of the padded frames the sampler reports;
 - a dynamic time axis: ``mark_batch_shapes(..., "dynamic")`` marks T dynamic before the first call, so
@@ -75,7 +75,7 @@ def mark_batch_shapes(features: Tensor, lengths: Tensor, shapes: Shapes) -> None
     """Tell dynamo which sizes of a (B, T, F) batch and its (B,) lengths vary, before the compiled call.
 
     ``buckets``: B varies (a symbol from the first call: batch sizes vary within a bucket), T stays
-    static (one graph per bucket length: ``data.sampler.TimeBuckets`` pads T to a few). ``dynamic``: B
+    static (one graph per bucket length: ``data.batching.TimeBuckets`` pads T to a few). ``dynamic``: B
     and T are symbols from the first call, so most new lengths reuse the graph (kernels are generic in T;
     a model that branches on T, as Zipformer's upsampling does on T' modulo 8, still adds guards).
     ``auto``: dynamo's default, each size static until it changes once, then dynamic.

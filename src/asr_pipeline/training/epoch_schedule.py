@@ -259,7 +259,7 @@ class SpecAugmentByEpoch:
 
 
 class EpochBatchPlans:
-    """The sampler's per-epoch plan (``data.sampler.EpochPlan``) under a schedule of batch keys and/or a
+    """The sampler's per-epoch plan (``data.batching.EpochPlan``) under a schedule of batch keys and/or a
     curriculum: a pure function of the epoch."""
 
     def __init__(self, settings: EpochSettings, durations_ms: Any) -> None:
@@ -273,7 +273,7 @@ class EpochBatchPlans:
         return self.keep is not None or self.schedules_batches
 
     def __call__(self, epoch0: int) -> Any:
-        from asr_pipeline.data.sampler import EpochPlan
+        from asr_pipeline.data.batching import EpochPlan
 
         data = self.settings.at(epoch0).data
         batches = (

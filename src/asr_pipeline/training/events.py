@@ -28,7 +28,7 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``unit``/``budget``/``max_samples``, ``sort_buffer_size``, ``sort_by_length_desc``,
     ``oversized_examples`` (over the budget alone: each is a batch of one), ``time_buckets`` (the lengths
     ``data.pad_to_buckets`` pads to, or None) and ``epoch0``
-    (``data.sampler.BatchPlanStats`` of epoch 0 over all ranks: batches, padding_efficiency, ...);
+    (``data.batching.BatchPlanStats`` of epoch 0 over all ranks: batches, padding_efficiency, ...);
     ``loader``: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``.
 ``schedule``, at the start of every epoch, only when ``train.schedule`` sets keys
     each scheduled key (dotted, e.g. ``optim.gradient_clip_norm``) with its value in this epoch.

@@ -37,10 +37,11 @@ from asr_pipeline.data.audio_dataset import (
     build_audio_index,
     planned_frontend,
 )
+from asr_pipeline.data.batching import EpochPlan, TimeBuckets
 from asr_pipeline.data.collate import Batch, collate_batch
 from asr_pipeline.data.dataset import SelectionReport, ShardDataset, select_examples
 from asr_pipeline.data.length_index import cached_length_index, load_length_index
-from asr_pipeline.data.sampler import EpochPlan, LengthBucketedBatchSampler, TimeBuckets
+from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.data.sources import ManifestKind, resolve_manifests
 from asr_pipeline.features.augment import SpecAugment, WaveformAugment
 from asr_pipeline.io.report import NothingKeptError, SkipReport

@@ -66,7 +66,7 @@ class DataConfig:
         None, help="fixed batch size; unset: adaptive batches", flag="--batch-size"
     )
     # What adaptive_batch_budget counts (data.sampler): padded units count batch size * longest example,
-    # the others sum the examples' amounts. Must list the same names as data.sampler.BATCH_UNITS.
+    # the others sum the examples' amounts. Must list the same names as data.batching.BATCH_UNITS.
     adaptive_batch_unit: BatchUnit = setting(
         "padded-frames",
         help="what --adaptive-batch-budget counts: padded-* units count batch size * longest example, the others sum the examples' amounts (feature-values: frames * feature dim; padded-attention: batch size * longest frames squared)",
@@ -128,7 +128,7 @@ class DataConfig:
         flag="--shuffle-window-shards",
     )
     # Static shapes for run.compile (issue 36): each training batch's T is zero-padded up to one of a few
-    # lengths (data.sampler.TimeBuckets), so a compiled model compiles once per length, not once per batch.
+    # lengths (data.batching.TimeBuckets), so a compiled model compiles once per length, not once per batch.
     # A count N: N lengths in ratio 1.25 ending at the longest training example (under 20 % of a bucket's
     # frames are padding it adds); a list: those lengths. The padded-frames budget counts the padding.
     pad_to_buckets: int | list[int] | None = setting(
