@@ -5,7 +5,7 @@ One step is ``bench_training_throughput.train_step`` (forward under autocast for
 token, backward, clip, AdamW), on ``bench_training_throughput.synthetic_batch`` batches of
 ``--batch-frames`` padded 10 ms frames whose longest utterance varies over ``--lengths`` (``--batches``
 distinct batches). ``exact``: each batch as long as its longest utterance (a new T per batch);
-``buckets``: T padded up to one of ``--buckets`` lengths (``data.sampler.TimeBuckets.geometric``), the
+``buckets``: T padded up to one of ``--buckets`` lengths (``data.batching.TimeBuckets.geometric``), the
 shapes marked as the engine marks them (``training.compile.mark_batch_shapes``). Per arm: a first pass
 over the batches (compiles; ``first_pass_sec``, dynamo's ``compiles``/``recompiles``/``graph_breaks``/
 ``compile_sec``), then ``--repeats`` timed passes (CUDA events per step): median step ms, audio-s/s over
