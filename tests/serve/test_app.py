@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import queue
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,8 +22,8 @@ import soundfile
 
 from tests.conftest import make_wav
 from tests.factories import untrained_run
+from tests.serve.conftest import CHROMEDRIVER, CHROMIUM
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs Debian's chromium and chromium-driver (.ci/setup.sh)",
@@ -60,20 +59,6 @@ def served(tmp_path_factory):
     yield root, run_dir, f"http://127.0.0.1:{port}/", server
     server.terminate()
     server.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def upload_and_transcribe(browser, url: str, audio: Path) -> None:
