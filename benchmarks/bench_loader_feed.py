@@ -34,7 +34,7 @@ from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.events import EventLog
 from asr_pipeline.training.loaders import build_data
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 
 
 def make_trainer(args, workers: int, pin: bool, device: torch.device, output_dir: Path) -> Trainer:

@@ -83,7 +83,7 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
     from asr_pipeline.training.distributed import DistributedContext
     from asr_pipeline.training.events import EventLog
     from asr_pipeline.training.loaders import build_data
-    from asr_pipeline.training.loop import Trainer
+    from asr_pipeline.training.trainer import Trainer
 
     def make(precision: str = "f32", **optim: Any) -> Trainer:
         config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)

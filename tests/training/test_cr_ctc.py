@@ -131,7 +131,7 @@ def test_a_training_step_under_cr_ctc_logs_both_terms_and_the_loader_leaves_mask
     from asr_pipeline.training.distributed import DistributedContext
     from asr_pipeline.training.events import EventLog
     from asr_pipeline.training.loaders import build_data
-    from asr_pipeline.training.loop import Trainer
+    from asr_pipeline.training.trainer import Trainer
 
     config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run")
     config_dict["regularization"] = {"cr_ctc": True, "cr_loss_warmup_steps": 0}

@@ -16,7 +16,7 @@ from asr_pipeline.io.shards import iter_examples
 from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.loaders import build_data
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
 from .conftest import events, tiny_config

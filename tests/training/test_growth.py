@@ -25,8 +25,8 @@ from asr_pipeline.training.config import (
 )
 from asr_pipeline.training.growth import Growth, depth_schedule, width_at, width_schedule
 from asr_pipeline.training.launch import check_config, launch_training
-from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.regularization import encoder_gate
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
 from .conftest import (

@@ -14,7 +14,7 @@ from asr_pipeline.training.config import load_json, resolve_config, save_json
 from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.events import EventLog
 from asr_pipeline.training.loaders import build_data
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 
 from .conftest import tiny_config
 

@@ -17,7 +17,8 @@ from asr_pipeline.training.distributed import DistributedContext
 from asr_pipeline.training.events import EventLog
 from asr_pipeline.training.hooks import TrainingHook
 from asr_pipeline.training.loaders import build_data
-from asr_pipeline.training.loop import Trainer, vocab_size_of
+from asr_pipeline.training.loop import vocab_size_of
+from asr_pipeline.training.trainer import Trainer
 
 from .conftest import events, tiny_config
 from .conftest import run_in_process as run

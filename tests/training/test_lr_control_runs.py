@@ -15,10 +15,10 @@ from asr_pipeline.cli.train import train_config_from_args
 from asr_pipeline.training.checkpoint import load_training_state
 from asr_pipeline.training.config import resolve_config, save_json
 from asr_pipeline.training.launch import launch_training
-from asr_pipeline.training.loop import Trainer
 from asr_pipeline.training.lr_control import NewbobConfig, NewbobControl
 from asr_pipeline.training.optimization import Optimization
 from asr_pipeline.training.resume import check_resume_compatible
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
 from .conftest import events, tiny_config

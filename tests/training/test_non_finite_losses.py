@@ -1,5 +1,5 @@
 """Non-finite losses in whole in-process runs: skipped and counted, and too many abort the run with a
-message that says what to do. NaN is forced through a hook on the loop's loss function."""
+message that says what to do. NaN is forced through a hook on the training step's loss function."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from asr_pipeline.training import loop
-from asr_pipeline.training.loop import NonFiniteLossError
+from asr_pipeline.training import trainer_step
+from asr_pipeline.training.health import NonFiniteLossError
 
 from .conftest import events, tiny_config
 from .conftest import run_in_process as run
@@ -20,7 +20,7 @@ def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:
     """Make the training forward passes numbered in ``poisoned`` (0-based) return NaN losses; returns the
     ids of the batches poisoned. Validation computes its losses elsewhere and stays finite."""
     calls, batches = iter(range(10**6)), []
-    real = loop.model_losses
+    real = trainer_step.model_losses
 
     def losses_with_nan(model, batch, config):
         step = real(model, batch, config)
@@ -29,7 +29,7 @@ def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:
             step.losses = step.losses * math.nan  # keeps the graph: the gradients become NaN too
         return step
 
-    monkeypatch.setattr(loop, "model_losses", losses_with_nan)
+    monkeypatch.setattr(trainer_step, "model_losses", losses_with_nan)
     return batches
 
 

@@ -17,7 +17,7 @@ from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.training import live
 from asr_pipeline.training.config import ValidationConfig, resolve_config
 from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR, DVCLiveLogger
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.tui import LiveView
 
 from .conftest import events, tiny_config

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from asr_pipeline.data.collate import collate_batch
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 
 from .conftest import run_in_process, tiny_config
 from .test_trainer_steps import utterances

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from asr_pipeline.training.checkpoint import CONFIG_FILE
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.training.worker import FAIL_RANK_ENV, FAIL_STEP_ENV
 
 from .conftest import events, tiny_config

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asr_pipeline.data.collate import collate_batch
-from asr_pipeline.training.loop import Trainer
+from asr_pipeline.training.trainer import Trainer
 from tests.factories import NUM_BINS
 
 

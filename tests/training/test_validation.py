@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.decoding.options import DecodingOptions
-from asr_pipeline.training import loop
+from asr_pipeline.training import trainer_state
 from asr_pipeline.training.config import ValidationConfig
 from asr_pipeline.training.validation import ValidationDecoder, validation_metrics
 from tests.factories import random_sentences
@@ -51,7 +51,7 @@ def test_the_best_checkpoint_holds_the_weights_of_the_lowest_cer_across_step_and
     # validation runs and only its CER is replaced. The lowest (20) comes from a step validation.
     cers = iter([60.0, 50.0, 55.0, 20.0, 45.0, 30.0, 25.0, 70.0, 40.0, 35.0, 33.0, 31.0])
     weights_at_validation: list[dict[str, torch.Tensor]] = []
-    real_validate = loop.validate
+    real_validate = trainer_state.validate
 
     def scripted(model, *args, **kwargs):
         scores = real_validate(model, *args, **kwargs)
@@ -59,7 +59,7 @@ def test_the_best_checkpoint_holds_the_weights_of_the_lowest_cer_across_step_and
         weights_at_validation.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         return scores
 
-    monkeypatch.setattr(loop, "validate", scripted)
+    monkeypatch.setattr(trainer_state, "validate", scripted)
     config = tiny_config(corpus, tokenizer_path, tmp_path)
     config["optim"]["epochs"] = 3
     config["validation"] = {"every_steps": 2}

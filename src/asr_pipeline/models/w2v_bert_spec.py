@@ -57,7 +57,7 @@ class W2VBertConfig:
     conformer_conv_dropout: float | None = None  # conv module output, adapter attention output
     final_dropout: float | None = None  # before lm_head
     # HF defaults to 0.1; 0 here because a skipped layer gets no gradient, which DistributedDataParallel
-    # (training/loop.py, find_unused_parameters=False) rejects.
+    # (training/trainer.py, find_unused_parameters=False) rejects.
     layerdrop: float = 0.0
     # Hidden-state SpecAugment with a learned mask vector, as HF (and wav2vec 2.0) do. Off by default: the
     # pipeline masks the features already (features/augment.py). HF defaults: mask_time_prob 0.05.

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 
 class TrainerView(Protocol):
-    """What a hook may read and call on the run's trainer (``training.loop.Trainer`` is one): stated here so
+    """What a hook may read and call on the run's trainer (``training.trainer.Trainer`` is one): stated here so
     that the loop imports the hooks and not the other way round."""
 
     ctx: DistributedContext

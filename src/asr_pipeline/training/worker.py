@@ -42,8 +42,9 @@ from asr_pipeline.training.distributed import (
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
 from asr_pipeline.training.lifeline import follow_launcher
 from asr_pipeline.training.loaders import DataBundle, build_data
-from asr_pipeline.training.loop import METRICS_FILE, Trainer, train
+from asr_pipeline.training.loop import METRICS_FILE, train
 from asr_pipeline.training.run_dir import LOCK_HOLDER_ENV, rank_zero_lock
+from asr_pipeline.training.trainer import Trainer
 from asr_pipeline.training.validation import validate
 
 
