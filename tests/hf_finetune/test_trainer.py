@@ -135,3 +135,19 @@ def test_on_cuda_auto_is_bf16_where_supported_else_f16(monkeypatch):
         torch.float16,
         None,
     )
+
+
+@SLOW
+def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvement(
+    tiny_voxtral, demo_speech, tmp_path
+):
+    data = features(demo_speech, tiny_voxtral, tmp_path / "cache")
+    # No improvement can exceed 100 nats: the second evaluation already counts as one without improvement.
+    results = train(tiny_voxtral, data, tmp_path / "run", eval_every_steps=1, early_stopping_patience=1,
+                    early_stopping_min_delta=100.0, epochs=3)  # fmt: skip
+    assert results["early_stopped"] and results["steps"] == 2
+    (stop,) = read_events(tmp_path / "run", "early_stop")
+    assert stop["values"]["best_step"] == 1 and "at step 1" in stop["values"]["reason"]
+    losses = {e["step"]: e["values"]["val_loss"] for e in read_events(tmp_path / "run", "validation")}
+    best = json.loads((tmp_path / "run" / "checkpoint_best.json").read_text())["step"]
+    assert best == min(losses, key=losses.get)  # the best weights are the lowest loss's, min_delta or not

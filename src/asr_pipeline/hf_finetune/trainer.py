@@ -243,7 +243,13 @@ class FinetuneRun:
         patience = self.options.early_stopping_patience
         stop = patience is not None and self.stopping.update(self.step, values["val_loss"])
         if stop:
-            self.events.write("early_stop", self.step, self.epoch, self.stopping.to_event(self.epoch))
+            # EarlyStopping counts evaluations by the step they ran at here (its "epoch"s are steps).
+            event = self.stopping.to_event(self.epoch)
+            event["reason"] = (f"val_loss did not improve by more than {self.stopping.min_delta:g} for {patience} "
+                               f"evaluations (best {self.stopping.best_score:.4g} at step {self.stopping.best_epoch})")  # fmt: skip
+            self.events.write(
+                "early_stop", self.step, self.epoch, {**event, "best_step": self.stopping.best_epoch}
+            )
         return stop
 
     def run(self) -> dict[str, Any]:
