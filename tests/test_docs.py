@@ -94,7 +94,8 @@ def test_the_readme_figures_of_the_demo_corpus_are_the_codes():
     import yaml
 
     from asr_pipeline.demo.sentences import SHAPES, VOCABULARY
-    from asr_pipeline.demo.synthesis import RATE_WPM_RANGE, SAMPLE_RATE
+    from asr_pipeline.demo.corpus import DemoCorpusParams
+    from asr_pipeline.demo.synthesis import SAMPLE_RATE
 
     row = next(
         line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `demo_corpus`")
@@ -116,5 +117,5 @@ def test_the_readme_figures_of_the_demo_corpus_are_the_codes():
     )
     assert number["shapes"] == len(SHAPES)
     assert number["words"] == round(len(VOCABULARY), -2)
-    assert (number["slow"], number["fast"]) == RATE_WPM_RANGE
+    assert (number["slow"], number["fast"]) == DemoCorpusParams.from_dict(params).rate_wpm
     assert number["khz"] * 1000 == SAMPLE_RATE
