@@ -160,6 +160,8 @@ def test_repro_runs_every_stage_and_a_second_repro_reruns_nothing(origin):
     assert set(dev["greedy"]) == set(dev["lexicon"]) == set(dev["lexicon_free"]) == {"wer", "cer"}
     tuning = json.loads((origin / "data" / "metrics" / "tune_decoding.json").read_text())
     assert dev["lexicon"] == tuning["lexicon"]["dev"], "evaluate on dev decodes with the values tuned on dev"
+    open_test = json.loads((origin / "data" / "metrics" / "evaluate_test_open.json").read_text())
+    assert open_test["utterances"] == 3, "the open test set: demo_corpus.test_open_size sentences"
     for condition in ("noisy", "telephone", "fast"):
         report = json.loads((origin / "data" / "metrics" / f"features_test_{condition}.json").read_text())
         assert report["kept"] == 6 and report["kept_with"][f"condition {condition}"] == {
