@@ -207,15 +207,6 @@ def test_training_manifests_that_keep_no_example_name_the_skipped_files(tokenize
     assert f"first: {corpus['train'][0]}:1: " in str(error.value)  # and the reason io.audio gives
 
 
-def test_the_config_knows_exactly_the_samplers_batch_units():
-    from typing import get_args, get_type_hints
-
-    from asr_pipeline.data.batching import BATCH_UNITS
-    from asr_pipeline.training.config import DataConfig
-
-    assert get_args(get_type_hints(DataConfig)["adaptive_batch_unit"]) == BATCH_UNITS
-
-
 @pytest.mark.parametrize(
     ("values", "message"),
     [

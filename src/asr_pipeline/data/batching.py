@@ -29,24 +29,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 import numpy as np
 import torch
 
+from asr_pipeline.data.batch_units import BATCH_UNITS, BatchUnit
 from asr_pipeline.data.collate import Batch
 
 Uneven = Literal["drop", "pad"]
-BatchUnit = Literal[
-    "samples",
-    "frames",
-    "padded-frames",
-    "feature-values",
-    "duration-ms",
-    "padded-duration-ms",
-    "padded-attention",
-]
-BATCH_UNITS: tuple[str, ...] = get_args(BatchUnit)
 # Units whose batch cost is batch size * the largest example's amount (the padded tensor), not a sum.
 PADDED_UNITS = ("padded-frames", "padded-duration-ms", "padded-attention")
 

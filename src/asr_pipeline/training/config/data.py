@@ -5,18 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from asr_pipeline.data.batch_units import BatchUnit
 from asr_pipeline.options import setting
 from asr_pipeline.training.config.checks import non_negative, positive
-
-BatchUnit = Literal[
-    "samples",
-    "frames",
-    "padded-frames",
-    "feature-values",
-    "duration-ms",
-    "padded-duration-ms",
-    "padded-attention",
-]
 
 
 def bucket_spec(text: str) -> int | list[int]:
@@ -66,7 +57,7 @@ class DataConfig:
         None, help="fixed batch size; unset: adaptive batches", flag="--batch-size"
     )
     # What adaptive_batch_budget counts (data.sampler): padded units count batch size * longest example,
-    # the others sum the examples' amounts. Must list the same names as data.batching.BATCH_UNITS.
+    # the others sum the examples' amounts.
     adaptive_batch_unit: BatchUnit = setting(
         "padded-frames",
         help="what --adaptive-batch-budget counts: padded-* units count batch size * longest example, the others sum the examples' amounts (feature-values: frames * feature dim; padded-attention: batch size * longest frames squared)",
