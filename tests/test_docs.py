@@ -93,8 +93,8 @@ def test_the_strict_build_fails_on_a_broken_internal_link(tmp_path, link, what):
 def test_the_readme_figures_of_the_demo_corpus_are_the_codes():
     import yaml
 
-    from asr_pipeline.demo.sentences import SHAPES, VOCABULARY
     from asr_pipeline.demo.corpus import DemoCorpusParams
+    from asr_pipeline.demo.sentences import SHAPES, VOCABULARY
     from asr_pipeline.demo.synthesis import SAMPLE_RATE
 
     row = next(

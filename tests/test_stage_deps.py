@@ -118,6 +118,28 @@ def test_an_import_inside_a_function_counts(tmp_path, monkeypatch):
     assert files == {"__init__.py", "entry.py", "lazy.py", "other.py", "deep.py"}
 
 
+def test_a_module_named_by_its_lazy_import_path_counts(tmp_path, monkeypatch):
+    from asr_pipeline import stage_deps
+
+    package = tmp_path / "src" / "asr_pipeline"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "spec.py").write_text(
+        'MODEL = "asr_pipeline.model"\nBUILDER = "asr_pipeline.builder:build"\n'
+        '"""a docstring that mentions asr_pipeline.prose in a sentence"""\n'
+    )
+    for name in ("model", "builder", "prose"):
+        (package / f"{name}.py").write_text("")
+    monkeypatch.setattr(stage_deps, "SOURCE_ROOTS", {"asr_pipeline": tmp_path / "src"})
+    stage_deps.closure.cache_clear()
+    try:
+        files = {p.name for p in stage_deps.closure(("asr_pipeline.spec",))}
+    finally:
+        stage_deps.closure.cache_clear()
+
+    assert files == {"__init__.py", "spec.py", "model.py", "builder.py"}
+
+
 @pytest.mark.parametrize("stage", ["transcripts", "features", "train", "evaluate"])
 def test_the_static_deps_cover_every_project_module_the_stage_imports_at_run_time(stage):
     entries = ["asr_pipeline.settings", "asr_pipeline.pipeline_registry", *STAGE_ENTRY_MODULES[stage]]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import re
 import sys
 from collections.abc import Iterable
 from functools import cache
@@ -62,6 +63,8 @@ STAGE_ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     # Pretrained Whisper / Voxtral fine-tuning (foreach over hf_finetune.runs), trained in the node's process.
     "hf_finetune": ("asr_pipeline.pipelines.hf_finetune",),
 }
+# A module named in a string, with an optional ``:attribute``: what importlib imports later.
+LAZY_IMPORT_PATH = re.compile(r"(?P<module>(?:asr_pipeline|asr_kernels)(?:\.\w+)*)(?::\w+)?")
 FINGERPRINT_DIR = "conf/stage_code"
 MARKER = "# code:"
 MARKER_LINE = (
@@ -82,10 +85,16 @@ def module_file(module: str) -> Path | None:
 
 
 def _imported_names(path: Path, module: str) -> Iterable[str]:
-    """Every module name an import statement in ``path`` may refer to (``from a import b`` gives a and a.b)."""
+    """Every module name an import statement in ``path`` may refer to (``from a import b`` gives a and a.b), and
+    every lazy import path written as a string (``"asr_pipeline.models.zipformer"``,
+    ``"asr_pipeline.models.zipformer:build_zipformer"``): an architecture spec names its model that way."""
     is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            lazy = LAZY_IMPORT_PATH.fullmatch(node.value)
+            if lazy:
+                yield lazy.group("module")
+        elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: from the module's package, up level - 1 more
