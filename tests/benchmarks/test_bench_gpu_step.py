@@ -5,6 +5,7 @@ search finds the edge of what fits."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.fixture
 def bench(monkeypatch):
+    # The script drops TRITON_INTERPRET when imported (it times compiled GPU kernels): monkeypatch gives the value
+    # back afterwards, or every later kernel test of the session finds no way to run Triton on the CPU.
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
     import bench_gpu_step
 
