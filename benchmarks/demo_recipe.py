@@ -6,6 +6,9 @@ the arm's overrides (``--set`` assignments), for the same number of epochs; the 
 another; a machine shared with other work inflates every arm's seconds alike only if the load is steady, so the
 table states the load average seen.
 
+Then the frontier: every arm's dev CER at the same CPU-minute marks (linear between its epochs), the best arm
+at each, and the default recipe marked; `--table-only` prints both tables again from `--out`'s results.jsonl.
+
 Reads what `dvc repro index` left: data/03_tokenizer, data/04_features/{train,dev}.
 
     .venv/bin/python benchmarks/demo_recipe.py --epochs 4 --arm base= \\
@@ -15,6 +18,7 @@ Reads what `dvc repro index` left: data/03_tokenizer, data/04_features/{train,de
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -74,16 +78,87 @@ def run_arm(name: str, assignments: list[str], epochs: int, out: Path, nproc: in
     }
 
 
+def cpu_minutes_by_epoch(row: dict) -> list[float]:
+    """The arm's CPU-minutes spent when each epoch ended: its CPU-seconds (start-up and validations included)
+    shared out over the epochs in proportion to their training seconds (the ranks' CPU time per epoch is not
+    recorded)."""
+    walls = row["epoch_seconds"]
+    total = sum(walls)
+    spent, out = 0.0, []
+    for wall in walls:
+        spent += row["cpu_seconds"] * wall / total
+        out.append(spent / 60)
+    return out
+
+
+def cer_at(row: dict, minutes: float) -> float | None:
+    """The arm's dev CER at ``minutes`` CPU-minutes, linear between its epochs; None before its first epoch ended
+    or past its last."""
+    points = list(zip(cpu_minutes_by_epoch(row), row["val_cer"], strict=False))
+    for (m0, c0), (m1, c1) in itertools.pairwise(points):
+        if m0 <= minutes <= m1:
+            return c0 + (c1 - c0) * (minutes - m0) / (m1 - m0)
+    if points and abs(points[0][0] - minutes) < 1e-9:
+        return points[0][1]
+    return None
+
+
+def frontier(rows: list[dict], marks: int = 6) -> list[tuple[float, dict[str, float | None]]]:
+    """Dev CER of every arm at evenly spaced CPU-minute marks up to the longest arm's end: the accuracy each recipe
+    buys for the same compute."""
+    end = max(cpu_minutes_by_epoch(row)[-1] for row in rows)
+    return [
+        (end * k / marks, {row["arm"]: cer_at(row, end * k / marks) for row in rows})
+        for k in range(1, marks + 1)
+    ]
+
+
+def print_tables(rows: list[dict], default: str) -> None:
+    print("\n| arm | overrides | dev CER by epoch | s per epoch | wall s | CPU s | load |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['arm']} | {' '.join(row['set']) or '-'} | {', '.join(map(str, row['val_cer']))} | "
+            f"{', '.join(map(str, row['epoch_seconds']))} | {row['wall_seconds']} | {row['cpu_seconds']} | "
+            f"{row['load_average']} |"
+        )
+    names = [row["arm"] + ("*" if row["arm"] == default else "") for row in rows]
+    print(
+        f"\nThe frontier: dev CER at equal CPU-minutes (* {default}, params.yaml's recipe; - not reached)\n"
+    )
+    print("| CPU min | " + " | ".join(names) + " | best |")
+    print("|---" * (len(rows) + 2) + "|")
+    for minutes, cers in frontier(rows):
+        reached = {arm: cer for arm, cer in cers.items() if cer is not None}
+        best = min(reached, key=reached.get) if reached else "-"
+        cells = ["-" if cers[row["arm"]] is None else f"{cers[row['arm']]:.2f}" for row in rows]
+        print(f"| {minutes:.1f} | " + " | ".join(cells) + f" | {best} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument(
-        "--arm", action="append", required=True, metavar="NAME=KEY=VALUE,KEY=VALUE",
+        "--arm", action="append", default=[], metavar="NAME=KEY=VALUE,KEY=VALUE",
         help="an arm: its name, then its config assignments (none: params.yaml's recipe)",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/recipe"))
+    parser.add_argument(
+        "--default", default="base", help="the arm that is params.yaml's recipe, marked * in the frontier"
+    )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="print the tables from --out's results.jsonl without training",
+    )
     args = parser.parse_args()
+    if args.table_only:
+        rows = [json.loads(line) for line in (args.out / "results.jsonl").read_text().splitlines()]
+        print_tables(rows, args.default)
+        return 0
+    if not args.arm:
+        parser.error("name at least one --arm (or --table-only)")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for arm in args.arm:
@@ -93,14 +168,7 @@ def main() -> int:
         rows.append(run_arm(name, assignments, args.epochs, args.out, args.nproc))
         print(json.dumps(rows[-1]), flush=True)
     (args.out / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    print("\n| arm | overrides | dev CER by epoch | s per epoch | wall s | CPU s | load |")
-    print("|---|---|---|---|---|---|---|")
-    for row in rows:
-        print(
-            f"| {row['arm']} | {' '.join(row['set']) or '-'} | {', '.join(map(str, row['val_cer']))} | "
-            f"{', '.join(map(str, row['epoch_seconds']))} | {row['wall_seconds']} | {row['cpu_seconds']} | "
-            f"{row['load_average']} |"
-        )
+    print_tables(rows, args.default)
     return 0
 
 
