@@ -449,6 +449,8 @@ def test_architecture_flags_reach_the_model_section(shard, tmp_path):
     zipformer = train_config(shard, "--zipformer", "--variant", "tiny", "--swoosh", "sigmoid")
     assert (zipformer.model.architecture, zipformer.model.options) == ("zipformer", {"swoosh": "sigmoid"})
     assert zipformer.data.input_dim == 80, "fbank width: the zipformer frontend's"
+    constrained = train_config(shard, "--zipformer", "--variant", "tiny", "--activation-constraints")
+    assert constrained.model.options == {"activation_constraints": True}
 
     hf_dir = tmp_path / "hf"
     w2v = train_config(
@@ -476,8 +478,12 @@ def test_every_architecture_option_flag_is_generated_from_its_config_field(docum
         if field.flag
     }
     assert {flag.flag: flag.key for flag in MODEL_OPTION_FLAGS} == with_flags
-    assert {"--swoosh", "--paraformer-alignment-mode", "--paraformer-enhanced"} < set(with_flags)
+    assert {
+        "--swoosh", "--activation-constraints", "--paraformer-alignment-mode", "--paraformer-enhanced"
+    } < set(with_flags)  # fmt: skip
     assert documented_defaults["--swoosh"] == ZipformerConfig.swoosh == "paper"
+    assert documented_defaults["--activation-constraints"] == "off"
+    assert ZipformerConfig.activation_constraints is False
     assert documented_defaults["--w2v-activation-checkpointing"] == "off"
 
 

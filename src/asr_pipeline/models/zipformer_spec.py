@@ -64,7 +64,13 @@ class ZipformerConfig:
     input_normalization: str | None = "utterance"  # per-utterance CMVN of the fbank input, or None
     # icefall's Balancer and Whiten (modules.activation_constraints) at icefall's places in each layer and
     # feed-forward: identity forwards, gradient-only constraints. Off until measured on our recipes.
-    activation_constraints: bool = False
+    activation_constraints: bool = setting(
+        False,
+        help="icefall's Balancer and Whiten at icefall's places in every layer and feed-forward: identity "
+        "forwards that only add gradient terms keeping activations' signs, magnitudes and covariance in "
+        "range (the Zipformer paper's regularisers); they add no weights",
+        flag="--activation-constraints",
+    )
     # The CTC head's frame rate: 50 Hz / this (icefall's --output-downsampling-factor; 2: 25 Hz).
     output_downsampling_factor: int = 2
 
