@@ -4,10 +4,8 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 
 from asr_pipeline.data.batching import BATCH_UNITS, PADDED_UNITS, EpochPlan, TimeBuckets, example_costs
-from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 
 
@@ -512,49 +510,7 @@ def test_an_ascending_epoch_with_shard_windows_sorts_each_window_and_reads_each_
     assert [int(lengths[i]) for i in first_window] == sorted(int(lengths[i]) for i in first_window)
 
 
-# --- time buckets: a few padded lengths for torch.compile (issue 36) ---------------------------------
-
-
-def test_a_batch_pads_to_the_smallest_bucket_that_holds_it_and_past_the_last_to_a_multiple():
-    buckets = TimeBuckets((64, 128, 256), multiple=16)
-
-    assert [buckets.padded_length(t) for t in (1, 64, 65, 128, 200, 256)] == [64, 64, 128, 128, 256, 256]
-    assert buckets.padded_length(257) == 272, "past the last bucket: the next multiple of 16"
-    assert buckets.padded_lengths(np.array([1, 65, 257])).tolist() == [64, 128, 272]
-
-
-def test_a_geometric_ladder_ends_at_the_longest_and_steps_by_the_ratio_in_multiples():
-    buckets = TimeBuckets.geometric(1500, count=4, ratio=2.0, multiple=16)
-
-    # 1500 -> 1504 (a multiple of 16); then 1504/2 = 752, 1504/4 = 376 -> 384, 1504/8 = 188 -> 192
-    assert buckets.lengths == (192, 384, 752, 1504)
-
-
-@pytest.mark.parametrize("lengths", [(), (64, 32), (0, 16), (16, 16)])
-def test_bucket_lengths_must_be_ascending_frame_counts(lengths):
-    with pytest.raises(ValueError, match="time bucket lengths"):
-        TimeBuckets(lengths)
-
-
-def test_padding_a_collated_batch_zero_fills_to_its_bucket_and_keeps_the_lengths():
-    items = [
-        {
-            "id": f"u{i}",
-            "text": "a",
-            "duration_ms": 10 * t,
-            "features": torch.ones(t, 3),
-            "tokens": torch.tensor([1]),
-        }
-        for i, t in enumerate((40, 70))
-    ]
-    batch = collate_batch(items)  # (2, 70, 3)
-
-    padded = TimeBuckets((64, 96)).pad(batch)
-
-    assert padded.features.shape == (2, 96, 3)
-    assert torch.equal(padded.features[:, :70], batch.features)
-    assert padded.features[:, 70:].abs().sum() == 0
-    assert padded.feature_lengths.tolist() == [40, 70]
+# --- the plan with time buckets (tests/data/test_batching.py: the buckets themselves) ----------------
 
 
 def test_with_buckets_the_plan_reports_the_bucketed_padding_and_its_few_lengths():
