@@ -1,6 +1,7 @@
-"""``asr-pipeline train`` flags of the training engine: the reference trainer's names and defaults in
---help, the docs page generated from them, aliases and conflicting switches, precision and device
-flags, the torchrun options, and the vocabulary inferred from --tokenizer. Nothing here starts torchrun."""
+"""cli.train: ``asr-pipeline train`` flags of the training engine: the reference trainer's names and defaults
+in --help (the docs pages generated from them: tests/cli/test_docs.py), aliases and conflicting switches,
+precision and device flags, the torchrun options, and the vocabulary inferred from --tokenizer. Nothing here
+starts torchrun."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from asr_pipeline.cli import build_parser, main, train_config_from_args
-from asr_pipeline.cli.docs import PAGE, flag_rows, flags_table, render_page, train_parser
+from asr_pipeline.cli.docs import flag_rows, train_parser
 from asr_pipeline.cli.train import architecture_option_flags
 from asr_pipeline.models.registry import register, unregister
 from asr_pipeline.models.spec import ArchitectureSpec
@@ -146,36 +147,6 @@ def test_without_flags_the_resolved_config_holds_the_reference_defaults(shard, f
     section, name = field.split(".")
 
     assert getattr(getattr(train_config(shard), section), name) == expected
-
-
-def test_the_docs_flags_page_is_the_generated_one():
-    assert PAGE.read_text(encoding="utf-8") == render_page(), (
-        "docs/reference/train-flags.md is out of date: run `python -m asr_pipeline.cli.docs`"
-    )
-
-
-def test_the_generated_table_has_one_row_per_option_with_its_aliases():
-    table = flags_table()
-
-    assert "| `--lr-warmup-epochs`, `--warmup-epochs` | 20 |" in table
-    assert "| `--nnodes` | 1 |" in table, "argparse defaults are stated too"
-    assert "| `--dry-run` | off |" in table
-    assert "`--help`" not in table
-    assert len(table.splitlines()) == 2 + len(flag_rows(train_parser()))
-
-
-def test_the_docs_command_writes_the_page_and_check_reports_a_missing_or_stale_one(tmp_path):
-    from asr_pipeline.cli import docs
-
-    page = tmp_path / "reference" / "train-flags.md"
-
-    assert docs.main(["--output", str(page), "--check"]) == 1, "missing"
-    assert not page.exists(), "--check writes nothing"
-    assert docs.main(["--output", str(page)]) == 0
-    assert page.read_text(encoding="utf-8") == render_page()
-    assert docs.main(["--output", str(page), "--check"]) == 0
-    page.write_text(render_page().replace("| `--nnodes` | 1 |", "| `--nnodes` | 2 |"), encoding="utf-8")
-    assert docs.main(["--output", str(page), "--check"]) == 1, "stale"
 
 
 # --- aliases and switches ----------------------------------------------------------------------------------
@@ -654,11 +625,3 @@ def test_every_flag_of_a_config_field_is_generated_from_the_field():
     assert {flag.key: flag.flag for flag in CONFIG_FLAGS} == with_flags
     help_text = train_parser().format_help()
     assert all(flag in help_text for flag in with_flags.values())
-
-
-def test_the_docs_defaults_page_is_the_generated_one():
-    from asr_pipeline.cli.docs import DEFAULTS_PAGE, render_defaults_page
-
-    assert DEFAULTS_PAGE.read_text() == render_defaults_page(), (
-        "docs/reference/defaults.md is out of date: run `python -m asr_pipeline.cli.docs`"
-    )
