@@ -86,3 +86,24 @@ def untrained_run(root: Path) -> Path:
     save_json(config, run_dir / CONFIG_FILE)
     (run_dir / TOKENIZER_FILE).write_bytes(model_bytes)
     return run_dir
+
+
+def add_weight_averages(run_dir: Path, files: tuple[str, ...] = ("averaged.safetensors",)) -> dict[str, dict]:
+    """Write ``files`` (weight averages, ``run_layout.WEIGHTS``) beside ``run_dir``'s latest weights, each the
+    weights plus a different offset, in float64 as training writes the running average; returns file -> its
+    state dict as the model loads it (float32). For tests of which file a command loads."""
+    from safetensors.torch import load_file, save_file
+
+    from asr_pipeline.run_layout import WEIGHTS_FILE, committed_dir
+
+    folder = committed_dir(run_dir)
+    raw = load_file(folder / WEIGHTS_FILE)
+    written = {}
+    for offset, file in enumerate(files, start=1):
+        average = {
+            name: (value.double() + 0.1 * offset if value.is_floating_point() else value)
+            for name, value in raw.items()
+        }
+        save_file(average, folder / file)
+        written[file] = {name: value.to(raw[name].dtype) for name, value in average.items()}
+    return written

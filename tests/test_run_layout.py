@@ -10,12 +10,17 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from asr_pipeline.options import ConfigError
 from asr_pipeline.run_layout import (
+    AVERAGE_FILE,
     BEST_POINTER,
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
+    EMA_FILE,
+    WEIGHTS,
     WEIGHTS_FILE,
     best_or_latest,
+    checkpoint_weights,
     committed_dir,
     init_weights_path,
     read_checkpoint_pointer,
@@ -88,3 +93,36 @@ def test_init_from_takes_a_weights_file_or_a_run_and_refuses_anything_else_namin
             FileNotFoundError, match=r"run.init_from=.*expected a .safetensors file or a run dir"
         ):
             init_weights_path(wrong)
+
+
+def test_each_weights_choice_names_its_file_in_the_checkpoint_folder(tmp_path):
+    for file in (WEIGHTS_FILE, AVERAGE_FILE, EMA_FILE):
+        (tmp_path / file).write_bytes(b"")
+
+    chosen = {name: checkpoint_weights(tmp_path, name, "--weights") for name in WEIGHTS}
+
+    assert chosen == {
+        "raw": tmp_path / WEIGHTS_FILE,
+        "averaged": tmp_path / AVERAGE_FILE,
+        "ema": tmp_path / EMA_FILE,
+    }
+
+
+def test_an_unknown_weights_choice_is_one_line_naming_the_option_and_the_choices(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        checkpoint_weights(tmp_path, "swa", "params.yaml decoding.weights")
+
+    assert str(error.value) == (
+        "params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema"
+    )
+
+
+def test_a_missing_average_is_one_line_naming_the_file_the_option_and_the_training_setting(tmp_path):
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"")
+
+    with pytest.raises(ConfigError) as error:
+        checkpoint_weights(tmp_path, "ema", "--weights")
+
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"--weights ema: {tmp_path / EMA_FILE} does not exist")
+    assert "optim.ema_decay" in message and "set --weights raw" in message

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.options import ConfigError  # torch-free, as this module must stay
+
 CONFIG_FILE = "training_config.json"  # the resolved TrainConfig, written before training starts
 METRICS_FILE = "metrics.json"  # final metrics, written last by rank 0
 TOKENIZER_FILE = "tokenizer.model"  # the SentencePiece model the run was trained with
@@ -19,6 +21,8 @@ INDEX_FILE = "length_index.parquet"  # the length index the run batched with
 CHECKPOINT_DIR = "checkpoint_latest"  # the latest checkpoint's folder (training.checkpoint)
 CHECKPOINT_POINTER = "checkpoint_latest.json"  # written last: the checkpoint's commit point
 WEIGHTS_FILE = "model.safetensors"  # a checkpoint folder's weights of the unwrapped model
+EMA_FILE = "ema.safetensors"  # beside them with optim.ema_decay: the weights' moving average (training.ema)
+AVERAGE_FILE = "averaged.safetensors"  # with optim.use_averaged_model: icefall's running average (float64)
 BEST_DIR = "checkpoint_best"  # the weights of the best validation score so far (training.run_checkpoints)
 BEST_POINTER = "checkpoint_best.json"  # its step, epoch, model_config and metrics, written last
 KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
@@ -27,6 +31,40 @@ LOCK_FILE = ".run.lock"  # held (flock) by the run writing the dir, holding its 
 # TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
 EXPORT_CONFIG = "config.json"
 EXPORT_FORMAT = "asr_pipeline-export"
+
+
+# Which weights of a checkpoint a command loads: decode, transcribe, export and serve (--weights), the
+# tune_decoding and evaluate stages (params.yaml decoding.weights); ``checkpoint_weights`` resolves the name.
+WEIGHTS = {"raw": WEIGHTS_FILE, "averaged": AVERAGE_FILE, "ema": EMA_FILE}
+DEFAULT_WEIGHTS = "raw"
+WEIGHTS_HELP = (
+    f"which weights of the checkpoint to load: raw ({WEIGHTS_FILE}, what validation scored), averaged "
+    f"({AVERAGE_FILE}: icefall's --use-averaged-model, the mean of the weights over the run so far; needs "
+    f"optim.use_averaged_model) or ema ({EMA_FILE}: the moving average; needs optim.ema_decay)"
+)
+_KEPT_WITH = {"averaged": "optim.use_averaged_model", "ema": "optim.ema_decay"}
+
+
+def check_weights(weights: str, option: str) -> None:
+    """A one-line ``ConfigError`` naming ``option`` unless ``weights`` is a ``WEIGHTS`` name."""
+    if weights not in WEIGHTS:
+        raise ConfigError(f"{option}: unknown weights {weights!r}; choose one of {', '.join(WEIGHTS)}")
+
+
+def checkpoint_weights(folder: str | Path, weights: str, option: str) -> Path:
+    """The file of the checkpoint ``folder`` that ``weights`` (a ``WEIGHTS`` name) stands for. An unknown
+    name or a missing file is a one-line ``ConfigError`` naming the file and ``option``, the flag or params
+    key that chose it ("--weights", "params.yaml decoding.weights")."""
+    check_weights(weights, option)
+    path = Path(folder) / WEIGHTS[weights]
+    if path.is_file():
+        return path
+    if weights == DEFAULT_WEIGHTS:
+        raise ConfigError(f"{option} {weights}: {path} does not exist: {folder} holds no finished checkpoint")
+    raise ConfigError(
+        f"{option} {weights}: {path} does not exist (the run was trained without {_KEPT_WITH[weights]}); "
+        f"set {option} {DEFAULT_WEIGHTS}, or train with {_KEPT_WITH[weights]}"
+    )
 
 
 def kept_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -133,11 +171,14 @@ def _weights_step(directory: Path) -> str | None:
 
 
 __all__ = [
+    "AVERAGE_FILE",
     "BEST_DIR",
     "BEST_POINTER",
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",
+    "DEFAULT_WEIGHTS",
+    "EMA_FILE",
     "EXPORT_CONFIG",
     "EXPORT_FORMAT",
     "INDEX_FILE",
@@ -145,8 +186,12 @@ __all__ = [
     "LOCK_FILE",
     "METRICS_FILE",
     "TOKENIZER_FILE",
+    "WEIGHTS",
     "WEIGHTS_FILE",
+    "WEIGHTS_HELP",
     "best_or_latest",
+    "check_weights",
+    "checkpoint_weights",
     "committed_dir",
     "init_weights_path",
     "kept_checkpoints",

@@ -10,13 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from safetensors.torch import save_file
 
 from asr_pipeline.cli import main
 from asr_pipeline.decoding.lexicon import build_lexicon
-from asr_pipeline.run_layout import TOKENIZER_FILE
+from asr_pipeline.run_layout import AVERAGE_FILE, CHECKPOINT_DIR, TOKENIZER_FILE, WEIGHTS_FILE
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from tests.conftest import PROJECT_ROOT
-from tests.factories import untrained_run
+from tests.factories import add_weight_averages, untrained_run
 
 
 @pytest.fixture(scope="module")
@@ -113,4 +114,30 @@ def test_a_tokenizer_that_is_not_a_sentencepiece_model_is_one_line_naming_the_fl
     assert status == 2
     assert line.startswith(
         f"asr-pipeline decode: error: --tokenizer {tmp_path / 'some.wav'}: not a SentencePiece model"
+    )
+
+
+def test_weights_averaged_decodes_the_average_kept_beside_the_checkpoint(workdir, tmp_path, capsys):
+    run_dir, shards = tmp_path / "run", workdir / "shards"
+    shutil.copytree(workdir / "run", run_dir)
+    average = add_weight_averages(run_dir)[AVERAGE_FILE]
+    as_raw = tmp_path / "as_raw"  # the same run with the average as its raw weights
+    shutil.copytree(run_dir, as_raw)
+    save_file(average, as_raw / CHECKPOINT_DIR / WEIGHTS_FILE)
+
+    def hypotheses(*parts: object) -> list[str]:
+        decode(*parts, "--input", shards, "--output", tmp_path / "hyp.jsonl")
+        return (tmp_path / "hyp.jsonl").read_text().splitlines()
+
+    averaged = hypotheses("--run-dir", run_dir, "--weights", "averaged")
+
+    assert averaged == hypotheses("--run-dir", as_raw)
+    assert averaged != hypotheses("--run-dir", run_dir), "the raw weights decode otherwise"
+    capsys.readouterr()
+    status = main(["decode", "--run-dir", str(run_dir), "--input", str(shards), "--decoder", "greedy",
+                   "--weights", "ema"])  # fmt: skip
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert (
+        status == 1
+        and f"--weights ema: {run_dir / CHECKPOINT_DIR / 'ema.safetensors'} does not exist" in line
     )

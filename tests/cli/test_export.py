@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from asr_pipeline.cli import main
-from tests.factories import untrained_run
+from asr_pipeline.run_layout import AVERAGE_FILE, WEIGHTS_FILE
+from tests.factories import add_weight_averages, untrained_run
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -38,3 +41,31 @@ def test_the_export_command_exits_1_with_one_line_instead_of_deleting_the_run(ru
 
     assert status == 1 and err.count("\n") == 1 and f"--output {run_dir} is the run dir" in err
     assert files_of(run_dir) == before
+
+
+def test_export_weights_averaged_writes_the_average_as_the_folders_weights_and_says_so(run_dir, tmp_path):
+    average = add_weight_averages(run_dir)[AVERAGE_FILE]
+
+    status = main(
+        ["export", "--run-dir", str(run_dir), "--output", str(tmp_path / "m"), "--weights", "averaged"]
+    )
+
+    assert status == 0
+    exported = load_file(tmp_path / "m" / WEIGHTS_FILE)
+    assert exported.keys() == average.keys() and all(torch.equal(exported[k], average[k]) for k in average)
+    assert exported["output.weight"].dtype == torch.float32, (
+        "the float64 running average in the model's dtype"
+    )
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["checkpoint"]["weights"] == "averaged"
+
+
+def test_export_of_an_average_the_run_did_not_keep_is_one_line_naming_the_file_and_the_flag(
+    run_dir, tmp_path, capsys
+):
+    status = main(["export", "--run-dir", str(run_dir), "--output", str(tmp_path / "m"), "--weights", "ema"])
+    err = capsys.readouterr().err
+
+    assert status == 1 and err.count("\n") == 1
+    assert "--weights ema: " in err and "ema.safetensors does not exist" in err and "set --weights raw" in err
+    assert not (tmp_path / "m").exists()

@@ -18,6 +18,7 @@ from asr_pipeline.features.fbank import FbankOptions
 from asr_pipeline.io.audio import NOT_AUDIO, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.run_layout import CHECKPOINT_DIR, EMA_FILE
 from tests.conftest import make_wav
 from tests.factories import NUM_BINS, untrained_run
 
@@ -143,3 +144,14 @@ def test_a_missing_input_or_a_lexicon_decoder_without_lexicon_is_a_usage_error(w
         capsys, workdir / "audio" / "a_tone.wav", "--run-dir", workdir / "run", "--decoder", "lexicon"
     )
     assert status == 2 and "--decoder lexicon needs --lexicon" in err
+
+
+def test_transcribe_weights_ema_of_a_run_without_one_is_one_line_naming_the_file_and_the_setting(
+    workdir, capsys
+):
+    status, _, err = transcribe(capsys, workdir / "audio" / "a_tone.wav", "--run-dir", workdir / "run",
+                                "--weights", "ema")  # fmt: skip
+
+    assert status == 1 and err.count("\n") == 1
+    assert f"--weights ema: {workdir / 'run' / CHECKPOINT_DIR / EMA_FILE} does not exist" in err
+    assert "optim.ema_decay" in err

@@ -85,6 +85,10 @@ def test_params_accept_beam_decoders_and_a_grid_over_them():
         ({"decoders": ["greedy"]}, r"decoding.decoders: \['greedy'\] are not beam decoders"),
         ({"decoders": ["viterbi"]}, r"decoding.decoders: \['viterbi'\] are not beam decoders"),
         ({"decoders": ["lexicon"], "tune": {"cuda": {}}}, r"decoding.tune names \['cuda'\], which decoding"),
+        (
+            {"weights": "swa"},
+            r"^params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema$",
+        ),
     ],
 )
 def test_bad_params_are_refused_naming_the_key(raw, message):

@@ -18,7 +18,16 @@ from torch import nn
 from asr_pipeline.models import registry
 from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
 from asr_pipeline.models.spec import ArchitectureSpec
-from asr_pipeline.run_layout import CHECKPOINT_DIR, CHECKPOINT_POINTER, CONFIG_FILE, WEIGHTS_FILE
+from asr_pipeline.options import ConfigError
+from asr_pipeline.run_layout import (
+    AVERAGE_FILE,
+    CHECKPOINT_DIR,
+    CHECKPOINT_POINTER,
+    CONFIG_FILE,
+    EMA_FILE,
+    WEIGHTS_FILE,
+)
+from tests.factories import add_weight_averages
 
 
 @dataclass(frozen=True)
@@ -151,3 +160,25 @@ def test_an_unregistered_architecture_in_a_run_dir_is_refused_naming_the_known_o
 
     with pytest.raises(ValueError, match="unknown architecture 'toy'; choose one of: squeezeformer"):
         load_run_model(tmp_path)
+
+
+def test_a_run_loads_the_weights_average_it_is_asked_for_in_the_models_dtype(tmp_path):
+    model, model_config = build_model_for(
+        Settings(architecture="squeezeformer", variant="tiny"), input_dim=8, vocab_size=5
+    )
+    write_run(tmp_path, model, model_config, "squeezeformer")
+    averages = add_weight_averages(tmp_path, (AVERAGE_FILE, EMA_FILE))
+
+    for weights, file in (("averaged", AVERAGE_FILE), ("ema", EMA_FILE)):
+        loaded = load_run_model(tmp_path, weights=weights).model.state_dict()
+        assert all(torch.equal(loaded[k], averages[file][k]) for k in loaded), weights
+        assert loaded["output.weight"].dtype == torch.float32, "the float64 average is cast on loading"
+    raw = load_run_model(tmp_path).model.state_dict()
+    assert torch.equal(raw["output.weight"], model.state_dict()["output.weight"])
+
+
+def test_an_exported_folder_holds_one_set_of_weights_so_an_average_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"format": "asr_pipeline-export"}))
+
+    with pytest.raises(ConfigError, match=r"^--weights ema: .* is an exported model.*set --weights raw$"):
+        load_run_model(tmp_path, weights="ema")

@@ -1,22 +1,36 @@
 """The train stage launches a real torchrun job; the evaluate stage decodes with the run it left."""
 
 import json
+import shutil
+from pathlib import Path
 
 import kenlm  # noqa: F401  (the evaluate stage needs the module; fail here, clearly, if it is missing)
 import polars as pl
 import pytest
 from kedro.io import DatasetError
+from safetensors.torch import save_file
 
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.decoding.lexicon import build_lexicon, piece_corpus
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.io.datasets import DirectoryDataset, TrainedRunDataset
 from asr_pipeline.io.shards import records_to_table, write_shard
+from asr_pipeline.options import ConfigError
 from asr_pipeline.pipelines.evaluate import create_pipeline as evaluate_pipeline
+from asr_pipeline.pipelines.evaluate.nodes import evaluate_split
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.pipelines.tune_decoding import create_pipeline as tune_pipeline
+from asr_pipeline.pipelines.tune_decoding.nodes import tune_decoding
+from asr_pipeline.run_layout import AVERAGE_FILE, CHECKPOINT_DIR, TOKENIZER_FILE, WEIGHTS_FILE
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from tests.factories import NUM_BINS, char_tokenizer_model, random_sentences, write_corpus_shard
+from tests.factories import (
+    NUM_BINS,
+    add_weight_averages,
+    char_tokenizer_model,
+    random_sentences,
+    untrained_run,
+    write_corpus_shard,
+)
 from tests.pipelines.conftest import run_stage
 
 TRAIN_PARAMS = {
@@ -133,3 +147,23 @@ def test_evaluation_cannot_load_a_run_that_has_no_checkpoint_yet(tmp_path):
 
     with pytest.raises(DatasetError, match=r"no trained model in .*checkpoint_latest.json is missing"):
         TrainedRunDataset(str(tmp_path / "run"), marker="checkpoint_latest.json").load()
+
+
+def test_the_stages_load_the_weights_decoding_weights_names(tmp_path):
+    run_dir = untrained_run(tmp_path)
+    average = add_weight_averages(run_dir)[AVERAGE_FILE]
+    as_raw = tmp_path / "as_raw"  # the same run with the average as its raw weights
+    shutil.copytree(run_dir, as_raw)
+    save_file(average, as_raw / CHECKPOINT_DIR / WEIGHTS_FILE)
+    shards = [str(path) for path in sorted((tmp_path / "shards").glob("*.parquet"))]
+    tokenizer = (run_dir / TOKENIZER_FILE).read_bytes()
+
+    def evaluate(run: Path, weights: str) -> str:
+        params = {"weights": weights, "decoders": [], "batch_size": 2}
+        return evaluate_split(run, shards, tokenizer, None, None, None, {}, params)[0]
+
+    assert evaluate(run_dir, "averaged") == evaluate(as_raw, "raw") != evaluate(run_dir, "raw")
+    with pytest.raises(
+        ConfigError, match=r"^params.yaml decoding.weights ema: .*ema.safetensors does not exist"
+    ):
+        tune_decoding(run_dir, shards, tokenizer, None, None, None, {"weights": "ema", "decoders": []})

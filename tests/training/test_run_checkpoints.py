@@ -10,9 +10,9 @@ import math
 import torch
 from torch import nn
 
+from asr_pipeline.run_layout import EMA_FILE
 from asr_pipeline.training.checkpoint import BEST_DIR, CHECKPOINT_DIR, STATE_FILE, load_training_state
 from asr_pipeline.training.config import DataConfig, RunConfig, TrainConfig
-from asr_pipeline.training.ema import EMA_FILE
 from asr_pipeline.training.events import EVENTS_FILE, EventLog, read_events
 from asr_pipeline.training.run_checkpoints import RunCheckpoints
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asr_pipeline.run_layout import DEFAULT_WEIGHTS, WEIGHTS, WEIGHTS_HELP
 from asr_pipeline.training.launch import TrainingFailedError
 
 if TYPE_CHECKING:
@@ -129,7 +130,8 @@ def print_json(payload: dict) -> None:
 
 
 def add_checkpoint_flag(parser: argparse.ArgumentParser) -> None:
-    """--checkpoint: which of a run's checkpoints to load (models.loading.load_run_model)."""
+    """--checkpoint and --weights: which of a run's checkpoints to load, and which of its weights
+    (models.loading.load_run_model)."""
     parser.add_argument(
         "--checkpoint",
         choices=("latest", "best"),
@@ -137,3 +139,4 @@ def add_checkpoint_flag(parser: argparse.ArgumentParser) -> None:
         help="the run's latest checkpoint, or its best validation score's (checkpoint_best: where early "
         "stopping points; often not the last)",
     )
+    parser.add_argument("--weights", choices=tuple(WEIGHTS), default=DEFAULT_WEIGHTS, help=WEIGHTS_HELP)

@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         if note is not None:
             print(f"note: {note}", file=sys.stderr)
     options = decoding_options(args)
-    model = load_run(run_dir, args.checkpoint)
+    model = load_run(run_dir, args.checkpoint, args.weights)
     tokenizer = load_tokenizer(
         tokenizer_path, "--tokenizer" if args.tokenizer else "the run's tokenizer", model.blank_id
     )

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from asr_pipeline.cli.common import HelpFormatter, add_checkpoint_flag, existing_path, print_json
+from asr_pipeline.cli.common import (
+    HelpFormatter,
+    UsageError,
+    add_checkpoint_flag,
+    existing_path,
+    print_json,
+)
+from asr_pipeline.run_layout import DEFAULT_WEIGHTS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
     if is_finetuned_run(run_dir):
         from asr_pipeline.hf_finetune.space import write_space
 
+        if args.weights != DEFAULT_WEIGHTS:
+            raise UsageError(
+                f"--weights {args.weights}: {run_dir} is an hf_finetune run, which keeps no weight averages; "
+                f"leave --weights out"
+            )
         export_finetuned(run_dir, args.output, checkpoint=args.checkpoint, overwrite=args.overwrite)
         space = str(write_space(args.output, args.space)) if args.space else None
         print_json({"output": args.output, "format": "transformers", "space": space})
@@ -72,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         card=card,
         overwrite=args.overwrite,
         checkpoint=args.checkpoint,
+        weights=args.weights,
     )
     print_json(
         {"output": args.output, **{k: config[k] for k in ("architecture", "parameters", "vocab_size")}}

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 1-65535, got {args.port}")
     try:
         limits = {limit.name: getattr(args, limit.name) for limit in LIMITS}
-        options = ServeOptions(**limits, checkpoint=args.checkpoint)
+        options = ServeOptions(**limits, checkpoint=args.checkpoint, weights=args.weights)
     except ValueError as error:
         raise UsageError(str(error)) from None
     serve(run_dir, lm=lm, lexicon=lexicon, host=args.host, port=args.port, options=options)

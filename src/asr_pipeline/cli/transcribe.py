@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = audio_inputs(args.audio, report)
     if args.output == "srt" and len(inputs) > 1 and not args.output_path:
         raise UsageError("--output srt with several inputs needs --output-path FOLDER (one .srt per input)")
-    model = load_run(run_dir, args.checkpoint)
+    model = load_run(run_dir, args.checkpoint, args.weights)
     tokenizer = load_tokenizer(
         tokenizer_path, "--tokenizer" if args.tokenizer else "the run's tokenizer", model.blank_id
     )

@@ -21,14 +21,24 @@ from asr_pipeline.decoding.options import DECODERS, DecodingOptions
 from asr_pipeline.models.loading import RunModel, load_run_model
 from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.options import options_from_dict
+from asr_pipeline.run_layout import DEFAULT_WEIGHTS, check_weights
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
+WEIGHTS_PARAM = "params.yaml decoding.weights"  # what a stage's error about its weights names
 
-def load_run(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "latest") -> RunModel:
+
+def load_run(
+    run_dir: str | Path,
+    checkpoint: Literal["latest", "best"] = "latest",
+    weights: str = DEFAULT_WEIGHTS,
+    weights_option: str = "--weights",
+) -> RunModel:
     """The run's model in eval mode: CTC (frame log-probs, every decoder) or Paraformer-style (token
-    posteriors of one parallel decoder pass: the greedy decoder, without CTC collapse)."""
+    posteriors of one parallel decoder pass: the greedy decoder, without CTC collapse). ``weights``: the
+    checkpoint's raw weights or an average kept beside them, chosen by ``weights_option``
+    (``models.loading.load_run_model``)."""
     torch.manual_seed(0)
-    return load_run_model(run_dir, checkpoint)
+    return load_run_model(run_dir, checkpoint, weights, weights_option)
 
 
 def greedy_decoder(run: RunModel, tokenizer: CTCTokenizer) -> GreedyDecoder:
@@ -82,9 +92,11 @@ def decode_and_score(batches: Iterable[BatchOutput], decoders: Mapping[str, Deco
 
 @dataclass(frozen=True)
 class EvaluationParams:
-    """params.yaml ``decoding``: the beam, which decoders `evaluate` scores besides greedy, and the grid
+    """params.yaml ``decoding``: which weights of the trained run both stages load (``weights``:
+    ``run_layout.WEIGHTS_HELP``), the beam, which decoders `evaluate` scores besides greedy, and the grid
     `tune_decoding` searches on dev for each (decoder name -> option -> values)."""
 
+    weights: str = DEFAULT_WEIGHTS
     batch_size: int = 16
     beam_width: int = 16
     beam_threshold: float = 25.0
@@ -93,6 +105,7 @@ class EvaluationParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoders", tuple(self.decoders))
+        check_weights(self.weights, WEIGHTS_PARAM)
         bad = [name for name in self.decoders if name not in DECODERS or name == "greedy"]
         if bad:
             raise ValueError(
@@ -108,6 +121,10 @@ class EvaluationParams:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> EvaluationParams:
         return options_from_dict(cls, raw, "params.yaml decoding")
+
+    def load_run(self, run_dir: str | Path) -> RunModel:
+        """The trained run with the weights ``weights`` chooses (``load_run``)."""
+        return load_run(run_dir, weights=self.weights, weights_option=WEIGHTS_PARAM)
 
     def base_options(self, decoder: str) -> DecodingOptions:
         return DecodingOptions(

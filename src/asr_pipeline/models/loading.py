@@ -18,7 +18,13 @@ from typing import Any, Literal, Protocol
 from safetensors.torch import load_file
 from torch import nn
 
-from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, merge_adapters
+from asr_pipeline.models.lora import (
+    LoraSettings,
+    adapter_state,
+    add_lora,
+    load_saved_weights,
+    merge_adapters,
+)
 from asr_pipeline.models.registry import (
     DEFAULT_ARCHITECTURE,
     SPECS,
@@ -28,13 +34,16 @@ from asr_pipeline.models.registry import (
     model_config,
 )
 from asr_pipeline.models.spec import OutputKind
+from asr_pipeline.options import ConfigError
 from asr_pipeline.run_layout import (
     BEST_DIR,
     BEST_POINTER,
     CONFIG_FILE,
+    DEFAULT_WEIGHTS,
     EXPORT_CONFIG,
     EXPORT_FORMAT,
     WEIGHTS_FILE,
+    checkpoint_weights,
     committed_dir,
     init_weights_path,
     read_checkpoint_pointer,
@@ -193,6 +202,24 @@ def best_weights(run_dir: Path) -> Path:
     return run_dir / BEST_DIR / WEIGHTS_FILE
 
 
+def checkpoint_file(
+    run_dir: Path,
+    checkpoint: Literal["latest", "best"] = "latest",
+    weights: str = DEFAULT_WEIGHTS,
+    option: str = "--weights",
+) -> tuple[Path, dict[str, Any]]:
+    """The weights file of ``run_dir`` that ``checkpoint`` (latest or best) and ``weights`` (raw, averaged,
+    ema: ``run_layout.WEIGHTS``) choose, and that checkpoint's pointer (step, epoch, model_config, metrics).
+    A missing file or an unknown choice is a one-line error naming ``option``
+    (``run_layout.checkpoint_weights``)."""
+    if checkpoint == "best":
+        best_weights(run_dir)  # says why a run has no best checkpoint
+        folder, pointer = run_dir / BEST_DIR, json.loads((run_dir / BEST_POINTER).read_text())
+    else:
+        folder, pointer = committed_dir(run_dir), read_checkpoint_pointer(run_dir)
+    return checkpoint_weights(folder, weights, option), pointer
+
+
 def _load_export(folder: Path) -> RunModel:
     config = json.loads((folder / EXPORT_CONFIG).read_text())
     spec = get_spec(config["architecture"])
@@ -228,14 +255,24 @@ def _load_lora_run(
         target_modules=finetune.get("lora_target_modules"),
     )
     add_lora(model, architecture, settings)
-    load_saved_weights(model, load_file(weights), str(weights))
+    state = load_file(weights)
+    if weights.name != WEIGHTS_FILE:  # an average holds the whole adapted model: its base is the frozen base
+        state = {name: state[name] for name in adapter_state(model) if name in state}
+    load_saved_weights(model, state, str(weights))
     merge_adapters(model)
 
 
-def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = "latest") -> RunModel:
+def load_run_model(
+    run_dir: str | Path,
+    checkpoint: Literal["latest", "best"] = "latest",
+    weights: str = DEFAULT_WEIGHTS,
+    weights_option: str = "--weights",
+) -> RunModel:
     """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer), or of
     a folder ``publish.export`` wrote. ``checkpoint="best"``: the weights of the run's best validation score
     (``checkpoint_best``, often not the last: the one early stopping points at) instead of the latest.
+    ``weights``: that checkpoint's raw weights, or the average kept beside them (``checkpoint_file``);
+    ``weights_option`` is the flag or params key that chose it, named in the error when it is missing.
 
     The architecture comes from ``training_config.json``; every model field comes from the
     ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
@@ -244,6 +281,11 @@ def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = 
     """
     run_dir = resolve_run_dir(run_dir)
     if is_export(run_dir):
+        if weights != DEFAULT_WEIGHTS:
+            raise ConfigError(
+                f"{weights_option} {weights}: {run_dir} is an exported model, which holds one set of weights "
+                f"({WEIGHTS_FILE}; its config.json says which); set {weights_option} {DEFAULT_WEIGHTS}"
+            )
         return _load_export(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -252,18 +294,15 @@ def load_run_model(run_dir: str | Path, checkpoint: Literal["latest", "best"] = 
     model_section = training_config.get("model", {})
     # A config saved before model.architecture existed was the default (then the only) architecture.
     spec = get_spec(model_section.get("architecture", DEFAULT_ARCHITECTURE))
-    if checkpoint == "best":
-        weights = best_weights(run_dir)
-        saved_model_config = json.loads((run_dir / BEST_POINTER).read_text())["model_config"]
-    else:
-        weights = committed_dir(run_dir) / WEIGHTS_FILE
-        saved_model_config = read_checkpoint_pointer(run_dir)["model_config"]
+    path, pointer = checkpoint_file(run_dir, checkpoint, weights, weights_option)
+    saved_model_config = pointer["model_config"]
     model = build_from_config(spec.name, saved_model_config)
     finetune = training_config.get("finetune") or {}
     if finetune.get("method") == "lora":  # adapters only: the base first, then them, folded in
-        _load_lora_run(model, spec.name, training_config, weights)
+        _load_lora_run(model, spec.name, training_config, path)
     else:
-        model.load_state_dict(load_file(weights), strict=True)
+        # load_state_dict copies into the model's dtypes: the float64 running average becomes float32
+        model.load_state_dict(load_file(path), strict=True)
     model.eval()
     return RunModel(
         model=model,
@@ -280,6 +319,7 @@ __all__ = [
     "RunModel",
     "best_weights",
     "build_model_for",
+    "checkpoint_file",
     "is_export",
     "load_pretrained_weights",
     "load_run_model",

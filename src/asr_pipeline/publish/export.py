@@ -4,7 +4,8 @@
 
     config.json            format, architecture, model_config, blank id, vocabulary size, output kind, the
                            frontend (kind, rate, width, frame shift, fbank settings), the checkpoint's step/epoch
-    model.safetensors      the checkpoint's weights, byte for byte
+    model.safetensors      the checkpoint's weights, byte for byte; with ``weights`` averaged or ema, that
+                           average in the model's dtypes (config.json's checkpoint.weights says which)
     tokenizer.model        the SentencePiece model the run trained with
     training_config.json   the run's resolved training config (provenance; the loaders read its data section)
     metrics.json           the run's final metrics and, when given, the evaluate stage's metrics per split
@@ -28,18 +29,16 @@ from typing import Any, Literal
 from safetensors.torch import save_file
 
 from asr_pipeline.decoding.transcribe import run_frontend
-from asr_pipeline.models.loading import RunModel, best_weights, is_export, load_run_model
+from asr_pipeline.models.loading import RunModel, checkpoint_file, is_export, load_run_model
 from asr_pipeline.models.spec import OUTPUTS
 from asr_pipeline.run_layout import (
-    BEST_POINTER,
     CONFIG_FILE,
+    DEFAULT_WEIGHTS,
     EXPORT_CONFIG,
     EXPORT_FORMAT,
     METRICS_FILE,
     TOKENIZER_FILE,
     WEIGHTS_FILE,
-    committed_dir,
-    read_checkpoint_pointer,
     require_checkpoint,
     run_tokenizer,
 )
@@ -68,24 +67,23 @@ def export_run(
     card: CardInfo | None = None,
     overwrite: bool = False,
     checkpoint: Literal["latest", "best"] = "latest",
+    weights: str = DEFAULT_WEIGHTS,
 ) -> dict[str, Any]:
     """Write the model folder of ``run_dir`` at ``output`` (module docstring); returns its config.json.
 
     ``evaluate_metrics``: the evaluate stage's JSON files (``data/metrics/evaluate_<split>.json``), reported per
     split on the card. An existing ``output`` is refused unless ``overwrite``. ``checkpoint``: the run's latest
-    weights, or its best validation score's (``checkpoint_best``, where early stopping points).
+    weights, or its best validation score's (``checkpoint_best``, where early stopping points). ``weights``:
+    that checkpoint's raw weights or an average kept beside them (``run_layout.WEIGHTS``).
     ``check_output`` says which folders ``overwrite`` may replace.
     """
     run_dir = require_checkpoint(run_dir, "--run-dir")
     output = Path(output)
     check_output(run_dir, output, overwrite=overwrite)
     tokenizer_path = run_tokenizer(run_dir)
-    run = load_run_model(run_dir, checkpoint)
+    run = load_run_model(run_dir, checkpoint, weights)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=run.blank_id)
-    if checkpoint == "best":
-        weights, pointer = best_weights(run_dir), json.loads((run_dir / BEST_POINTER).read_text())
-    else:
-        weights, pointer = committed_dir(run_dir) / WEIGHTS_FILE, read_checkpoint_pointer(run_dir)
+    weights_path, pointer = checkpoint_file(run_dir, checkpoint, weights)
     frontend = run_frontend(run)
     config = {
         "format": EXPORT_FORMAT,
@@ -103,7 +101,12 @@ def export_run(
             "frame_shift_ms": frontend.frame_shift_ms,
             "fbank": asdict(frontend.fbank),
         },
-        "checkpoint": {"which": checkpoint, "step": pointer.get("step"), "epoch": pointer.get("epoch")},
+        "checkpoint": {
+            "which": checkpoint,
+            "weights": weights,
+            "step": pointer.get("step"),
+            "epoch": pointer.get("epoch"),
+        },
     }
     metrics = {
         "training": _read_json(run_dir / METRICS_FILE),
@@ -113,12 +116,13 @@ def export_run(
     staging = output.with_name(f".{output.name}.export-tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    if (run.training_config.get("finetune") or {}).get("method") == "lora":  # adapters only on disk
+    lora = (run.training_config.get("finetune") or {}).get("method") == "lora"  # adapters only on disk
+    if lora or weights != DEFAULT_WEIGHTS:  # the model as loaded: merged, or the (float64) average cast
         save_file(
             {key: value.contiguous() for key, value in run.model.state_dict().items()}, staging / WEIGHTS_FILE
         )
     else:
-        shutil.copyfile(weights, staging / WEIGHTS_FILE)
+        shutil.copyfile(weights_path, staging / WEIGHTS_FILE)
     shutil.copyfile(tokenizer_path, staging / TOKENIZER_FILE)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     (staging / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -50,7 +50,7 @@ def build_app(
 
     options = options or ServeOptions()
     run_dir = resolve_run_dir(run_dir)
-    run = load_run(run_dir, options.checkpoint)
+    run = load_run(run_dir, options.checkpoint, options.weights)
     tokenizer = CTCTokenizer(run_tokenizer(run_dir).read_bytes(), blank_id=run.blank_id)
     transcribers = {GREEDY: Transcriber(run, tokenizer, greedy_decoder(run, tokenizer), WindowOptions())}
     if lm is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from asr_pipeline.run_layout import DEFAULT_WEIGHTS
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -29,6 +31,7 @@ class ServeOptions:
     )
     beam_width: int = 16
     checkpoint: Literal["latest", "best"] = "latest"
+    weights: str = DEFAULT_WEIGHTS  # which weights of the checkpoint (run_layout.WEIGHTS)
 
     def __post_init__(self) -> None:
         for limit in LIMITS:

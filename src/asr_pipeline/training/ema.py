@@ -25,17 +25,14 @@ averages (towards unchanged weights), which keeps both rules pure functions of t
 trajectory.
 
 Validation scores the raw weights, not an average: one forward pass per epoch, and the best checkpoint's
-CER describes ``model.safetensors``. Score ``ema.safetensors`` or ``averaged.safetensors`` separately (they
-load like the model's).
+CER describes ``model.safetensors``. Decoding, evaluation and export load an average with ``--weights`` /
+``decoding.weights`` (``run_layout.WEIGHTS``; the file names live there).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-
-EMA_FILE = "ema.safetensors"
-AVERAGE_FILE = "averaged.safetensors"
 
 
 class _ShadowWeights:
@@ -138,4 +135,4 @@ def average_between(
     return averaged
 
 
-__all__ = ["AVERAGE_FILE", "EMA_FILE", "RunningAverage", "WeightEMA", "average_between"]
+__all__ = ["RunningAverage", "WeightEMA", "average_between"]

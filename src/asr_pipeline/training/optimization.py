@@ -34,8 +34,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from asr_pipeline.run_layout import AVERAGE_FILE, EMA_FILE
 from asr_pipeline.training.config import OptimConfig, TrainConfig, peak_learning_rate
-from asr_pipeline.training.ema import AVERAGE_FILE, EMA_FILE, RunningAverage, WeightEMA
+from asr_pipeline.training.ema import RunningAverage, WeightEMA
 from asr_pipeline.training.growth import widen_ema, widen_optimizer
 from asr_pipeline.training.lr_control import Decision, NewbobControl
 from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer, decay_groups

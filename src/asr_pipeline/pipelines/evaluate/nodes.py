@@ -10,7 +10,6 @@ from asr_pipeline.decoding.evaluation import (
     beam_decoders_skipped,
     decode_and_score,
     greedy_decoder,
-    load_run,
     run_log_probs,
 )
 from asr_pipeline.decoding.options import DecodingOptions
@@ -36,7 +35,7 @@ def evaluate_split(
     greedily only (its one parallel pass); the beam decoders it cannot use are listed under ``skipped``.
     """
     settings = EvaluationParams.from_dict(params)
-    run = load_run(run_dir)
+    run = settings.load_run(run_dir)
     tokenizer = CTCTokenizer(tokenizer_model, blank_id=run.blank_id)
     resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
     decoders = {"greedy": greedy_decoder(run, tokenizer)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from asr_pipeline.decoding.decoders import DecodingResources
-from asr_pipeline.decoding.evaluation import EvaluationParams, beam_decoders_skipped, load_run, run_log_probs
+from asr_pipeline.decoding.evaluation import EvaluationParams, beam_decoders_skipped, run_log_probs
 from asr_pipeline.decoding.tuning import tune_decoders
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
@@ -25,7 +25,7 @@ def tune_decoding(
     A decoder without a grid keeps its base options (scored on dev all the same)."""
     settings = EvaluationParams.from_dict(params)
     resources = DecodingResources(word_lm=word_lm, token_lm=token_lm, lexicon=lexicon)
-    run = load_run(run_dir)
+    run = settings.load_run(run_dir)
     skipped = beam_decoders_skipped(run, settings.decoders)
     if skipped:  # a Paraformer run: no beam search, nothing to tune
         return {}, {name: {"skipped": reason} for name, reason in skipped.items()}
