@@ -14,9 +14,13 @@ from safetensors.torch import load_file
 
 from asr_pipeline.decoding.lm import KenLMOptions, build_kenlm
 from asr_pipeline.decoding.options import DecodingOptions
+from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training import trainer_state
-from asr_pipeline.training.config import ValidationConfig
-from asr_pipeline.training.validation import ValidationDecoder, validation_metrics
+from asr_pipeline.training.config import ValidationConfig, resolve_config
+from asr_pipeline.training.distributed import DistributedContext
+from asr_pipeline.training.loaders import build_data
+from asr_pipeline.training.validation import ValidationDecoder, validate, validation_metrics
 from tests.factories import random_sentences
 
 from .conftest import events, tiny_config
@@ -195,3 +199,57 @@ def test_a_per_token_output_is_never_collapsed_and_beam_search_over_it_is_refuse
     beam = ValidationConfig(decoding=DecodingOptions(decoder="lexicon_free"))
     with pytest.raises(ValueError, match="validate it greedily"):
         ValidationDecoder(beam, tokenizer=None, blank_id=0, output="paraformer")
+
+
+def test_score_averages_logs_each_average_beside_the_raw_scores_as_decoding_its_saved_file_scores_it(
+    corpus, tokenizer_path, tmp_path
+):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["optim"] |= {"use_averaged_model": True, "average_period": 2, "ema_decay": 0.9}
+    config["validation"] = {"score_averages": True}
+
+    metrics = run(config)
+
+    last = events(tmp_path, "validation")[-1]["values"]
+    assert {"val_cer_averaged", "val_wer_averaged", "val_loss_averaged", "duration_sec_ema"} <= set(last)
+    assert last["val_loss_averaged"] != last["val_loss"] != last["val_loss_ema"], "three sets of weights"
+    assert (metrics["val_cer_averaged"], metrics["val_cer_ema"]) == (
+        last["val_cer_averaged"],
+        last["val_cer_ema"],
+    )
+    resolved = resolve_config(config)
+    ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    loader = build_data(resolved, ctx).val_loader
+    tokenizer = CTCTokenizer.from_file(tokenizer_path)
+    for weights in ("averaged", "ema"):  # the epoch's last validation scored what its checkpoint saved
+        saved = load_run_model(tmp_path, weights=weights).model
+        scores = validate(saved, loader, resolved, ctx, tokenizer)
+        assert {key: scores[key] for key in ("val_loss", "val_cer", "val_wer")} == {
+            key: last[f"{key}_{weights}"] for key in ("val_loss", "val_cer", "val_wer")
+        }, weights
+
+
+def test_scoring_the_averages_does_not_change_the_weights_training_ends_with(
+    corpus, tokenizer_path, tmp_path
+):
+    digests = []
+    for name, score_averages in (("plain", False), ("scored", True)):
+        config = tiny_config(corpus, tokenizer_path, tmp_path / name)
+        config["optim"] |= {"use_averaged_model": True, "average_period": 2}
+        config["validation"] = {"score_averages": score_averages}
+        run(config)
+        digests.append(events(tmp_path / name, "summary")[0]["values"]["parameter_digests"])
+
+    assert digests[0] == digests[1]
+
+
+def test_score_averages_without_an_average_kept_is_refused_naming_the_settings(
+    corpus, tokenizer_path, tmp_path
+):
+    config = tiny_config(corpus, tokenizer_path, tmp_path)
+    config["validation"] = {"score_averages": True}
+
+    with pytest.raises(
+        ValueError, match=r"validation.score_averages .* keeps none: set optim.use_averaged_model"
+    ):
+        resolve_config(config)

@@ -18,13 +18,7 @@ from typing import Any, Literal, Protocol
 from safetensors.torch import load_file
 from torch import nn
 
-from asr_pipeline.models.lora import (
-    LoraSettings,
-    adapter_state,
-    add_lora,
-    load_saved_weights,
-    merge_adapters,
-)
+from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, merge_adapters
 from asr_pipeline.models.registry import (
     DEFAULT_ARCHITECTURE,
     SPECS,
@@ -255,10 +249,7 @@ def _load_lora_run(
         target_modules=finetune.get("lora_target_modules"),
     )
     add_lora(model, architecture, settings)
-    state = load_file(weights)
-    if weights.name != WEIGHTS_FILE:  # an average holds the whole adapted model: its base is the frozen base
-        state = {name: state[name] for name in adapter_state(model) if name in state}
-    load_saved_weights(model, state, str(weights))
+    load_saved_weights(model, load_file(weights), str(weights))
     merge_adapters(model)
 
 

@@ -24,12 +24,16 @@ the EMA's parameters are averaged (its buffers are copied from the model when it
 averages (towards unchanged weights), which keeps both rules pure functions of the recorded weight
 trajectory.
 
-Validation scores the raw weights, not an average: one forward pass per epoch, and the best checkpoint's
-CER describes ``model.safetensors``. Decoding, evaluation and export load an average with ``--weights`` /
-``decoding.weights`` (``run_layout.WEIGHTS``; the file names live there).
+Validation scores the raw weights, and the best checkpoint's CER describes ``model.safetensors``; with
+``validation.score_averages`` it also scores each average (``weights_swapped``, one more pass each) and logs
+``val_cer_averaged`` / ``val_cer_ema`` beside it. Decoding, evaluation and export load an average with
+``--weights`` / ``decoding.weights`` (``run_layout.WEIGHTS``; the file names live there).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -107,6 +111,19 @@ class RunningAverage(_ShadowWeights):
         return [(name, t) for name, t in model.state_dict().items() if t.is_floating_point()]
 
 
+@contextmanager
+def weights_swapped(model: nn.Module, state: dict[str, Tensor]) -> Iterator[None]:
+    """``model`` holds ``state`` (a full state dict, cast into the model's dtypes as loading the saved file
+    does) inside the block, and its own tensors again, bit for bit, after it: validation scores an average
+    in place, at the cost of one copy of the weights instead of a second model."""
+    own = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    model.load_state_dict(state, strict=True)
+    try:
+        yield
+    finally:
+        model.load_state_dict(own, strict=True)
+
+
 def average_between(
     start: dict[str, Tensor], start_step: int, end: dict[str, Tensor], end_step: int, period: int
 ) -> dict[str, Tensor]:
@@ -135,4 +152,4 @@ def average_between(
     return averaged
 
 
-__all__ = ["RunningAverage", "WeightEMA", "average_between"]
+__all__ = ["RunningAverage", "WeightEMA", "average_between", "weights_swapped"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from asr_pipeline.run_layout import METRICS_FILE, read_checkpoint_pointer, resolve_run_dir
+from asr_pipeline.run_layout import METRICS_FILE, WEIGHTS, read_checkpoint_pointer, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training import determinism
 from asr_pipeline.training.checkpoint import CONFIG_FILE, resolved_model_config, write_json_atomic
@@ -135,8 +135,14 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
             scores = trainer.validate(epoch, "epoch")
             best = scores is not None and scores["best"]
         trainer.end_epoch(epoch)
-        if trainer.latest_scores is not None:
-            metrics.update({key: trainer.latest_scores[key] for key in score_keys})
+        if trainer.latest_scores is not None:  # with validation.score_averages, val_cer_averaged etc. too
+            metrics.update(
+                {
+                    key: value
+                    for key, value in trainer.latest_scores.items()
+                    if key in score_keys or key.startswith(tuple(f"{score}_" for score in score_keys))
+                }
+            )
         trainer.events.write("epoch", trainer.step, epoch, epoch_values)
         if ctx.is_main:
             _print_epoch(epoch, config.optim.epochs, trainer.step, metrics, epoch_values["duration_sec"])
@@ -178,6 +184,9 @@ def _print_epoch(epoch: int, epochs: int, step: int, metrics: dict[str, Any], se
         scores = f", val loss {metrics['val_loss']:.4f}, unit accuracy {metrics['val_accuracy']:.2f}%"
     elif metrics.get("val_cer") is not None:
         scores = f", val CER {metrics['val_cer']:.2f}%, WER {metrics['val_wer']:.2f}%"
+        for name in WEIGHTS:  # validation.score_averages: val_cer_averaged, val_cer_ema
+            if metrics.get(f"val_cer_{name}") is not None:
+                scores += f" ({name}: CER {metrics[f'val_cer_{name}']:.2f}%)"
     print(
         f"[train] epoch {epoch + 1}/{epochs}: step {step}, train loss {metrics['train_loss']:.4f}{scores} "
         f"({seconds:.1f}s)",

@@ -5,7 +5,8 @@ keep their Trainer names.
 
 Starting points (``training.resume``): ``run.resume_from`` is checked against the saved config before
 anything is written; ``run.init_from`` copies matching tensors. ``optim.ema_decay`` and
-``optim.use_averaged_model`` keep weight averages (``training.ema``); validation scores the raw weights.
+``optim.use_averaged_model`` keep weight averages (``training.ema``); validation scores the raw weights
+(they choose ``checkpoint_best``) and, with ``validation.score_averages``, each average too.
 ``run.dry_run`` stops after one forward.
 """
 
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from asr_pipeline.models.lora import load_saved_weights
+from asr_pipeline.run_layout import WEIGHTS
 from asr_pipeline.training.checkpoint import load_training_state, load_weights, restore_rng, rng_state
 from asr_pipeline.training.distributed import gather
+from asr_pipeline.training.ema import weights_swapped
 from asr_pipeline.training.validation import validate, validation_metrics
 
 
@@ -83,6 +86,10 @@ class TrainerState:
         scores = validate(
             self.model, self.data.val_loader, self.config, self.ctx, self.tokenizer, self.decoder
         )
+        if self.config.validation.score_averages:
+            averaged = self._score_averages()
+            if scores is not None:
+                scores.update(averaged)
         self.validated_step = self.step
         self._train_mode()  # validation put every module back in training mode, frozen ones too
         if scores is None:  # not rank 0
@@ -97,6 +104,22 @@ class TrainerState:
             )
         self.events.write("validation", self.step, epoch, scores)
         self.latest_scores = scores
+        return scores
+
+    def _score_averages(self) -> dict[str, Any]:
+        """Collective. ``validate`` on each weight average kept (``validation.score_averages``), the raw
+        weights put back after each: its metrics and ``duration_sec`` with the average's ``--weights`` name
+        as suffix (``val_cer_averaged``, ``val_loss_ema``); empty off rank 0."""
+        keys = (*validation_metrics(self.config.model.architecture), "val_loss", "duration_sec")
+        names = {file: name for name, file in WEIGHTS.items()}
+        scores: dict[str, Any] = {}
+        for file, state in self.optimization.averages(self.model).items():
+            with weights_swapped(self.model, state):
+                averaged = validate(
+                    self.model, self.data.val_loader, self.config, self.ctx, self.tokenizer, self.decoder
+                )
+            if averaged is not None:
+                scores.update({f"{key}_{names[file]}": averaged[key] for key in dict.fromkeys(keys)})
         return scores
 
     def consider_stopping(self, epoch: int) -> bool:

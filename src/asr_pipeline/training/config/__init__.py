@@ -128,6 +128,12 @@ class TrainConfig:
                     + ("" if spec.feature_masking else " and masks its own input")
                     + ": unset cr_ctc or train a CTC model"
                 )
+        if self.validation.score_averages and not (self.optim.use_averaged_model or self.optim.ema_decay):
+            raise ValueError(
+                "validation.score_averages (--val-score-averages) scores the weight averages training keeps, "
+                "and this run keeps none: set optim.use_averaged_model (--use-averaged-model) or "
+                "optim.ema_decay (--ema-decay), or unset score_averages"
+            )
         if self.optim.use_averaged_model and self.grow.enabled:
             raise ValueError(
                 "optim.use_averaged_model averages the weights of one model, and train.grow rebuilds it with "

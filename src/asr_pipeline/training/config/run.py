@@ -237,6 +237,16 @@ class ValidationConfig:
         help="sample predictions (id, reference, hypothesis, n-best) written into each validation event",
         flag="--val-log-samples",
     )
+    # One more validation pass per average: the averages are loaded into the model, scored, and the raw
+    # weights put back bit for bit (training.trainer_state), so training continues unchanged.
+    score_averages: bool = setting(
+        False,
+        help="also score the weight averages training keeps at every validation, one more pass each: "
+        "optim.use_averaged_model's running average as val_cer_averaged, optim.ema_decay's EMA as val_cer_ema "
+        "(with their wer, loss and duration_sec) beside the raw weights' val_cer, which still chooses "
+        "checkpoint_best",
+        flag="--val-score-averages",
+    )
 
     def __post_init__(self) -> None:
         positive(self, "every_steps")
