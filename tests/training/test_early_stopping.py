@@ -66,7 +66,12 @@ def test_a_run_stops_after_patience_epochs_without_improvement_and_says_why(corp
         for a, b in zip(best.state_dict().values(), latest.state_dict().values(), strict=True)
     )
     config = export_run(tmp_path, tmp_path.parent / "best-model", checkpoint="best")
-    assert config["checkpoint"] == {"which": "best", "step": best_pointer["step"], "epoch": 0}
+    assert config["checkpoint"] == {
+        "which": "best",
+        "weights": "raw",
+        "step": best_pointer["step"],
+        "epoch": 0,
+    }
     assert (tmp_path.parent / "best-model" / "model.safetensors").read_bytes() == (
         tmp_path / "checkpoint_best" / "model.safetensors"
     ).read_bytes()
