@@ -3,7 +3,7 @@
 Rank 0 writes one JSON object per line to the run dir; the other ranks write nothing. A resumed run
 appends to the log it resumes from. Every event is::
 
-    {"type": "pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
+    {"type": "init"|"pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
              |"schedule"|"grow"|"deterministic"|"compile"|"summary"
              |"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
@@ -11,7 +11,9 @@ appends to the log it resumes from. Every event is::
 ``step`` is the number of optimizer steps taken so far (skipped ones included); ``epoch`` counts from 0.
 ``values`` by type, in the order a run writes them:
 
-``pretrained``, once, first, only when ``model.load_pretrained_weights`` is set (and ``run.resume_from`` is
+``init``, once, first, only when ``model.init`` is set (and ``run.resume_from`` is not): ``schemes`` (kind ->
+scheme, as configured) and ``modules`` (kind -> modules initialised; ``models.initialization``).
+``pretrained``, once, first after it, only when ``model.load_pretrained_weights`` is set (and ``run.resume_from`` is
 not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_weights``), e.g. ``path``,
 ``loaded``, ``skipped`` ({name: reason}), ``left_at_init``.
 ``init_from``, once, first, only when ``run.init_from`` is set (and ``run.resume_from`` is not)

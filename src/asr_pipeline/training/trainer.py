@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from asr_kernels import set_kernels
+from asr_pipeline.models.initialization import initialize
 from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.modules.widening import widen_into
 from asr_pipeline.text.tokenizer import CTCTokenizer
@@ -90,6 +91,9 @@ class Trainer(TrainerStep, TrainerState):
         torch.manual_seed(config.run.seed)
         self.width = width_at(config.grow, 0)  # a fraction of the model's width (training.growth)
         self.model, self.model_config = build_model_from_config(config, vocab_size, self.width)
+        if config.model.init and not config.run.resume_from:  # a resumed run loads its trained weights
+            counts = initialize(self.model, config.model.init, config.run.seed)
+            events.write("init", 0, 0, {"schemes": dict(config.model.init), "modules": counts})
         starting = loads_starting_weights(config)  # training.finetune: a LoRA resume loads its base too
         base_report = None
         if config.model.load_pretrained_weights and starting:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from asr_pipeline.models.initialization import check_init, parse_init  # torch-free until applied
 from asr_pipeline.models.registry import (  # torch-free: the specs name their model code by import path
     DEFAULT_ARCHITECTURE,
     REGISTERED_ARCHITECTURES,
@@ -69,6 +70,19 @@ class ModelConfig:
         default_factory=dict,
         help="Architecture-specific config fields (e.g. Squeezeformer's conv_kernel_size, a Zipformer's per-stack tuples), over the variant's values; checked against the architecture's config dataclass (models.registry.check_options). Configs saved before this key load with none.",
     )
+    # RETURNN's per-layer forward_weights_init, by module kind (models.initialization): applied to the built
+    # model before pretrained weights or run.init_from load over it, never on resume.
+    init: dict[str, str] = setting(
+        default_factory=dict,
+        help="initialisation per module kind, KIND=SCHEME pairs: kinds linear, conv, embedding, norm; schemes "
+        "default (torch's), xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal, normal(STD), zeros, "
+        "ones (a norm: default, ones, zeros, normal(STD)); any scheme but default also zeroes the kind's biases; "
+        "drawn from run.seed, never applied on resume",
+        flag="--init",
+        metavar="KIND=SCHEME,...",
+        parse=parse_init,
+        shown_default="none (every module keeps its own)",
+    )
     # A pretrained model folder (or its config.json) whose config the model is built from, under options
     # and the size fields (W2V-BERT: a Hugging Face Wav2Vec2BertModel/ForCTC dir, --w2v-hf-model-dir);
     # load_pretrained_weights also imports its weights at the start of a run (not on resume).
@@ -93,6 +107,7 @@ class ModelConfig:
             from asr_pipeline.models.registry import check_options
 
             check_options(self.architecture, self.options)
+        check_init(self.init)
         if self.load_pretrained_weights and self.pretrained_dir is None:
             raise ValueError(
                 "load_pretrained_weights (--w2v-hf-load-weights) needs pretrained_dir (--w2v-hf-model-dir): "
