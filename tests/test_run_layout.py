@@ -23,6 +23,7 @@ from asr_pipeline.run_layout import (
     checkpoint_weights,
     committed_dir,
     init_weights_path,
+    parse_weights,
     read_checkpoint_pointer,
 )
 
@@ -113,7 +114,7 @@ def test_an_unknown_weights_choice_is_one_line_naming_the_option_and_the_choices
         checkpoint_weights(tmp_path, "swa", "params.yaml decoding.weights")
 
     assert str(error.value) == (
-        "params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema"
+        "params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema or averaged:STEP"
     )
 
 
@@ -126,3 +127,11 @@ def test_a_missing_average_is_one_line_naming_the_file_the_option_and_the_traini
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"--weights ema: {tmp_path / EMA_FILE} does not exist")
     assert "optim.ema_decay" in message and "set --weights raw" in message
+
+
+def test_averaged_since_a_step_parses_and_anything_else_is_refused_naming_the_option():
+    assert parse_weights("averaged:400", "--weights") == ("averaged", 400)
+    assert parse_weights("ema", "--weights") == ("ema", None)
+    for bad in ("ema:400", "averaged:", "averaged:-1"):
+        with pytest.raises(ConfigError, match=rf"^--weights: unknown weights '{bad}'"):
+            parse_weights(bad, "--weights")

@@ -9,6 +9,7 @@ heavy imports: ``asr-pipeline --help`` and the Kedro node can name these cheaply
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ AVERAGE_FILE = "averaged.safetensors"  # with optim.use_averaged_model: icefall'
 BEST_DIR = "checkpoint_best"  # the weights of the best validation score so far (training.run_checkpoints)
 BEST_POINTER = "checkpoint_best.json"  # its step, epoch, model_config and metrics, written last
 KEPT_DIR = "checkpoints"  # run.keep_checkpoints: every checkpoint's weights, step-<step>.safetensors
+AVERAGED_KEPT_DIR = (
+    "averaged"  # under KEPT_DIR: the running averages kept with them (optim.use_averaged_model)
+)
 LOCK_FILE = ".run.lock"  # held (flock) by the run writing the dir, holding its pid (training.run_dir)
 # An exported model folder (publish.export): config.json (this format's name in "format"), WEIGHTS_FILE,
 # TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
@@ -34,28 +38,46 @@ EXPORT_FORMAT = "asr_pipeline-export"
 
 
 # Which weights of a checkpoint a command loads: decode, transcribe, export and serve (--weights), the
-# tune_decoding and evaluate stages (params.yaml decoding.weights); ``checkpoint_weights`` resolves the name.
+# tune_decoding and evaluate stages (params.yaml decoding.weights); ``parse_weights`` reads the choice,
+# ``models.loading.checkpoint_state`` loads it.
 WEIGHTS = {"raw": WEIGHTS_FILE, "averaged": AVERAGE_FILE, "ema": EMA_FILE}
 DEFAULT_WEIGHTS = "raw"
 WEIGHTS_HELP = (
     f"which weights of the checkpoint to load: raw ({WEIGHTS_FILE}, what validation scored), averaged "
     f"({AVERAGE_FILE}: icefall's --use-averaged-model, the mean of the weights over the run so far; needs "
-    f"optim.use_averaged_model) or ema ({EMA_FILE}: the moving average; needs optim.ema_decay)"
+    f"optim.use_averaged_model), averaged:STEP (the mean over the steps after the kept checkpoint STEP, "
+    f"icefall's --epoch E --avg N; needs run.keep_checkpoints too) or ema ({EMA_FILE}: the moving average; "
+    f"needs optim.ema_decay)"
 )
 _KEPT_WITH = {"averaged": "optim.use_averaged_model", "ema": "optim.ema_decay"}
+_AVERAGED_FROM = re.compile(r"^averaged:(\d+)$")
+
+
+def parse_weights(weights: str, option: str) -> tuple[str, int | None]:
+    """``weights`` as (a ``WEIGHTS`` name, the kept step its average starts after, or None): "averaged:400"
+    is ("averaged", 400). Anything else is a one-line ``ConfigError`` naming ``option``."""
+    match = _AVERAGED_FROM.match(weights)
+    if match is not None:
+        return "averaged", int(match.group(1))
+    if weights not in WEIGHTS:
+        raise ConfigError(
+            f"{option}: unknown weights {weights!r}; choose one of {', '.join(WEIGHTS)} or averaged:STEP"
+        )
+    return weights, None
 
 
 def check_weights(weights: str, option: str) -> None:
-    """A one-line ``ConfigError`` naming ``option`` unless ``weights`` is a ``WEIGHTS`` name."""
-    if weights not in WEIGHTS:
-        raise ConfigError(f"{option}: unknown weights {weights!r}; choose one of {', '.join(WEIGHTS)}")
+    """A one-line ``ConfigError`` naming ``option`` unless ``weights`` is one ``parse_weights`` reads."""
+    parse_weights(weights, option)
 
 
 def checkpoint_weights(folder: str | Path, weights: str, option: str) -> Path:
     """The file of the checkpoint ``folder`` that ``weights`` (a ``WEIGHTS`` name) stands for. An unknown
     name or a missing file is a one-line ``ConfigError`` naming the file and ``option``, the flag or params
     key that chose it ("--weights", "params.yaml decoding.weights")."""
-    check_weights(weights, option)
+    if weights not in WEIGHTS:  # averaged:STEP reads the kept averages (models.averaging), not one file
+        parse_weights(weights, option)
+        raise ValueError(f"{weights!r} names no single file of a checkpoint folder")
     path = Path(folder) / WEIGHTS[weights]
     if path.is_file():
         return path
@@ -171,6 +193,7 @@ def _weights_step(directory: Path) -> str | None:
 
 
 __all__ = [
+    "AVERAGED_KEPT_DIR",
     "AVERAGE_FILE",
     "BEST_DIR",
     "BEST_POINTER",
@@ -195,6 +218,7 @@ __all__ = [
     "committed_dir",
     "init_weights_path",
     "kept_checkpoints",
+    "parse_weights",
     "read_checkpoint_pointer",
     "require_checkpoint",
     "resolve_run_dir",

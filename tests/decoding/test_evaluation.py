@@ -87,7 +87,7 @@ def test_params_accept_beam_decoders_and_a_grid_over_them():
         ({"decoders": ["lexicon"], "tune": {"cuda": {}}}, r"decoding.tune names \['cuda'\], which decoding"),
         (
             {"weights": "swa"},
-            r"^params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema$",
+            r"^params.yaml decoding.weights: unknown weights 'swa'; choose one of raw, averaged, ema or averaged:STEP$",
         ),
     ],
 )

@@ -5,13 +5,15 @@ import json
 import pytest
 import torch
 
-from asr_pipeline.run_layout import kept_checkpoints
+from asr_pipeline.models.averaging import average_kept_checkpoints
+from asr_pipeline.models.loading import load_run_model
+from asr_pipeline.options import ConfigError
+from asr_pipeline.run_layout import AVERAGE_FILE, kept_checkpoints
 from asr_pipeline.training.checkpoint import (
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
     KEPT_DIR,
-    average_kept_checkpoints,
     build_model_from_config,
     load_model_from_run,
     load_training_state,
@@ -191,3 +193,32 @@ def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(r
     model.load_state_dict(between)
     with pytest.raises(FileNotFoundError, match=r"kept running averages at steps \[4, 8\]"):
         average_kept_checkpoints(root, start_step=5, end_step=8)
+
+
+def test_weights_averaged_since_a_kept_step_loads_the_mean_since_it_or_names_the_kept_steps(run_dir):
+    root, config = run_dir
+    model, model_config = build_model_from_config(config, vocab_size=11)
+    average = RunningAverage(model, period=2)
+    for step in range(8):
+        with torch.no_grad():
+            for value in model.state_dict().values():
+                if value.is_floating_point():
+                    value.add_(1.0)
+        average.update(model, step)
+        if (step + 1) % 4 == 0:
+            save_kept_weights(root, model=model, step=step + 1, epoch=0, model_config=model_config,
+                              average=average)  # fmt: skip
+    save_checkpoint(root, model=model, training_state=None, step=8, epoch=0, model_config=model_config,
+                    averages={AVERAGE_FILE: average.state_dict(model, keep_dtype=True)})  # fmt: skip
+
+    loaded = load_run_model(root, weights="averaged:4").model.state_dict()
+
+    between = average_kept_checkpoints(root, start_step=4, end_step=8)
+    assert all(torch.equal(loaded[name], between[name]) for name in between)
+    raw = load_run_model(root).model.state_dict()
+    assert not torch.equal(loaded["output.weight"], raw["output.weight"])
+    with pytest.raises(ConfigError) as error:
+        load_run_model(root, weights="averaged:5")
+    message = str(error.value)
+    assert message.startswith("--weights averaged:5: ") and "kept running averages at steps [4, 8]" in message
+    assert "\n" not in message

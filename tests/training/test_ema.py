@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from asr_pipeline.training.ema import RunningAverage, WeightEMA, average_between
+from asr_pipeline.models.averaging import average_between
+from asr_pipeline.training.ema import RunningAverage, WeightEMA
 
 
 def tiny_model() -> nn.Module:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asr_pipeline.run_layout import DEFAULT_WEIGHTS, WEIGHTS, WEIGHTS_HELP
+from asr_pipeline.run_layout import DEFAULT_WEIGHTS, WEIGHTS, WEIGHTS_HELP, parse_weights
 from asr_pipeline.training.launch import TrainingFailedError
 
 if TYPE_CHECKING:
@@ -139,4 +139,14 @@ def add_checkpoint_flag(parser: argparse.ArgumentParser) -> None:
         help="the run's latest checkpoint, or its best validation score's (checkpoint_best: where early "
         "stopping points; often not the last)",
     )
-    parser.add_argument("--weights", choices=tuple(WEIGHTS), default=DEFAULT_WEIGHTS, help=WEIGHTS_HELP)
+    parser.add_argument("--weights", type=_weights, default=DEFAULT_WEIGHTS,
+                        metavar="|".join(WEIGHTS) + "|averaged:STEP", help=WEIGHTS_HELP)  # fmt: skip
+
+
+def _weights(text: str) -> str:
+    """--weights' value, checked as it is parsed (an argparse error, exit 2)."""
+    try:
+        parse_weights(text, "--weights")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--weights: ")) from None
+    return text

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from safetensors.torch import load_file
-from torch import nn
+from torch import Tensor, nn
 
+from asr_pipeline.models.averaging import average_kept_checkpoints
 from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, merge_adapters
 from asr_pipeline.models.registry import (
     DEFAULT_ARCHITECTURE,
@@ -40,6 +41,7 @@ from asr_pipeline.run_layout import (
     checkpoint_weights,
     committed_dir,
     init_weights_path,
+    parse_weights,
     read_checkpoint_pointer,
     resolve_run_dir,
 )
@@ -214,6 +216,28 @@ def checkpoint_file(
     return checkpoint_weights(folder, weights, option), pointer
 
 
+def checkpoint_state(
+    run_dir: Path,
+    checkpoint: Literal["latest", "best"] = "latest",
+    weights: str = DEFAULT_WEIGHTS,
+    option: str = "--weights",
+) -> tuple[dict[str, Tensor], str, dict[str, Any]]:
+    """The state dict that ``checkpoint`` and ``weights`` choose in ``run_dir``, where it came from (for
+    messages) and the checkpoint's pointer. ``weights`` is a file's name (``checkpoint_file``) or
+    ``averaged:STEP``: the mean of the weights over the steps after the kept checkpoint ``STEP`` up to the
+    checkpoint's own (``models.averaging.average_kept_checkpoints``). Every refusal is one line naming ``option``."""
+    name, start_step = parse_weights(weights, option)
+    if start_step is None:
+        path, pointer = checkpoint_file(run_dir, checkpoint, name, option)
+        return load_file(path), str(path), pointer
+    _, pointer = checkpoint_file(run_dir, checkpoint, DEFAULT_WEIGHTS, option)
+    try:
+        state = average_kept_checkpoints(run_dir, start_step, pointer["step"])
+    except (OSError, ValueError, KeyError) as error:
+        raise ConfigError(f"{option} {weights}: {error}") from None
+    return state, f"{run_dir}'s kept averages from step {start_step} to {pointer['step']}", pointer
+
+
 def _load_export(folder: Path) -> RunModel:
     config = json.loads((folder / EXPORT_CONFIG).read_text())
     spec = get_spec(config["architecture"])
@@ -232,10 +256,15 @@ def _load_export(folder: Path) -> RunModel:
 
 
 def _load_lora_run(
-    model: nn.Module, architecture: str, training_config: dict[str, Any], weights: Path
+    model: nn.Module,
+    architecture: str,
+    training_config: dict[str, Any],
+    adapters: dict[str, Tensor],
+    source: str,
 ) -> None:
     """A LoRA run's model (models.lora): its base weights (``run.init_from`` or the imported
-    ``model.pretrained_dir``, as when it trained), its adapters from ``weights``, merged into plain linears."""
+    ``model.pretrained_dir``, as when it trained), its ``adapters`` (read from ``source``), merged into plain
+    linears."""
     run, finetune = training_config["run"], training_config["finetune"]
     if run.get("init_from"):
         base = init_weights_path(run["init_from"])
@@ -249,7 +278,7 @@ def _load_lora_run(
         target_modules=finetune.get("lora_target_modules"),
     )
     add_lora(model, architecture, settings)
-    load_saved_weights(model, load_file(weights), str(weights))
+    load_saved_weights(model, adapters, source)
     merge_adapters(model)
 
 
@@ -262,8 +291,9 @@ def load_run_model(
     """The trained model of ``run_dir`` (or its ``checkpoint_latest/`` folder or ``.json`` pointer), or of
     a folder ``publish.export`` wrote. ``checkpoint="best"``: the weights of the run's best validation score
     (``checkpoint_best``, often not the last: the one early stopping points at) instead of the latest.
-    ``weights``: that checkpoint's raw weights, or the average kept beside them (``checkpoint_file``);
-    ``weights_option`` is the flag or params key that chose it, named in the error when it is missing.
+    ``weights``: that checkpoint's raw weights, an average kept beside them, or the average since a kept
+    checkpoint (``checkpoint_state``); ``weights_option`` is the flag or params key that chose it, named in
+    the error when it cannot be loaded.
 
     The architecture comes from ``training_config.json``; every model field comes from the
     ``model_config`` saved in ``checkpoint_latest.json`` exactly as saved (no variant lookup), so the
@@ -285,15 +315,15 @@ def load_run_model(
     model_section = training_config.get("model", {})
     # A config saved before model.architecture existed was the default (then the only) architecture.
     spec = get_spec(model_section.get("architecture", DEFAULT_ARCHITECTURE))
-    path, pointer = checkpoint_file(run_dir, checkpoint, weights, weights_option)
+    state, source, pointer = checkpoint_state(run_dir, checkpoint, weights, weights_option)
     saved_model_config = pointer["model_config"]
     model = build_from_config(spec.name, saved_model_config)
     finetune = training_config.get("finetune") or {}
     if finetune.get("method") == "lora":  # adapters only: the base first, then them, folded in
-        _load_lora_run(model, spec.name, training_config, path)
+        _load_lora_run(model, spec.name, training_config, state, source)
     else:
         # load_state_dict copies into the model's dtypes: the float64 running average becomes float32
-        model.load_state_dict(load_file(path), strict=True)
+        model.load_state_dict(state, strict=True)
     model.eval()
     return RunModel(
         model=model,
@@ -311,6 +341,7 @@ __all__ = [
     "best_weights",
     "build_model_for",
     "checkpoint_file",
+    "checkpoint_state",
     "is_export",
     "load_pretrained_weights",
     "load_run_model",

@@ -83,7 +83,7 @@ def export_run(
     tokenizer_path = run_tokenizer(run_dir)
     run = load_run_model(run_dir, checkpoint, weights)
     tokenizer = CTCTokenizer(tokenizer_path.read_bytes(), blank_id=run.blank_id)
-    weights_path, pointer = checkpoint_file(run_dir, checkpoint, weights)
+    raw_path, pointer = checkpoint_file(run_dir, checkpoint)
     frontend = run_frontend(run)
     config = {
         "format": EXPORT_FORMAT,
@@ -122,7 +122,7 @@ def export_run(
             {key: value.contiguous() for key, value in run.model.state_dict().items()}, staging / WEIGHTS_FILE
         )
     else:
-        shutil.copyfile(weights_path, staging / WEIGHTS_FILE)
+        shutil.copyfile(raw_path, staging / WEIGHTS_FILE)
     shutil.copyfile(tokenizer_path, staging / TOKENIZER_FILE)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     (staging / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -17,7 +17,7 @@ Layout (ARCHITECTURE.md, "Data contracts")::
       checkpoints/step-<step>.safetensors  with run.keep_checkpoints: every checkpoint's weights, kept (the
                                        metadata holds step, epoch and the model config at that width)
       checkpoints/averaged/step-<step>.safetensors  the running average at that step, kept with it (its
-                                       metadata: step, epoch, average_period); average_kept_checkpoints
+                                       metadata: step, epoch, average_period); models.averaging
 
 ``checkpoint_latest.json`` is the commit point: it is written after the directory is complete, through
 tmp + ``os.replace``, so a reader that finds it also finds the weights it describes. The directory itself
@@ -43,6 +43,7 @@ from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
 from asr_pipeline.models.lora import saved_weights
 from asr_pipeline.run_layout import (
+    AVERAGED_KEPT_DIR,
     BEST_DIR,
     BEST_POINTER,
     CHECKPOINT_DIR,
@@ -55,9 +56,7 @@ from asr_pipeline.run_layout import (
     resolve_run_dir,
 )
 from asr_pipeline.training.config import TrainConfig, load_json, save_json
-from asr_pipeline.training.ema import RunningAverage, average_between
-
-AVERAGED_KEPT_DIR = "averaged"  # under KEPT_DIR: the running averages kept with the weights
+from asr_pipeline.training.ema import RunningAverage
 
 STATE_FILE = "training_state.pt"
 
@@ -154,40 +153,6 @@ def _save_whole(state: dict[str, Tensor], folder: Path, step: int, metadata: dic
     return path
 
 
-def average_kept_checkpoints(run_dir: str | Path, start_step: int | None, end_step: int) -> dict[str, Tensor]:
-    """The model averaged over the optimizer steps after ``start_step`` up to ``end_step`` (icefall's
-    ``--use-averaged-model`` decoding, ``training.ema.average_between``), from the running averages kept
-    with those checkpoints (``optim.use_averaged_model`` with ``run.keep_checkpoints``); ``start_step``
-    None: from the start of training. In the model's dtypes, loadable into the model of ``end_step``."""
-    folder = Path(run_dir) / KEPT_DIR / AVERAGED_KEPT_DIR
-
-    def read(step: int) -> tuple[dict[str, Tensor], int]:
-        path = folder / f"step-{step:08d}.safetensors"
-        if not path.is_file():
-            kept = sorted(int(p.stem.removeprefix("step-")) for p in folder.glob("step-*.safetensors"))
-            raise FileNotFoundError(
-                f"{path} does not exist: the run kept running averages at steps {kept or 'none'}; train with "
-                "optim.use_averaged_model and run.keep_checkpoints, and pick steps from that list"
-            )
-        with safe_open(str(path), framework="pt") as handle:
-            period = int((handle.metadata() or {})["average_period"])
-        return load_file(str(path)), period
-
-    end, period = read(end_step)
-    if start_step is None or start_step // period == 0:  # nothing before: the end's average is the mean
-        averaged = end
-    else:
-        start, start_period = read(start_step)
-        if start_period != period:
-            raise ValueError(
-                f"the averages at steps {start_step} and {end_step} were taken every {start_period} and "
-                f"{period} steps: only averages of one period combine"
-            )
-        averaged = average_between(start, start_step, end, end_step, period)
-    weights = load_file(str(Path(run_dir) / KEPT_DIR / f"step-{end_step:08d}.safetensors"))
-    return {name: value.to(weights[name].dtype) for name, value in averaged.items()}
-
-
 def read_kept_weights(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """A kept checkpoint's state dict and its {"step", "epoch", "model_config"}."""
     with safe_open(str(path), framework="pt") as handle:
@@ -251,7 +216,6 @@ def restore_rng(state: dict[str, Tensor], device: torch.device) -> None:
 
 
 __all__ = [
-    "AVERAGED_KEPT_DIR",
     "BEST_DIR",
     "BEST_POINTER",
     "CHECKPOINT_DIR",
@@ -260,7 +224,6 @@ __all__ = [
     "KEPT_DIR",
     "STATE_FILE",
     "WEIGHTS_FILE",
-    "average_kept_checkpoints",
     "build_model_from_config",
     "committed_dir",
     "load_model_from_run",

@@ -13,7 +13,7 @@ icefall's running average of the whole trajectory (``--use-averaged-model``).
 
 so after ``k`` averaging points it is the plain mean of the weights at steps ``period, 2 * period, ...,
 k * period``. Like icefall's ``model_avg`` it averages every floating-point entry of the state dict,
-buffers (batch-norm statistics) included, so that two saved averages combine entry by entry. Two such averages give the mean over the points between them (``average_between``, icefall's
+buffers (batch-norm statistics) included, so that two saved averages combine entry by entry. Two such averages give the mean over the points between them (``models.averaging.average_between``, icefall's
 ``average_checkpoints_with_averaged_model``), which is how icefall decodes "the averaged model of epochs
 E - N to E": the early weights, far from the final ones, drop out of the mean.
 
@@ -124,32 +124,4 @@ def weights_swapped(model: nn.Module, state: dict[str, Tensor]) -> Iterator[None
         model.load_state_dict(own, strict=True)
 
 
-def average_between(
-    start: dict[str, Tensor], start_step: int, end: dict[str, Tensor], end_step: int, period: int
-) -> dict[str, Tensor]:
-    """The mean of the weights at the averaging points after ``start_step`` up to ``end_step``, from the
-    running averages saved at those steps (``RunningAverage.state_dict``): with ``k_s`` and ``k_e`` the
-    points each one holds (steps // period), ``(k_e * end - k_s * start) / (k_e - k_s)``, computed as
-    ``end + (end - start) * k_s / (k_e - k_s)`` so a long run's large weights never multiply the tensors.
-    Tensors that are not floating point (counters) come from ``end``."""
-    first, last = start_step // period, end_step // period
-    if last <= first:
-        raise ValueError(
-            f"no averaging point between step {start_step} and step {end_step} (every {period} steps): "
-            "choose an end checkpoint at least one averaging period after the start"
-        )
-    missing = sorted(set(end) - set(start))
-    if missing:
-        raise KeyError(f"the start average lacks {missing[:5]} ({len(missing)} in all): not the same model")
-    ratio = first / (last - first)
-    averaged = {}
-    for name, value in end.items():
-        if not value.is_floating_point():
-            averaged[name] = value
-            continue
-        mean = value.double() + (value.double() - start[name].double()) * ratio
-        averaged[name] = mean.to(value.dtype)
-    return averaged
-
-
-__all__ = ["RunningAverage", "WeightEMA", "average_between", "weights_swapped"]
+__all__ = ["RunningAverage", "WeightEMA", "weights_swapped"]

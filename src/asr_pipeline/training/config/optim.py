@@ -144,7 +144,7 @@ class OptimConfig:
         0, help="optimizer step before which the EMA copies", flag="--ema-start-step"
     )
     # icefall's model averaging (training.ema.RunningAverage): the mean of the weights every average_period
-    # steps, saved as averaged.safetensors; two saved averages give the mean between them (average_between).
+    # steps, saved as averaged.safetensors; two saved averages give the mean between them (models.averaging).
     use_averaged_model: bool = setting(
         False,
         help="keep icefall's running average of the weights (the mean of the weights every --average-period optimizer steps since the start), saved beside each checkpoint's weights as averaged.safetensors; two kept averages give the model averaged between them (run.keep_checkpoints)",
