@@ -1,6 +1,7 @@
 """The alignment recipe's Kedro pipelines: iteration 1 aligns with the train stage's run and trains frame-wise
-on it, iteration 2 realigns with iteration 1's model; the train stage hands every params.yaml train section
-(schedule, regularization, ...) to the training config."""
+on it, iteration 2 realigns with iteration 1's model; a recipe may instead start from the linear alignment,
+with no aligning run; the train stage hands every params.yaml train section (schedule, regularization, ...)
+to the training config."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from asr_pipeline.pipelines.alignment_align import create_pipeline as create_ali
 from asr_pipeline.pipelines.alignment_train import create_pipeline as create_train_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.alignment_iterations import alignment_iteration
+from asr_pipeline.training.alignment_iterations import LINEAR_ALIGNMENT, alignment_iteration
+from asr_pipeline.training.linear_alignment import linear_labels
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 from tests.pipelines.conftest import run_stage
 
@@ -93,6 +95,33 @@ def test_two_iterations_align_train_and_realign(stage_inputs):
         assert config["data"]["alignment"] == str(folder / "alignment" / "alignment.parquet")
         assert config["optim"]["epochs"] == 1, "the iteration's own train overrides"
         assert (folder / "run" / "checkpoint_latest.json").is_file()
+
+
+@pytest.mark.slow  # two torchrun trainings (~2 min on a shared 2-core box): in `make test-all`
+def test_a_recipe_starts_from_the_linear_alignment_then_realigns_with_its_model(stage_inputs, tmp_path):
+    _, inputs = stage_inputs
+    alignment_dir = DirectoryDataset(str(tmp_path))
+    iterations = {
+        "linear": {"align_with": LINEAR_ALIGNMENT, "train": {"optim": {"epochs": 2}}},
+        "realigned": {"align_with": str(tmp_path / "linear" / "run"), "train": {"optim": {"epochs": 1}}},
+    }
+    for iteration in iterations:
+        params = {"train": TRAIN_PARAMS, "alignment": {"current": iteration, "iterations": iterations}}
+        run_stage(create_align_pipeline(), inputs, datasets={"alignment_dir": alignment_dir}, params=params)
+        run_stage(create_train_pipeline(), inputs, datasets={"alignment_dir": alignment_dir}, params=params)
+
+    linear = tmp_path / "linear"
+    report = json.loads((linear / "alignment" / "report.json").read_text())
+    assert report["aligned"] == 10 and report["skipped"] == 0 and report["mean_score_per_frame"] is None
+    shard = pq.read_table(inputs["train.feature_shards"][0], columns=["id", "rows", "tokens"]).to_pylist()
+    rows = {row["id"]: row for row in pq.read_table(linear / "alignment" / "alignment.parquet").to_pylist()}
+    for example in shard:  # the tiny squeezeformer's frames: ceil(T / 4)
+        frames = -(-example["rows"] // 4)
+        assert rows[example["id"]]["labels"] == linear_labels(example["tokens"], frames, 0).tolist()
+    assert (linear / "run" / "checkpoint_latest.json").is_file(), "trained frame-wise on it"
+    realigned = json.loads((tmp_path / "realigned" / "alignment" / "report.json").read_text())
+    assert realigned["aligned"] + realigned["skipped"] == 10 and realigned["mean_score_per_frame"] < 0
+    assert (tmp_path / "realigned" / "run" / "checkpoint_latest.json").is_file()
 
 
 def test_an_iteration_must_be_named_and_known():

@@ -13,7 +13,8 @@ against them, summed over each utterance's frames (``training.ctc.model_losses``
 many frames as the aligning one did (same architecture family and subsampling), which is checked per utterance.
 An utterance without a label sequence is a counted skip of the epoch. Validation still scores CTC-style:
 greedy decoding of the frame posteriors and ``val_loss`` the CTC loss (the blank is one of the frame classes).
-Realigning with the frame-wise model closes the loop (``align_shards`` accepts any CTC-output run).
+Realigning with the frame-wise model closes the loop (``align_shards`` accepts any CTC-output run). The first
+alignment may instead be the linear one, which needs no trained model (``training.linear_alignment``).
 """
 
 from __future__ import annotations

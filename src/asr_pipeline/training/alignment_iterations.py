@@ -8,6 +8,9 @@ from typing import Any
 from asr_pipeline.iterations import iteration_params
 
 ALIGNMENT_FILE = "alignment.parquet"
+# An iteration's ``align_with`` that asks for no aligning run: the linear alignment (training.linear_alignment)
+# over the frames of the model the iteration trains.
+LINEAR_ALIGNMENT = "linear"
 
 
 def alignment_iteration(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -99,6 +99,22 @@ def framewise_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tup
     return losses, log_probs, out_lengths
 
 
+def output_lengths_of(model: nn.Module) -> Callable[[Tensor], Tensor]:
+    """``model``'s output-length arithmetic, (B,) input frames -> (B,) output frames, through DDP's and
+    ``torch.compile``'s wrappers; a ValueError naming the model when it states none."""
+    inner = model
+    while not hasattr(inner, "output_lengths"):
+        wrapped = getattr(inner, "module", None) or getattr(inner, "_orig_mod", None)
+        if wrapped is None:
+            raise ValueError(
+                f"{type(model).__name__} has no output_lengths(feature_lengths): its output frame count for a "
+                "given input cannot be known without a forward pass, which chunking (data.chunk_frames) and "
+                "the linear alignment need; train or align with a model that states it"
+            )
+        inner = wrapped
+    return inner.output_lengths
+
+
 def unit_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
     """HuBERT's masked prediction of ``batch.frame_labels`` (units per output frame; the model masks)."""
     if batch.frame_labels is None:
@@ -265,5 +281,6 @@ __all__ = [
     "model_losses",
     "objective_of",
     "output_kind",
+    "output_lengths_of",
     "unit_losses",
 ]

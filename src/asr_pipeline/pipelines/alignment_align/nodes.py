@@ -1,8 +1,10 @@
 """Nodes of the alignment recipe (dvc.yaml's ``align`` and ``train_ce`` stages), one iteration per run: ``align@<it>``.
 
 ``params.yaml`` ``alignment.iterations`` names the iterations in order; each says which run to align with
-(``align_with``: the main ``train`` stage's run for the first, the previous iteration's for the others) and
-what its frame-wise training changes in ``train`` (``train``: the same sections as ``params.yaml train``).
+(``align_with``: the main ``train`` stage's run for the first, the previous iteration's for the others; or
+``linear``, the classic bootstrap: each utterance's tokens spread evenly over the frames of the model the
+iteration trains, ``training.linear_alignment``) and what its frame-wise training changes in ``train``
+(``train``: the same sections as ``params.yaml train``).
 DVC runs each stage with ``--params=alignment.current=<iteration>`` (a Kedro runtime parameter), so one
 pipeline per stage (this one, and ``alignment_train``) serves every iteration, and each iteration's stages
 track only that iteration's params.
@@ -23,22 +25,33 @@ from typing import Any
 
 from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.training.alignment import align_shards
-from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, alignment_iteration
+from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, LINEAR_ALIGNMENT, alignment_iteration
+from asr_pipeline.training.config import deep_merge
+from asr_pipeline.training.linear_alignment import linear_align_shards, model_output_lengths
 
 REPORT_FILE = "report.json"
 
 
-def align_iteration(train_shards: list[str], alignment_dir: Path, params: dict[str, Any]) -> None:
-    """Align the training shards with the iteration's ``align_with`` run; the report lands beside them."""
+def align_iteration(
+    train_shards: list[str], alignment_dir: Path, train_params: dict[str, Any], params: dict[str, Any]
+) -> None:
+    """Align the training shards with the iteration's ``align_with`` run, or linearly over the frames of the
+    model the iteration trains (``train_params`` with the iteration's ``train``); the report lands beside
+    them."""
     name, iteration = alignment_iteration(params)
     output = alignment_dir / name / "alignment"
     shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
-    report = align_shards(
-        iteration["align_with"],
-        train_shards,
-        output / ALIGNMENT_FILE,
-        batch_size=int(params.get("batch_size", 16)),
-        jobs=int(params.get("jobs", 1)),
-        executor=ExecutorOptions.from_dict(params.get("executor")),
-    ).to_dict()
-    (output / REPORT_FILE).write_text(json.dumps({"iteration": name, **report}, indent=2, sort_keys=True))
+    if iteration["align_with"] == LINEAR_ALIGNMENT:
+        trained = deep_merge(train_params, iteration.get("train") or {})
+        report = linear_align_shards(train_shards, output / ALIGNMENT_FILE, *model_output_lengths(trained))
+    else:
+        report = align_shards(
+            iteration["align_with"],
+            train_shards,
+            output / ALIGNMENT_FILE,
+            batch_size=int(params.get("batch_size", 16)),
+            jobs=int(params.get("jobs", 1)),
+            executor=ExecutorOptions.from_dict(params.get("executor")),
+        )
+    summary = {"iteration": name, **report.to_dict()}
+    (output / REPORT_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True))

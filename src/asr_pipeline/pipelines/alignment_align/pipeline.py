@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 align_iteration,
-                inputs=["train.feature_shards", "alignment_dir", "params:alignment"],
+                inputs=["train.feature_shards", "alignment_dir", "params:train", "params:alignment"],
                 outputs=None,
                 name="align_iteration",
             )
