@@ -76,3 +76,21 @@ def test_the_dvc_project_is_the_nearest_folder_above_holding_dvc(tmp_path):
 
     assert dvc_project_root(tmp_path / "project" / "a" / "b") == tmp_path / "project"
     assert dvc_project_root(tmp_path) is None
+
+
+def test_a_validation_scoring_the_averages_plots_them_beside_the_raw_weights_curve(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    values = {
+        "val_loss": 1.5,
+        "val_cer": 40.0,
+        "val_wer": 80.0,
+        "val_cer_averaged": 35.0,
+        "val_loss_ema": 1.25,
+    }
+
+    logger = DVCLiveLogger(tmp_path / "run")
+    logger.on_event("validation", 8, 1, values)
+    logger.close()
+
+    metrics = json.loads((tmp_path / "run" / DVCLIVE_DIR / "metrics.json").read_text())["val"]
+    assert metrics == {"loss": 1.5, "cer": 40.0, "wer": 80.0, "cer_averaged": 35.0, "loss_ema": 1.25}

@@ -32,6 +32,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.run_layout import WEIGHTS
+
 DVCLIVE_DIR = "dvclive"
 TRAIN_METRICS = (
     "loss",
@@ -79,8 +81,13 @@ class DVCLiveLogger:
             return
         if kind == "train":
             logged = {f"train/{name}": values[name] for name in TRAIN_METRICS if name in values}
-        elif kind == "validation":
-            logged = {f"val/{short}": values[name] for name, short in VAL_METRICS.items() if name in values}
+        elif kind == "validation":  # with validation.score_averages also val/cer_averaged, val/loss_ema, ...
+            logged = {
+                f"val/{short}{suffix}": values[f"{name}{suffix}"]
+                for suffix in ("", *(f"_{weights}" for weights in WEIGHTS))
+                for name, short in VAL_METRICS.items()
+                if f"{name}{suffix}" in values
+            }
         else:
             return
         self.live.step = step
