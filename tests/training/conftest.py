@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from asr_pipeline.text.tokenizer import CTCTokenizer
+from asr_pipeline.training.hooks import TrainingHook
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 
 
@@ -77,15 +78,16 @@ def single_process(monkeypatch, keep_torch_threads):
 
 @pytest.fixture
 def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
-    """``make(precision="f32", **optim)``: a single-process CPU Trainer on the tiny corpus, dropout off
-    (deterministic forward passes), events not written; keyword args override ``optim`` keys."""
+    """``make(precision="f32", hooks=None, **optim)``: a single-process CPU Trainer on the tiny corpus, dropout
+    off (deterministic forward passes), events not written, writing checkpoints to ``tmp_path/run``; ``hooks``
+    replaces the ones the config asks for; keyword args override ``optim`` keys."""
     from asr_pipeline.training.config import resolve_config
     from asr_pipeline.training.distributed import DistributedContext
     from asr_pipeline.training.events import EventLog
     from asr_pipeline.training.loaders import build_data
     from asr_pipeline.training.trainer import Trainer
 
-    def make(precision: str = "f32", **optim: Any) -> Trainer:
+    def make(precision: str = "f32", hooks: list | None = None, **optim: Any) -> Trainer:
         config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
         config_dict["model"]["dropout"] = 0.0
         config_dict["optim"] |= optim
@@ -93,9 +95,45 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
         ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
         vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
         events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
-        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events)
+        return Trainer(config, ctx, build_data(config, ctx), vocab_size, events, hooks=hooks)
 
     return make
+
+
+# --- a hook that records the Trainer's calls ---
+class RecordingHook(TrainingHook):
+    """Notes every point it is called at; keeps a counter as its checkpoint state."""
+
+    state_key = "recording"
+
+    def __init__(self, calls: list[tuple[Any, ...]]) -> None:
+        self.calls = calls
+        self.epochs_ended = 0
+
+    def on_weights_loaded(self, trainer, base_report):
+        self.calls.append(("weights_loaded",))
+
+    def on_model(self, trainer):
+        self.calls.append(("model",))
+
+    def on_train_mode(self, trainer):
+        self.calls.append(("train_mode",))
+
+    def on_epoch_start(self, trainer, epoch):
+        self.calls.append(("epoch_start", epoch))
+
+    def on_epoch_end(self, trainer, epoch):
+        self.epochs_ended += 1
+        self.calls.append(("epoch_end", epoch, trainer.latest_scores is not None))
+
+    def state_dict(self, trainer):
+        return {"epochs_ended": self.epochs_ended}
+
+    def load_state_dict(self, trainer, state):
+        self.calls.append(("load_state", state))
+
+    def on_close(self, trainer):
+        self.calls.append(("close",))
 
 
 def events(run_dir: Path, kind: str | None = None) -> list[dict]:

@@ -1,5 +1,5 @@
-"""The loop's step functions driven directly on the tiny model: loss normalisation, gradient
-accumulation, clipping and the EMA update, without a whole run."""
+"""training.trainer_step: the Trainer's step functions driven directly on the tiny model: loss normalisation,
+gradient accumulation, clipping and the EMA update, without a whole run."""
 
 from __future__ import annotations
 
