@@ -10,15 +10,16 @@ import torch
 from torch import nn
 
 from asr_pipeline.models.initialization import initialize, parse_init
+from asr_pipeline.models.registry import SPECS
 from asr_pipeline.options import ConfigError
-from tests.training.conftest import ENCODER_ARCHITECTURES, architecture_model
+from tests.training.conftest import architecture_model
 
 
 def weights_of(model: nn.Module, kind: type) -> list[torch.Tensor]:
     return [m.weight for m in model.modules() if isinstance(m, kind) and isinstance(m.weight, nn.Parameter)]
 
 
-@pytest.mark.parametrize("architecture", ENCODER_ARCHITECTURES)
+@pytest.mark.parametrize("architecture", sorted(SPECS))
 def test_every_architectures_linears_are_xavier_uniform_within_glorots_bound_with_zero_biases(architecture):
     model = architecture_model(architecture)
 
