@@ -62,7 +62,10 @@ that epoch's last step was just validated), when there are validation manifests
     output, HuBERT pretraining, the lowest ``val_loss``, which is then per predicted frame, beside
     ``val_accuracy`` on masked frames in percent and ``masked_frames`` instead of the text scores), and with
     ``validation.log_samples`` = N ``samples``: N ``{"id", "reference", "hypothesis"}`` (plus ``n_best``:
-    ``[{"text", "score"}]`` when ``validation.n_best > 1``), the first N utterances by id.
+    ``[{"text", "score"}]`` when ``validation.n_best > 1``), the first N utterances by id. With
+    ``validation.score_averages``, each weight average's scores too, suffixed with its ``--weights`` name:
+    ``val_cer_averaged``, ``val_wer_averaged``, ``val_loss_averaged``, ``duration_sec_averaged`` (one more
+    pass) and the same with ``_ema``; ``best`` stays the raw weights' decision.
 ``lr_control``, after every epoch's closing validation, only under ``optim.lr_control: newbob``
     ``training.lr_control.Decision.to_event``: ``kind``, ``epoch`` and ``next_epoch`` (counting from 1),
     ``score_key``, ``scores`` (epoch -> the scores compared), ``change``, ``threshold``,
