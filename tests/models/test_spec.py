@@ -1,6 +1,6 @@
 """models.spec: a spec names model code by import path and imports it on first use; option fields are the config
-fields beyond the common ones; narrowing keeps the head width and scales the head count; output kinds say
-whether they give frame posteriors."""
+fields beyond the common ones; a named size gives its config fields with the overrides over them; narrowing
+keeps the head width and scales the head count; output kinds say whether they give frame posteriors."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from asr_pipeline.models.spec import (
     has_frame_posteriors,
     narrow_by_heads,
     narrowed_heads,
+    sized_config,
 )
 from asr_pipeline.options import setting
 
@@ -115,3 +116,23 @@ def test_a_configs_input_normalization_is_utterance_cmvn_or_nothing():
     check_input_normalization(None)
     with pytest.raises(ValueError, match="input_normalization must be 'utterance' or None, got 'global'"):
         check_input_normalization("global")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToySize:
+    d_model: int
+    num_heads: int
+    published_peak_lr: float  # describes the size; not a config field
+
+
+def test_a_named_size_gives_its_config_fields_and_the_overrides_win_over_them():
+    sizes = {"small": ToySize(128, 2, 1e-3), "wide": {"d_model": 512, "kernel": 31}}
+
+    small = sized_config(ToyConfig, sizes, "small", {"num_heads": 8}, "toy size")
+    wide = sized_config(ToyConfig, sizes, "wide", {}, "toy size")
+
+    # small: d_model from the size, num_heads overridden, published_peak_lr left out; the rest the defaults
+    assert (small.d_model, small.num_heads, small.kernel) == (128, 8, 15)
+    assert (wide.d_model, wide.num_heads, wide.kernel) == (512, 4, 31)
+    with pytest.raises(ValueError, match=r"^unknown toy size 'huge'; choose one of: small, wide$"):
+        sized_config(ToyConfig, sizes, "huge", {}, "toy size")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from asr_pipeline.models.spec import ArchitectureSpec
+from asr_pipeline.models.spec import ArchitectureSpec, sized_config
 
 if TYPE_CHECKING:
     from torch import nn
@@ -79,49 +79,37 @@ class HubertConfig:
         return math.prod(stride for _, _, stride in self.conv_layers)
 
 
-@dataclass(frozen=True)
-class NamedSize:
-    d_model: int
-    num_layers: int
-    num_heads: int
-    ff_dim: int
-    extra: dict = field(default_factory=dict)
-
-
 # base: HuBERT-base; demo: a CPU size for the demo corpus; tiny: tests (a 3-block conv stack, 320 stride).
-SIZES = {
-    "base": NamedSize(768, 12, 12, 3072),
-    "demo": NamedSize(
-        192,
-        4,
-        4,
-        768,
-        {
-            "conv_layers": (
-                (128, 10, 5),
-                (128, 3, 2),
-                (128, 3, 2),
-                (128, 3, 2),
-                (128, 2, 2),
-                (128, 2, 2),
-                (128, 2, 2),
-            ),
-            "pos_conv_kernel": 32,
-            "pos_conv_groups": 4,
-            "final_dim": 64,
-        },
+# A size is the config fields it sets; the others keep HubertConfig's (HuBERT-base) defaults.
+SIZES: dict[str, dict[str, object]] = {
+    "base": dict(d_model=768, num_layers=12, num_heads=12, ff_dim=3072),
+    "demo": dict(
+        d_model=192,
+        num_layers=4,
+        num_heads=4,
+        ff_dim=768,
+        conv_layers=(
+            (128, 10, 5),
+            (128, 3, 2),
+            (128, 3, 2),
+            (128, 3, 2),
+            (128, 2, 2),
+            (128, 2, 2),
+            (128, 2, 2),
+        ),
+        pos_conv_kernel=32,
+        pos_conv_groups=4,
+        final_dim=64,
     ),
-    "tiny": NamedSize(
-        32,
-        2,
-        2,
-        64,
-        {
-            "conv_layers": ((16, 10, 5), (16, 4, 4), (16, 4, 4), (16, 2, 2), (16, 2, 2)),
-            "pos_conv_kernel": 16,
-            "pos_conv_groups": 2,
-            "final_dim": 8,
-        },
+    "tiny": dict(
+        d_model=32,
+        num_layers=2,
+        num_heads=2,
+        ff_dim=64,
+        conv_layers=((16, 10, 5), (16, 4, 4), (16, 4, 4), (16, 2, 2), (16, 2, 2)),
+        pos_conv_kernel=16,
+        pos_conv_groups=2,
+        final_dim=8,
     ),
 }
 VARIANTS = tuple(SIZES)  # HuBERT-base (no variant: base), then the CPU sizes (SIZES)
@@ -134,13 +122,8 @@ FINETUNE_MASK_PROB = 0.05  # HF HubertConfig.mask_time_prob: SpecAugment-like ma
 
 def hubert_config(variant: str, **overrides: object) -> HubertConfig:
     """The named size ``variant`` with ``overrides`` (config fields) over it."""
-    if variant not in SIZES:
-        raise ValueError(f"unknown HuBERT variant {variant!r}; expected one of {', '.join(SIZES)}")
-    size = SIZES[variant]
-    values = {"d_model": size.d_model, "num_layers": size.num_layers, "num_heads": size.num_heads,
-              "ff_dim": size.ff_dim, **size.extra}  # fmt: skip
-    values.update({key: value for key, value in overrides.items() if value is not None})
-    return HubertConfig(**values)  # type: ignore[arg-type]
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return sized_config(HubertConfig, SIZES, variant, given, "HuBERT variant")
 
 
 def pretrain_config(variant: str | None, values: Mapping[str, object]) -> HubertConfig:

@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, narrow_by_heads
+from asr_pipeline.models.spec import (
+    ArchitectureSpec,
+    check_input_normalization,
+    narrow_by_heads,
+    sized_config,
+)
 from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.paraformer"  # imported when a model is built (the spec is torch-free)
@@ -157,19 +162,7 @@ PEAK_LR = 1e-3
 
 def paraformer_config(size: str, **overrides: object) -> ParaformerConfig:
     """The config of a named size; ``overrides`` (any ParaformerConfig field) win."""
-    if size not in SIZES:
-        raise ValueError(f"unknown Paraformer size {size!r}; choose one of: {', '.join(SIZES)}")
-    named = SIZES[size]
-    values: dict[str, object] = {
-        "d_model": named.d_model,
-        "num_layers": named.num_layers,
-        "num_heads": named.num_heads,
-        "decoder_layers": named.decoder_layers,
-        "ff_expansion": named.ff_expansion,
-        "conv_kernel_size": named.conv_kernel_size,
-        **overrides,
-    }
-    return ParaformerConfig(**values)  # type: ignore[arg-type]
+    return sized_config(ParaformerConfig, SIZES, size, overrides, "Paraformer size")
 
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> ParaformerConfig:

@@ -13,12 +13,14 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from asr_pipeline.options import UNSET, walk
 
 if TYPE_CHECKING:
     from torch import nn
+
+C = TypeVar("C")
 
 # "ctc": (B, T', V) log-probs; "paraformer": a decoder returning its loss terms; "hubert": masked prediction of
 # frame units (self-supervised, no text output).
@@ -192,6 +194,32 @@ def field_reference_options(config_class: type) -> dict[str, tuple[object, str]]
     }
 
 
+def size_fields(config_class: type, sizes: Mapping[str, object], size: str, what: str) -> dict[str, object]:
+    """The config fields of the named size ``size`` of ``sizes``; a ValueError naming the sizes when it is
+    none of them (``what`` names them in it: "Zipformer size"). A size is a mapping of config fields or a
+    dataclass whose fields that ``config_class`` also has are taken; its others describe the size (a
+    recipe's peak rate, a paper's parameter count) and stay out of the config."""
+    if size not in sizes:
+        raise ValueError(f"unknown {what} {size!r}; choose one of: {', '.join(sizes)}")
+    named = sizes[size]
+    if isinstance(named, Mapping):
+        return dict(named)
+    config_fields = {field.name for field in dataclasses.fields(config_class)}
+    return {
+        field.name: getattr(named, field.name)
+        for field in dataclasses.fields(named)  # type: ignore[arg-type]
+        if field.name in config_fields
+    }
+
+
+def sized_config(
+    config_class: type[C], sizes: Mapping[str, object], size: str, overrides: Mapping[str, object], what: str
+) -> C:
+    """``config_class`` at the named size ``size`` (``size_fields``) with ``overrides`` (config fields) over
+    it: every spec's ``<architecture>_config``."""
+    return config_class(**{**size_fields(config_class, sizes, size, what), **overrides})
+
+
 def narrowed_heads(num_heads: int, fraction: float) -> int:
     """The head count at ``fraction`` of the width: rounded, at least one."""
     return max(1, round(num_heads * fraction))
@@ -226,4 +254,6 @@ __all__ = [
     "has_frame_posteriors",
     "narrow_by_heads",
     "narrowed_heads",
+    "size_fields",
+    "sized_config",
 ]

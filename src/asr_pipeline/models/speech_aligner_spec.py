@@ -6,9 +6,9 @@ with the fbank frontend for log-mel-80). Its config and named sizes live here, t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization
+from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, sized_config
 from asr_pipeline.text.phones import NUM_CLASSES
 
 MODEL = "asr_pipeline.models.speech_aligner"  # imported when a model is built (the spec is torch-free)
@@ -62,13 +62,9 @@ PEAK_LR = 1e-3  # the reference trainer's Adam rate for its aligner
 def speech_aligner_config(variant: str | None = None, **values: object) -> SpeechAlignerConfig:
     """``variant``'s sizes (None: default) with ``values`` over them."""
     name = DEFAULT_VARIANT if variant is None else variant
-    if name not in SIZES:
-        raise ValueError(f"unknown speech-aligner variant {name!r}; choose one of: {', '.join(SIZES)}")
-    size = SIZES[name]
     if "channels" in values:
         values["channels"] = tuple(values["channels"])  # type: ignore[arg-type]
-    config = SpeechAlignerConfig(channels=size.channels, num_heads=size.num_heads)
-    return replace(config, **values)  # type: ignore[arg-type]
+    return sized_config(SpeechAlignerConfig, SIZES, name, values, "speech-aligner variant")
 
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> SpeechAlignerConfig:

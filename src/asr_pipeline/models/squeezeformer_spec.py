@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, narrow_by_heads
+from asr_pipeline.models.spec import (
+    ArchitectureSpec,
+    check_input_normalization,
+    narrow_by_heads,
+    size_fields,
+)
 
 MODEL = "asr_pipeline.models.squeezeformer"
 
@@ -114,16 +119,7 @@ def squeezeformer_config(size: str, **overrides: object) -> SqueezeformerConfig:
     When ``num_layers`` changes and the U-Net indices are not given, they follow it by the paper's rule,
     so ``squeezeformer_config("xs", num_layers=8)`` is valid rather than pointing past the last block.
     """
-    if size not in SIZES:
-        raise ValueError(f"unknown Squeezeformer size {size!r}; choose one of: {', '.join(SIZES)}")
-    named = SIZES[size]
-    values: dict[str, object] = {
-        "d_model": named.d_model,
-        "num_layers": named.num_layers,
-        "num_heads": named.num_heads,
-        "conv_kernel_size": named.conv_kernel_size,
-    }
-    values.update(overrides)
+    values = {**size_fields(SqueezeformerConfig, SIZES, size, "Squeezeformer size"), **overrides}
     reduce, recover = paper_time_indices(int(values["num_layers"]))  # type: ignore[arg-type]
     values.setdefault("time_reduce_idx", reduce)
     values.setdefault("time_recover_idx", recover)

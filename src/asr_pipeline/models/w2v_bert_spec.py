@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads
+from asr_pipeline.models.spec import ArchitectureSpec, narrow_by_heads, sized_config
 from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.w2v_bert"
@@ -161,9 +161,7 @@ PEAK_LEARNING_RATE = 1e-4
 
 def w2v_bert_config(size: str, **overrides: object) -> W2VBertConfig:
     """The config of a named size; ``overrides`` (any W2VBertConfig field) win."""
-    if size not in SIZES:
-        raise ValueError(f"unknown W2V-BERT size {size!r}; choose one of: {', '.join(SIZES)}")
-    return W2VBertConfig(**{**SIZES[size], **overrides})  # type: ignore[arg-type]
+    return sized_config(W2VBertConfig, SIZES, size, overrides, "W2V-BERT size")
 
 
 def config_for(variant: str | None, values: Mapping[str, object]) -> W2VBertConfig:

@@ -9,7 +9,12 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from asr_pipeline.models.spec import ArchitectureSpec, check_input_normalization, narrowed_heads
+from asr_pipeline.models.spec import (
+    ArchitectureSpec,
+    check_input_normalization,
+    narrowed_heads,
+    sized_config,
+)
 from asr_pipeline.options import setting
 
 MODEL = "asr_pipeline.models.zipformer"
@@ -213,16 +218,7 @@ SIZES: dict[str, NamedSize] = {
 
 def zipformer_config(size: str, **overrides: object) -> ZipformerConfig:
     """The config of a named size; ``overrides`` (any ZipformerConfig field) win."""
-    if size not in SIZES:
-        raise ValueError(f"unknown Zipformer size {size!r}; choose one of: {', '.join(SIZES)}")
-    named = SIZES[size]
-    values: dict[str, object] = {
-        field.name: getattr(named, field.name)
-        for field in fields(named)
-        if field.name != "icefall_encoder_params"
-    }
-    values.update(overrides)
-    return ZipformerConfig(**values)  # type: ignore[arg-type]
+    return sized_config(ZipformerConfig, SIZES, size, overrides, "Zipformer size")
 
 
 VARIANTS = tuple(SIZES)  # icefall's sizes, then the CPU sizes
