@@ -17,6 +17,7 @@ from asr_pipeline.options import (
     parse_value,
     reference_values,
     setting,
+    shared_setting,
     to_dict,
     walk,
 )
@@ -119,3 +120,23 @@ def test_dotted_keys_expand_and_merge_key_by_key():
 )
 def test_a_command_line_value_reads_as_yaml_with_exponent_floats(text, value):
     assert parse_value(text) == value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sharing:
+    """Two of Inner's and Outer's fields declared again, one at another default with another shown default."""
+
+    rate: float = shared_setting(Inner, "rate", 0.25, shown_default="a quarter")
+    epochs: list[int] = shared_setting(Outer, "epochs")
+
+
+def test_a_shared_setting_keeps_its_owners_help_and_flag_and_states_only_what_differs():
+    shared = {field.key: field for field in walk(Sharing)}
+    owned = {field.key: field for field in walk(Inner)}
+
+    rate = shared["rate"]
+    assert (rate.setting.help, rate.flag, rate.setting.reference) == ("a rate", "--rate", 0.1)
+    assert (rate.default, rate.setting.shown_default, owned["rate"].default) == (0.25, "a quarter", 0.5)
+    assert shared["epochs"].default == [] and Sharing().epochs is not Sharing().epochs  # a fresh list each
+    with pytest.raises(ValueError, match="Outer has no field 'grid' declared with setting"):
+        shared_setting(Outer, "grid")

@@ -81,6 +81,20 @@ def setting_of(field: dataclasses.Field) -> Setting | None:
     return field.metadata.get(SETTING)
 
 
+def shared_setting(owner: type, name: str, default: Any = MISSING, **facts: Any) -> Any:
+    """The field ``name`` of the config ``owner`` declared again in another config: its help, flag, unit and
+    the rest of its ``Setting`` stated once, in ``owner``. ``default`` (unless given: ``owner``'s) and
+    ``facts`` (``Setting`` fields, e.g. a ``shown_default``) are where the other config differs."""
+    declared = next((field for field in dataclasses.fields(owner) if field.name == name), None)
+    info = None if declared is None else setting_of(declared)
+    if info is None:
+        raise ValueError(f"{owner.__name__} has no field {name!r} declared with setting(...)")
+    stated = {**{fact.name: getattr(info, fact.name) for fact in dataclasses.fields(info)}, **facts}
+    if default is MISSING:
+        return setting(declared.default, default_factory=declared.default_factory, **stated)
+    return setting(default, **stated)
+
+
 # --- dict -> dataclass ---------------------------------------------------------------------------------
 def from_dict(cls: type[T], values: Mapping[str, Any] | None, section: str = "", what: str = "config") -> T:
     """``cls`` built from ``values``: nested dataclasses from nested mappings, every key known, every value
@@ -381,6 +395,7 @@ __all__ = [
     "reference_values",
     "setting",
     "setting_of",
+    "shared_setting",
     "to_dict",
     "type_name",
     "unknown_keys",

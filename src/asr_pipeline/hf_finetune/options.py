@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from asr_pipeline.options import ConfigError, options_from_dict, setting
+from asr_pipeline.options import ConfigError, options_from_dict, setting, shared_setting
+from asr_pipeline.training.config.adapt import FinetuneConfig
+from asr_pipeline.training.config.optim import OptimConfig
 
 
 @dataclass(frozen=True)
@@ -29,13 +31,14 @@ class HFFinetuneOptions:
     method: Literal["full", "lora"] = setting(
         "lora", help="train every weight (full) or LoRA adapters only (lora)", flag="--method"
     )
-    lora_rank: int = setting(16, help="LoRA rank r of each adapter", flag="--lora-rank")
-    lora_alpha: float = setting(32.0, help="LoRA scale: the update is (alpha / r) B A", flag="--lora-alpha")
-    lora_dropout: float = setting(0.05, help="dropout on the adapters' input", flag="--lora-dropout")
-    lora_target_modules: str | None = setting(
-        None,
-        help="regular expression over module names of the linears to adapt",
-        flag="--lora-target-modules",
+    # LoRA's and the epochs' help and flags are train's (training.config); the defaults are this stage's own,
+    # for a pretrained transformers model (train.finetune: r 8, alpha 16, no dropout).
+    lora_rank: int = shared_setting(FinetuneConfig, "lora_rank", 16)
+    lora_alpha: float = shared_setting(FinetuneConfig, "lora_alpha", 32.0)
+    lora_dropout: float = shared_setting(FinetuneConfig, "lora_dropout", 0.05)
+    lora_target_modules: str | None = shared_setting(
+        FinetuneConfig,
+        "lora_target_modules",
         shown_default="the attention projections of the model family (hf_finetune.models)",
     )
     language: str | None = setting(
@@ -49,7 +52,7 @@ class HFFinetuneOptions:
     learning_rate: float = setting(1e-4, help="peak learning rate (AdamW)", flag="--learning-rate")
     weight_decay: float = setting(0.0, help="AdamW's decoupled weight decay", flag="--weight-decay")
     warmup_steps: int = setting(50, help="linear warmup, then linear decay to 0", flag="--warmup-steps")
-    epochs: int = setting(3, help="passes over the training data", flag="--epochs")
+    epochs: int = shared_setting(OptimConfig, "epochs", 3)
     max_steps: int | None = setting(
         None, help="stop after this many optimizer steps", flag="--max-steps", shown_default="epochs decide"
     )
