@@ -60,6 +60,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# The step, compile counters and table the training-step benchmarks share.
+from training_step import compiled_graphs, cpu_seconds, print_table, train_step
+
 from asr_kernels.masks import attention_mask_4d
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.modules.zipformer_blocks import RelPositionAttentionWeights
@@ -73,7 +76,7 @@ BATCH_BUDGET = 4000  # params.yaml train.data.adaptive_batch_budget: padded fram
 MAX_SAMPLES = 24  # params.yaml train.data.adaptive_batch_max_samples
 WORLD_SIZE = 2  # params.yaml train.launch.nproc_per_node
 TOKENS_PER_FRAME = 0.15  # the demo train split: 1 target token per 6-7 fbank frames
-LEARNING_RATE, WEIGHT_DECAY, CLIP_NORM = 2e-3, 5e-4, 5.0  # params.yaml train.optim; OptimConfig default
+LEARNING_RATE, WEIGHT_DECAY = 2e-3, 5e-4  # params.yaml train.optim
 FRAME_SEC = 0.01
 DEMO_EPOCHS = 10  # params.yaml train.optim.epochs
 
@@ -265,39 +268,9 @@ def switches(variant: Variant, threads: int):
         torch.set_num_threads(previous_threads)
 
 
-def train_step(runner: Runner, batch: dict[str, Tensor]) -> float:
-    bf16 = runner.variant.bf16
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    with autocast:
-        log_probs, out_lengths = runner.forward(batch["features"], batch["lengths"])  # (B, T', V), (B,)
-    losses = F.ctc_loss(
-        log_probs.float().transpose(0, 1),
-        batch["targets"],
-        out_lengths,
-        batch["target_lengths"],
-        blank=0,
-        reduction="none",
-        zero_infinity=True,
-    )  # (B,)
-    loss = losses.sum() / batch["target_lengths"].sum().clamp(min=1)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(runner.model.parameters(), CLIP_NORM)
-    runner.optimizer.step()
-    runner.optimizer.zero_grad(set_to_none=True)
-    return float(loss.detach())
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and its reaped children (the C++ compiler runs, with compile_threads=1):
-    what a step or a compile costs whatever else loads the machine."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
-
-
-def compiled_graphs() -> int:
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
+def step(runner: Runner, batch: dict[str, Tensor]) -> float:
+    precision = "bf16" if runner.variant.bf16 else "f32"
+    return float(train_step(runner.forward, runner.optimizer, batch, precision, torch.device("cpu")))
 
 
 def run(runners: list[Runner], shapes: list[BatchShape], repeats: int) -> None:
@@ -314,7 +287,7 @@ def run(runners: list[Runner], shapes: list[BatchShape], repeats: int) -> None:
                 graphs = compiled_graphs()
                 with switches(runner.variant, runner.threads):
                     started, cpu_started = time.perf_counter(), cpu_seconds()
-                    loss = train_step(runner, batch)
+                    loss = step(runner, batch)
                     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
                 runner.records.append(
                     {
@@ -388,30 +361,27 @@ def print_tables(rows: list[dict]) -> None:
         f"{'variant':>34} {'thr':>3} | {'ms/audio-s':>10} {'vs eager':>8} {'per pass':>11} {'p10-p90':>9} "
         f"{'CPU-s vs eager':>14} | {'loss rel diff':>13}"
     )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        passes = "/".join(f"{v:.2f}" for v in r["vs_eager_per_pass"])
-        low, high = r["ratio_p10_p90"]
-        print(
-            f"{r['variant']:>34} {r['threads']:>3} | {r['ms_per_audio_sec']:10.1f} {r['vs_eager']:8.3f} "
-            f"{passes:>11} {low:4.2f}-{high:4.2f} {r['vs_eager_cpu']:14.3f} | {r['loss_rel_diff']:13.1e}"
-        )
+    print_table(header, (
+        f"{r['variant']:>34} {r['threads']:>3} | {r['ms_per_audio_sec']:10.1f} {r['vs_eager']:8.3f} "
+        f"{'/'.join(f'{v:.2f}' for v in r['vs_eager_per_pass']):>11} "
+        f"{r['ratio_p10_p90'][0]:4.2f}-{r['ratio_p10_p90'][1]:4.2f} {r['vs_eager_cpu']:14.3f} | "
+        f"{r['loss_rel_diff']:13.1e}"
+        for r in rows
+    ))  # fmt: skip
     compiled = [r for r in rows if VARIANTS[r["variant"]].compile is not None]
     if not compiled:
         return
     header = (
-        f"\n{'compiled variant':>34} {'thr':>3} | {'graphs':>6} {'first: wall s':>13} {'CPU s':>6} | "
+        f"{'compiled variant':>34} {'thr':>3} | {'graphs':>6} {'first: wall s':>13} {'CPU s':>6} | "
         f"{'recompiles':>10} {'wall s':>6} {'CPU s':>6} | compiling steps (pass.batch)"
     )
-    print(header)
-    print("-" * len(header))
-    for r in compiled:
-        print(
-            f"{r['variant']:>34} {r['threads']:>3} | {r['graphs']:>6} {r['first_compile_sec']:13.1f} "
-            f"{r['first_compile_cpu_sec']:6.1f} | {max(0, len(r['compiling_steps']) - 1):>10} "
-            f"{r['recompile_sec']:6.1f} {r['recompile_cpu_sec']:6.1f} | {' '.join(r['compiling_steps'])}"
-        )
+    print()
+    print_table(header, (
+        f"{r['variant']:>34} {r['threads']:>3} | {r['graphs']:>6} {r['first_compile_sec']:13.1f} "
+        f"{r['first_compile_cpu_sec']:6.1f} | {max(0, len(r['compiling_steps']) - 1):>10} "
+        f"{r['recompile_sec']:6.1f} {r['recompile_cpu_sec']:6.1f} | {' '.join(r['compiling_steps'])}"
+        for r in compiled
+    ))  # fmt: skip
 
 
 def print_projection(rows: list[dict], steps_per_epoch: int, shapes: int) -> None:

@@ -1,8 +1,8 @@
 """Issue 36: the training step at the chip's speed? Arms eager/compiled x kernels on/off x f32/tf32/bf16 x
 bucketed/exact batch lengths, per model, on a sequence of batches of varying length as a loader makes them.
 
-One step is ``bench_training_throughput.train_step`` (forward under autocast for bf16, float32 CTC per
-token, backward, clip, AdamW), on ``bench_training_throughput.synthetic_batch`` batches of
+One step is ``training_step.train_step`` (forward under autocast for bf16, float32 CTC per
+token, backward, clip, AdamW), on ``training_step.synthetic_batch`` batches of
 ``--batch-frames`` padded 10 ms frames whose longest utterance varies over ``--lengths`` (``--batches``
 distinct batches). ``exact``: each batch as long as its longest utterance (a new T per batch);
 ``buckets``: T padded up to one of ``--buckets`` lengths (``data.batching.TimeBuckets.geometric``), the
@@ -42,14 +42,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-# Helpers of the neighbouring benchmark (this folder is sys.path[0] when a script in it runs): the step,
-# the batch, FLOP counting, the matmul ceiling and CUDA-event timing.
-from bench_training_throughput import (
+# The step, batch, FLOP count, matmul ceiling, timers and table the training-step benchmarks share.
+from training_step import (
     VOCAB_SIZE,
     count_flops,
-    matmul_rate,
+    matmul_rates,
     parse_model,
+    print_table,
     synthetic_batch,
+    time_cpu,
     time_cuda,
     train_step,
 )
@@ -166,14 +167,7 @@ def measure(arm: Arm, repeats: int) -> dict:
         torch.cuda.reset_peak_memory_stats(arm.device)
     order = itertools.cycle(arm.batches)
     count = repeats * len(arm.batches)
-    if cuda:
-        times = time_cuda(lambda: arm.step(next(order)), warmup=0, repeats=count)
-    else:
-        times = []
-        for _ in range(count):
-            begun = time.perf_counter()
-            arm.step(next(order))
-            times.append(time.perf_counter() - begun)
+    times = (time_cuda if cuda else time_cpu)(lambda: arm.step(next(order)), warmup=0, repeats=count)
     timed = compile_counts() - before - compiled
     audio = repeats * sum(b["audio_sec"] for b in arm.batches)
     return {
@@ -258,19 +252,17 @@ def engine_throughput(run_dir: str) -> dict:
     }
 
 
-def print_table(rows: list[dict]) -> None:
+def print_rows(rows: list[dict]) -> None:
     header = (
         f"{'model':>15} {'arm':>26} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
         f"{'first s':>7} {'compiles':>8} {'recomp':>6} {'breaks':>6} {'timed recomp':>12}"
     )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
-            f"{r['model']:>15} {r['arm']:>26} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
-            f"{r['mfu']:6.1%} {r['peak_gib']:8.2f} | {r['first_pass_sec']:7.1f} {r['compiles']:>8} "
-            f"{r['recompiles']:>6} {r['graph_breaks']:>6} {r['timed_recompiles']:>12}"
-        )
+    print_table(header, (
+        f"{r['model']:>15} {r['arm']:>26} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
+        f"{r['mfu']:6.1%} {r['peak_gib']:8.2f} | {r['first_pass_sec']:7.1f} {r['compiles']:>8} "
+        f"{r['recompiles']:>6} {r['graph_breaks']:>6} {r['timed_recompiles']:>12}"
+        for r in rows
+    ))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -317,11 +309,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         arms = [arm for arm in arms if arm[1] == "off" and arm[2] != "tf32"]
     rates = {}
     if cuda:
-        rates = {
-            "f32": matmul_rate(torch.float32, False, device),
-            "tf32": matmul_rate(torch.float32, True, device),
-            "bf16": matmul_rate(torch.bfloat16, False, device),
-        }
+        rates = matmul_rates(device)
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; matmul TFLOP/s: "
               + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items()), flush=True)  # fmt: skip
     started, rows, report = time.perf_counter(), [], {}
@@ -369,7 +357,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 indent=1,
             )
     print()
-    print_table(rows)
+    print_rows(rows)
     return rows
 
 

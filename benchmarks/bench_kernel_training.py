@@ -2,10 +2,10 @@
 (``kernels: triton``), as their PyTorch references (``kernels: reference``), and as the references under
 ``torch.compile``, side by side (issue 12).
 
-One step is ``bench_training_throughput.train_step``, what ``training.loop`` does per batch: forward (bf16
+One step is ``training_step.train_step``, what ``training.loop`` does per batch: forward (bf16
 autocast for ``--precision bf16``), float32 CTC loss over the batch's target tokens, backward, gradient-norm
 clip at 5, AdamW. Models come from the registry (``models.registry.build_model``, dropout 0.1); the batch is
-``bench_training_throughput.synthetic_batch``: ``--batch`` utterances, the longest ``--frames`` 10 ms frames,
+``training_step.synthetic_batch``: ``--batch`` utterances, the longest ``--frames`` 10 ms frames,
 the others 40-100 % of it, the same batch for every model.
 
 Side by side: every step, each variant takes one step on the batch, in an order rotated per step, so whatever
@@ -43,12 +43,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-# Helpers of the neighbouring benchmarks (this folder is sys.path[0] when a script in it runs): the step and
-# batch of bench_training_throughput.py, the compiled-graph count of bench_compile_training.py.
-from bench_compile_training import compiled_graphs
-from bench_training_throughput import VOCAB_SIZE, loss_of, parse_model, synthetic_batch
 from torch import nn
+
+# The step, batch and compiled-graph count the training-step benchmarks share.
+from training_step import VOCAB_SIZE, compiled_graphs, loss_of, parse_model, synthetic_batch, train_step
 
 from asr_kernels import count_calls, use_kernels
 from asr_pipeline.models.registry import build_model, default_input_dim
@@ -96,16 +94,6 @@ def build_runner(variant: str, architecture: str, size: str, device: torch.devic
     return Runner(variant, model, torch.compile(model, dynamic=False) if compiled else model, optimizer)
 
 
-def train_step(runner: Runner, batch: dict, precision: str, device: torch.device) -> torch.Tensor:
-    """``bench_training_throughput.train_step``, returning the (detached) loss it stepped on."""
-    loss = loss_of(runner.forward, batch, precision, device)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(runner.model.parameters(), 5.0)
-    runner.optimizer.step()
-    runner.optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
-
-
 def timed_step(runner: Runner, batch: dict, precision: str, device: torch.device) -> None:
     """One step under the runner's kernels choice; appends its milliseconds, peak MiB (CUDA: above what was
     allocated before the step), loss and newly compiled graphs to the runner."""
@@ -117,14 +105,14 @@ def timed_step(runner: Runner, batch: dict, precision: str, device: torch.device
             before = torch.cuda.memory_allocated(device)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            loss = train_step(runner, batch, precision, device)
+            loss = train_step(runner.forward, runner.optimizer, batch, precision, device)
             end.record()
             end.synchronize()
             runner.step_ms.append(start.elapsed_time(end))
             runner.peak_mib.append((torch.cuda.max_memory_allocated(device) - before) / 2**20)
         else:
             started = time.perf_counter()
-            loss = train_step(runner, batch, precision, device)
+            loss = train_step(runner.forward, runner.optimizer, batch, precision, device)
             runner.step_ms.append((time.perf_counter() - started) * 1e3)
     runner.losses.append(float(loss))
     runner.new_graphs.append(compiled_graphs() - graphs)

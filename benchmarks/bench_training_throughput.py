@@ -24,7 +24,6 @@ Without CUDA it times the demo variant in f32 eager on the CPU, as a smoke check
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -35,121 +34,21 @@ import time
 os.environ.pop("TRITON_INTERPRET", None)
 
 import torch
-import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
 
-from asr_pipeline.models.registry import build_model, default_input_dim, frontend_of
+# The step, batch, FLOP count, matmul ceiling, timers and table the training-step benchmarks share.
+from training_step import (
+    VOCAB_SIZE,
+    count_flops,
+    matmul_rates,
+    parse_model,
+    print_table,
+    synthetic_batch,
+    time_cpu,
+    time_cuda,
+    train_step,
+)
 
-FRAME_SEC = {"fbank": 0.01, "w2v-bert": 0.02}  # audio per input frame: w2v-bert stacks two 10 ms frames
-TOKENS_PER_SEC = 12.5  # ~1 target per 8 fbank frames, whatever the frame rate
-VOCAB_SIZE = 257  # 256 pieces + blank
-
-
-def parse_model(text: str) -> tuple[str, str]:
-    """``"zipformer:m"`` -> ("zipformer", "m"); a bare variant is Squeezeformer's (``"xs"``)."""
-    architecture, _, variant = text.rpartition(":")
-    return architecture or "squeezeformer", variant
-
-
-def synthetic_batch(
-    batch_frames: int,
-    max_frames: int,
-    device: torch.device,
-    seed: int = 0,
-    architecture: str = "squeezeformer",
-) -> dict:
-    """(B, T, F) features with B = batch_frames // max_frames, lengths in [0.4, 1] * T, longest = T; frame
-    counts are in 10 ms fbank frames and halved for an architecture whose frontend has 20 ms frames."""
-    generator = torch.Generator().manual_seed(seed)
-    batch = max(1, batch_frames // max_frames)
-    frame_sec = FRAME_SEC[frontend_of(architecture)]
-    max_frames = round(max_frames * FRAME_SEC["fbank"] / frame_sec)
-    lengths = torch.randint(int(0.4 * max_frames), max_frames + 1, (batch,), generator=generator)
-    lengths[0] = max_frames
-    target_lengths = (lengths * frame_sec * TOKENS_PER_SEC).long().clamp(min=1)
-    targets = torch.randint(1, VOCAB_SIZE, (batch, int(target_lengths.max())), generator=generator)
-    features = torch.randn(batch, max_frames, default_input_dim(architecture), generator=generator)
-    return {
-        "features": features.to(device),
-        "lengths": lengths.to(device),
-        "targets": targets.to(device),
-        "target_lengths": target_lengths.to(device),
-        "audio_sec": float(lengths.sum()) * frame_sec,
-    }
-
-
-def autocast(precision: str, device: torch.device):
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def loss_of(model, batch: dict, precision: str, device: torch.device) -> torch.Tensor:
-    with autocast(precision, device):
-        log_probs, out_lengths = model(batch["features"], batch["lengths"])  # (B, T', V), (B,)
-    losses = F.ctc_loss(
-        log_probs.float().transpose(0, 1),
-        batch["targets"],
-        out_lengths,
-        batch["target_lengths"],
-        reduction="none",
-        zero_infinity=True,
-    )  # (B,)
-    return losses.sum() / batch["target_lengths"].sum()
-
-
-def train_step(model, optimizer, batch: dict, precision: str, device: torch.device) -> None:
-    loss_of(model, batch, precision, device).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-
-def count_flops(model, batch: dict, device: torch.device) -> int:
-    with FlopCounterMode(display=False) as counter:
-        loss_of(model, batch, "f32", device).backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops()
-
-
-def matmul_rate(dtype: torch.dtype, tf32: bool, device: torch.device, size: int = 8192) -> float:
-    """Measured dense matrix-product FLOP/s on random data (median of 10 after warm-up)."""
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    try:
-        a = torch.randn(size, size, device=device, dtype=dtype)
-        b = torch.randn(size, size, device=device, dtype=dtype)
-        times = time_cuda(lambda: a @ b, warmup=3, repeats=10)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
-    return 2 * size**3 / statistics.median(times)
-
-
-def time_cuda(fn, warmup: int, repeats: int) -> list[float]:
-    """Seconds per call, measured with CUDA events around each call."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return times
-
-
-def time_cpu(fn, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return times
+from asr_pipeline.models.registry import build_model, default_input_dim
 
 
 def bench_case(variant: str, precision: str, mode: str, args, device: torch.device, flops: dict) -> dict:
@@ -235,11 +134,7 @@ def main() -> None:
         args.batch_frames, args.max_frames, args.steps = 4000, 800, 2
     rates = {}
     if cuda:
-        rates = {
-            "f32": matmul_rate(torch.float32, False, device),
-            "tf32": matmul_rate(torch.float32, True, device),
-            "bf16": matmul_rate(torch.bfloat16, False, device),
-        }
+        rates = matmul_rates(device)
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
               f"{__import__('triton').__version__}")  # fmt: skip
         print("measured 8192^3 matmul TFLOP/s: " + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items()))
@@ -258,17 +153,18 @@ def main() -> None:
         f"{'variant':>14} {'Mparam':>6} {'prec':>5} {'mode':>7} | {'B':>3} {'step ms':>8} {'spread':>6} | "
         f"{'audio s/s':>9} {'peak GiB':>8} | {'TFLOP/s':>7} {'MFU':>6} | {'vs eager':>8} {'compile s':>9}"
     )
-    print(header)
-    print("-" * len(header))
     eager = {(r["variant"], r["precision"]): r["step_ms"] for r in rows if r["mode"] == "eager"}
-    for r in rows:
+
+    def line(r: dict) -> str:
         speedup = eager.get((r["variant"], r["precision"]), math.nan) / r["step_ms"]
         compile_sec = "" if r["compile_sec"] is None else f"{r['compile_sec']:9.1f}"
-        print(
+        return (
             f"{r['variant']:>14} {r['params_m']:6.1f} {r['precision']:>5} {r['mode']:>7} | {r['batch']:>3} "
             f"{r['step_ms']:8.1f} {r['step_spread']:6.2f} | {r['audio_sec_per_sec']:9.0f} {r['peak_gib']:8.2f} | "
             f"{r['achieved_tflops']:7.1f} {r['mfu']:6.1%} | {speedup:8.2f} {compile_sec:>9}"
         )
+
+    print_table(header, map(line, rows))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(
