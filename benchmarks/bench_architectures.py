@@ -20,18 +20,17 @@ import argparse
 import functools
 import os
 import statistics
-import time
 
 os.environ.pop("TRITON_INTERPRET", None)  # time compiled kernels, never the interpreter
 
 import torch
 import torch.nn.functional as F
 
+# The frame rates, target density, vocabulary and timers the training-step benchmarks share.
+from training_step import FRAME_SEC, TOKENS_PER_SEC, VOCAB_SIZE, time_calls
+
 from asr_pipeline.models.registry import build_model, default_input_dim, frontend_of
 
-VOCAB_SIZE = 257
-TOKENS_PER_SEC = 12.5
-FRAMES_PER_SEC = {"fbank": 100, "w2v-bert": 50}
 # (architecture, variant, config overrides) per size; the overrides bring a model to the size's count.
 MODELS = {
     "demo": [
@@ -58,7 +57,7 @@ MODELS = {
 
 def synthetic_batch(architecture: str, batch: int, seconds: float, device: torch.device) -> dict:
     generator = torch.Generator().manual_seed(0)
-    frames = round(seconds * FRAMES_PER_SEC[frontend_of(architecture)])
+    frames = round(seconds / FRAME_SEC[frontend_of(architecture)])
     tokens = round(seconds * TOKENS_PER_SEC)
     return {
         "features": torch.randn(batch, frames, default_input_dim(architecture), generator=generator).to(
@@ -81,21 +80,7 @@ def forward_backward(model: torch.nn.Module, batch: dict) -> None:
 
 def median_seconds(fn, device: torch.device, steps: int) -> tuple[float, float]:
     """(median, relative spread) of ``fn``'s wall time over ``steps`` calls after warm-up."""
-    for _ in range(3 if device.type == "cuda" else 1):
-        fn()
-    times = []
-    for _ in range(steps):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
+    times = time_calls(fn, device, warmup=3 if device.type == "cuda" else 1, repeats=steps)
     middle = statistics.median(times)
     return middle, (max(times) - min(times)) / middle
 

@@ -50,8 +50,7 @@ from training_step import (
     parse_model,
     print_table,
     synthetic_batch,
-    time_cpu,
-    time_cuda,
+    time_calls,
     train_step,
 )
 
@@ -167,7 +166,7 @@ def measure(arm: Arm, repeats: int) -> dict:
         torch.cuda.reset_peak_memory_stats(arm.device)
     order = itertools.cycle(arm.batches)
     count = repeats * len(arm.batches)
-    times = (time_cuda if cuda else time_cpu)(lambda: arm.step(next(order)), warmup=0, repeats=count)
+    times = time_calls(lambda: arm.step(next(order)), arm.device, warmup=0, repeats=count)
     timed = compile_counts() - before - compiled
     audio = repeats * sum(b["audio_sec"] for b in arm.batches)
     return {

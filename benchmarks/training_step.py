@@ -152,6 +152,11 @@ def time_cpu(fn: Callable[[], object], warmup: int, repeats: int) -> list[float]
     return times
 
 
+def time_calls(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int) -> list[float]:
+    """Seconds per call on ``device``: ``time_cuda`` on a CUDA device, else ``time_cpu``."""
+    return (time_cuda if device.type == "cuda" else time_cpu)(fn, warmup, repeats)
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and its reaped children (the C++ compiler runs, with compile_threads=1):
     what a step or a compile costs whatever else loads the machine."""
