@@ -163,3 +163,16 @@ def test_a_config_saved_before_validation_decoding_existed_loads_with_its_decode
     decoding = load_json(path).validation.decoding
     assert (decoding.decoder, decoding.beam_width, decoding.n_best) == ("prefix_beam", 4, 2)
     assert decoding.word_score == 1.5 and decoding.lm_no_eos is True
+
+
+def test_chunking_a_model_trained_by_another_objective_is_refused():
+    override = {
+        "data.alignment": "units.parquet",
+        "data.chunk_frames": 400,
+        "model.architecture": "hubert-pretrain",
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"data\.chunk_frames trains frame-wise cross-entropy on chunks .* hubert-pretrain is trained by hubert",
+    ):
+        resolve_config(MINIMAL, override)

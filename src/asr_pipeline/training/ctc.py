@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.data.chunking import chunk_batch
 from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.models.spec import has_frame_posteriors
@@ -113,6 +114,24 @@ def output_lengths_of(model: nn.Module) -> Callable[[Tensor], Tensor]:
             )
         inner = wrapped
     return inner.output_lengths
+
+
+def chunked_framewise_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+    """``framewise_losses`` on ``batch`` cut into chunks (``data.chunking``, ``data.chunk_frames`` every
+    ``data.chunk_step``): one forward of all chunks, the loss taken on each, each utterance's (B,) loss the
+    sum over its chunks. ``log_probs`` are the chunks' (C, N', V); ``out_lengths`` (B,) each utterance's
+    output frames over its chunks; ``tokens`` (B,) its target tokens scaled by those frames over its own
+    labels, so overlapping chunks (step < size) keep the loss per token and the gradient's scale of an
+    unchunked run."""
+    assert batch.frame_labels is not None and config.data.chunk_frames is not None
+    chunked = chunk_batch(batch, config.data.chunk_frames, config.data.chunk_step, output_lengths_of(model))
+    losses, log_probs, out_lengths = framewise_losses(model, chunked.chunks, config)  # (C,), (C, N', V), (C,)
+    rows = chunked.utterance
+    utterance_losses = losses.new_zeros(len(batch)).index_add(0, rows, losses)  # (B,)
+    frames = out_lengths.new_zeros(len(batch)).index_add(0, rows, out_lengths)  # (B,)
+    labels = (batch.frame_labels != FRAME_LABEL_PAD).sum(1)  # (B,)
+    tokens = batch.target_lengths * frames.double() / labels.clamp(min=1).double()  # (B,)
+    return StepLosses(utterance_losses, log_probs, frames, tokens=tokens)
 
 
 def unit_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
@@ -238,11 +257,17 @@ def empty_batch_loss(model: nn.Module, features: Tensor, lengths: Tensor, archit
     return objective_of(architecture).empty_batch_loss(model, features, lengths)
 
 
-def model_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> StepLosses:
+def model_losses(
+    model: nn.Module, batch: Batch, config: TrainConfig, *, training: bool = False
+) -> StepLosses:
     """The batch's per-utterance losses for the model ``config.model.architecture`` names: frame-wise
-    cross-entropy when the batch carries alignment labels (not its own targets); else its objective's."""
+    cross-entropy when the batch carries alignment labels (not its own targets), on chunks of each
+    utterance in ``training`` with ``data.chunk_frames`` set (validation scores whole utterances); else its
+    objective's."""
     objective = objective_of(config.model.architecture)
     if batch.frame_labels is not None and not objective.frame_labels_are_targets:
+        if training and config.data.chunk_frames is not None:
+            return chunked_framewise_losses(model, batch, config)
         return StepLosses(*framewise_losses(model, batch, config))
     return objective.losses(model, batch, config)
 
@@ -274,6 +299,7 @@ __all__ = [
     "Objective",
     "StepLosses",
     "check_targets",
+    "chunked_framewise_losses",
     "ctc_losses",
     "decoding_outputs",
     "empty_batch_loss",

@@ -38,10 +38,9 @@ def dry_run(
     check_targets(batch, vocab_size, config.model.blank_id)
     batch = batch.to(ctx.device)
     with torch.no_grad():
-        losses = model_losses(model, batch, config).losses  # (B,)
-    stats = torch.tensor(
-        [float(losses.sum()), float(batch.target_lengths.sum()), len(batch)], dtype=torch.float64
-    )
+        step = model_losses(model, batch, config, training=True)  # chunked as training cuts it
+    tokens = batch.target_lengths if step.tokens is None else step.tokens  # (B,) what the loss is per
+    stats = torch.tensor([float(step.losses.sum()), float(tokens.sum()), len(batch)], dtype=torch.float64)
     loss_sum, tokens, utterances = all_reduce_sum(stats.to(ctx.device)).tolist()
     values = {"loss": loss_sum / max(tokens, 1), "tokens": int(tokens), "utterances": int(utterances)}
     if ctx.is_main:

@@ -16,8 +16,9 @@ Each hook reads its own config section and owns its part of the run; the Trainer
 
 Two concerns need no hook: a curriculum (``train.curriculum``) is the data side's (the sampler's batch
 plans, ``training.epoch_schedule``), the Trainer only asks ``epoch_schedule.steps_reference_epoch`` which
-epoch sets the schedule's length; training on an alignment (frame-wise cross-entropy) is the objective's
-(``training.ctc.model_losses`` on batches that carry frame labels).
+epoch sets the schedule's length; training on an alignment (frame-wise cross-entropy, on chunks of each
+utterance with ``data.chunk_frames``) is the objective's (``training.ctc.model_losses`` on batches that
+carry frame labels).
 
 A hook with a ``state_key`` keeps its state in the checkpoint's training state under that key (the keys
 are those of the checkpoints written before hooks existed: ``growth``), so a resume restores it.

@@ -74,6 +74,8 @@ CRITICAL_DATA_KEYS = (
     "waveform_noise_std",
     "waveform_noise_kind",
     "alignment",
+    "chunk_frames",
+    "chunk_step_frames",
 )
 # Early stopping may be switched on, off or retuned when resuming: it decides when to stop, not the trajectory.
 CHANGEABLE_OPTIM_KEYS = ("epochs", "early_stopping_patience", "early_stopping_min_delta")

@@ -69,7 +69,7 @@ class TrainerStep:
             if self.cr_ctc is not None:
                 step = self.cr_ctc.losses(self.ddp_model, batch, self.config, self.step)
             else:
-                step = model_losses(self.ddp_model, batch, self.config)
+                step = model_losses(self.ddp_model, batch, self.config, training=True)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)
             # per target token, or per predicted frame (HuBERT)
             loss_sum = losses.sum()

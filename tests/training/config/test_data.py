@@ -1,5 +1,6 @@
 """training.config.data: ``--pad-to-buckets`` reads a count or frame lengths; the data section refuses bucket
-lists, gain ranges and prefetching that cannot work, and knows when waveform augmentation is on."""
+lists, gain ranges, prefetching and chunking that cannot work, and knows when waveform augmentation is on and
+how far apart chunks start."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ def test_pad_to_buckets_that_is_not_numbers_says_what_it_takes():
         ({"prefetch_factor": 2}, r"prefetch_factor=2 needs num_workers > 0"),
         ({"batch_size": 0}, r"batch_size must be > 0"),
         ({"spec_time_masks": -1}, r"spec_time_masks must be >= 0"),
+        ({"chunk_frames": 400}, r"^chunk_frames needs per-frame targets: set alignment \(--alignment"),
+        ({"chunk_step_frames": 200}, r"chunk_step_frames=200 spaces chunks, but chunk_frames is unset"),
+        (
+            {"alignment": "a.parquet", "chunk_frames": 200, "chunk_step_frames": 400},
+            r"chunk_step_frames=400 is above chunk_frames=200: the frames between two chunks would never",
+        ),
+        ({"alignment": "a.parquet", "chunk_frames": 0}, r"chunk_frames must be > 0"),
     ],
 )
 def test_the_data_section_refuses_what_cannot_work_naming_the_field(fields, message):
@@ -50,3 +58,9 @@ def test_waveform_augmentation_is_on_when_any_gain_or_noise_is_set():
     ).waveform_augmentation
     assert data(waveform_gain_min_db=-6.0, waveform_gain_max_db=0.0).waveform_augmentation
     assert data(waveform_noise_std=0.01).waveform_augmentation
+
+
+def test_chunking_is_off_by_default_and_steps_by_the_chunk_size_unless_told():
+    assert data().chunk_frames is None and data().chunk_step == 0
+    assert data(alignment="a.parquet", chunk_frames=400).chunk_step == 400
+    assert data(alignment="a.parquet", chunk_frames=400, chunk_step_frames=200).chunk_step == 200

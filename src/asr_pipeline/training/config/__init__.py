@@ -134,6 +134,12 @@ class TrainConfig:
                 "and this run keeps none: set optim.use_averaged_model (--use-averaged-model) or "
                 "optim.ema_decay (--ema-decay), or unset score_averages"
             )
+        if self.data.chunk_frames is not None and get_spec(self.model.architecture).output != "ctc":
+            raise ValueError(
+                f"data.chunk_frames trains frame-wise cross-entropy on chunks of an alignment, but "
+                f"{self.model.architecture} is trained by {get_spec(self.model.architecture).output}: unset "
+                "chunk_frames or train a CTC-output model"
+            )
         if self.optim.use_averaged_model and self.grow.enabled:
             raise ValueError(
                 "optim.use_averaged_model averages the weights of one model, and train.grow rebuilds it with "

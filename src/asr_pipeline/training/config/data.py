@@ -102,6 +102,22 @@ class DataConfig:
         flag="--val-alignment",
         metavar="PARQUET",
     )
+    # Chunked training of long utterances (RETURNN's ``chunking``, data.chunking): each training utterance's
+    # features cut into chunks of chunk_frames frames every chunk_step_frames frames, each trained with the
+    # loss on its own frame labels. Frame-wise training only: a chunk's targets come from the alignment.
+    chunk_frames: int | None = setting(
+        None,
+        help="cut every training utterance into chunks of N feature frames, each trained with the loss on its own frame labels (RETURNN's chunking; needs --alignment, whose labels give each chunk its targets); validation keeps whole utterances; unset: whole utterances",
+        flag="--chunk-frames",
+        metavar="N",
+    )
+    chunk_step_frames: int | None = setting(
+        None,
+        help="frames from one chunk's start to the next (below --chunk-frames: chunks overlap); a multiple of the model's input frames per output frame (its subsampling, e.g. 4)",
+        flag="--chunk-step-frames",
+        metavar="S",
+        shown_default="--chunk-frames (adjacent chunks)",
+    )
     sort_buffer_size: int = setting(
         4096, help="examples sorted by length together", flag="--sort-buffer-size"
     )
@@ -202,6 +218,8 @@ class DataConfig:
             "max_val_samples",
             "max_audio_duration_sec",
             "prefetch_factor",
+            "chunk_frames",
+            "chunk_step_frames",
         )
         non_negative(
             self,
@@ -225,11 +243,32 @@ class DataConfig:
                 f"waveform_gain_min_db={self.waveform_gain_min_db} is above waveform_gain_max_db="
                 f"{self.waveform_gain_max_db}; give min <= max (equal values apply a fixed gain)"
             )
+        if self.chunk_frames is None and self.chunk_step_frames is not None:
+            raise ValueError(
+                f"chunk_step_frames={self.chunk_step_frames} spaces chunks, but chunk_frames is unset: "
+                "set chunk_frames (--chunk-frames) too, or unset chunk_step_frames"
+            )
+        if self.chunk_frames is not None and self.chunk_step > self.chunk_frames:
+            raise ValueError(
+                f"chunk_step_frames={self.chunk_step_frames} is above chunk_frames={self.chunk_frames}: the "
+                "frames between two chunks would never be trained; give a step <= chunk_frames"
+            )
+        if self.chunk_frames is not None and self.alignment is None:
+            raise ValueError(
+                "chunk_frames needs per-frame targets: set alignment (--alignment, the align stage's frame "
+                "labels); a CTC transcript cannot be cut into chunks without knowing which frames hold "
+                "which tokens"
+            )
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ValueError(
                 f"prefetch_factor={self.prefetch_factor} needs num_workers > 0 (it counts batches each "
                 "worker loads ahead); set num_workers or leave prefetch_factor unset"
             )
+
+    @property
+    def chunk_step(self) -> int:
+        """Frames from one chunk's start to the next: chunk_step_frames, else chunk_frames (0: no chunking)."""
+        return self.chunk_step_frames or self.chunk_frames or 0
 
     @property
     def waveform_augmentation(self) -> bool:
