@@ -13,7 +13,13 @@ import torch
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.io.shards import iter_examples
-from asr_pipeline.training.alignment import AlignedDataset, align_shards, load_alignment
+from asr_pipeline.training.alignment import (
+    AlignedDataset,
+    AlignmentReport,
+    align_shards,
+    load_alignment,
+    write_alignment,
+)
 from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.ctc import framewise_losses, model_losses
 
@@ -148,3 +154,21 @@ def test_the_frame_wise_loss_is_the_cross_entropy_of_the_frames_and_refuses_a_fr
         ValueError, match=r"the alignment has \d+ frame labels but the model outputs \d+ frames"
     ):
         framewise_losses(model, batch, config)
+
+
+def test_an_alignment_file_is_written_whole_and_its_skipped_utterances_are_named_in_a_warning(
+    tmp_path, caplog
+):
+    rows = {"id": ["a"], "frames": [3], "labels": [[0, 5, 0]], "score": [None]}
+    report = AlignmentReport(utterances=2, aligned=1, skipped=1, first_skipped=["b: 1 frame for 2 tokens"])
+
+    with caplog.at_level("WARNING"):
+        assert (
+            write_alignment(rows, tmp_path / "out" / "a.parquet", report, "align", "are too short") is report
+        )
+
+    assert (
+        "align: 1 of 2 utterances are too short and no alignment, e.g. b: 1 frame for 2 tokens" in caplog.text
+    )
+    assert load_alignment(tmp_path / "out" / "a.parquet")["a"].tolist() == [0, 5, 0]
+    assert [path.name for path in (tmp_path / "out").iterdir()] == ["a.parquet"]  # no .tmp left

@@ -112,11 +112,22 @@ def align_shards(
         report.first_skipped.extend(done.skipped[: FIRST_SKIPPED - len(report.first_skipped)])
         score_sum, frame_sum = score_sum + done.score_sum, frame_sum + done.frame_sum
     report.mean_score_per_frame = score_sum / frame_sum if frame_sum else None
+    return write_alignment(rows, output, report, "align", "have too few frames for their tokens")
+
+
+def write_alignment(
+    rows: dict[str, list], output: str | Path, report: AlignmentReport, stage: str, skipped_because: str
+) -> AlignmentReport:
+    """``rows`` (``ALIGNMENT_SCHEMA``'s columns) written to ``output`` atomically (a killed writer leaves a
+    ``.tmp``), after a warning naming the first utterance the ``stage`` skipped and why (``skipped_because``:
+    "have too few frames for their tokens"); returns ``report``."""
     if report.skipped:
         log.warning(
-            "align: %d of %d utterances have too few frames for their tokens and no alignment, e.g. %s",
+            "%s: %d of %d utterances %s and no alignment, e.g. %s",
+            stage,
             report.skipped,
             report.utterances,
+            skipped_because,
             report.first_skipped[0],
         )
     output = Path(output)
@@ -220,4 +231,5 @@ __all__ = [
     "AlignmentReport",
     "align_shards",
     "load_alignment",
+    "write_alignment",
 ]

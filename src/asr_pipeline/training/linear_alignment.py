@@ -17,13 +17,11 @@ the score column null: no model scored the path.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from torch import Tensor
@@ -32,11 +30,14 @@ from asr_pipeline.models.loading import build_model_for
 from asr_pipeline.models.paraformer_queries import uniform_membership
 from asr_pipeline.models.registry import default_input_dim
 from asr_pipeline.options import from_dict
-from asr_pipeline.training.alignment import ALIGNMENT_SCHEMA, FIRST_SKIPPED, AlignmentReport
+from asr_pipeline.training.alignment import (
+    ALIGNMENT_SCHEMA,
+    FIRST_SKIPPED,
+    AlignmentReport,
+    write_alignment,
+)
 from asr_pipeline.training.config.model import ModelConfig
 from asr_pipeline.training.ctc import output_lengths_of
-
-log = logging.getLogger(__name__)
 
 
 def path_labels(tokens: Sequence[int], blank: int) -> list[int]:
@@ -103,19 +104,7 @@ def linear_align_shards(
             rows["labels"].append(labels.tolist())
             rows["score"].append(None)
     report.aligned = len(rows["id"])
-    if report.skipped:
-        log.warning(
-            "linear alignment: %d of %d utterances have fewer frames than labels and no alignment, e.g. %s",
-            report.skipped,
-            report.utterances,
-            report.first_skipped[0],
-        )
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    pq.write_table(pa.table(rows, schema=ALIGNMENT_SCHEMA), tmp)
-    tmp.replace(output)
-    return report
+    return write_alignment(rows, output, report, "linear alignment", "have fewer frames than labels")
 
 
 __all__ = ["linear_align_shards", "linear_labels", "model_output_lengths", "path_labels"]
