@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
+from asr_pipeline.hf_finetune.export import load_finetuned
 from asr_pipeline.hf_finetune.models import load_pretrained
 from asr_pipeline.io.datasets import DirectoryDataset
 from asr_pipeline.options import ConfigError
 from asr_pipeline.pipelines.hf_finetune import create_pipeline
+from asr_pipeline.training.distributed import FAIL_RANK_ENV, FAIL_STEP_ENV
 from tests.hf_finetune.conftest import save_tiny_voxtral, short_sentences, write_demo_utterances
 from tests.pipelines.conftest import run_stage
 
@@ -52,3 +55,39 @@ def test_an_entry_is_scored_before_and_after_and_exported_and_a_rerun_reuses_its
 def test_an_entry_with_an_unknown_key_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match=r"hf_finetune.runs.bad: unknown keys \[.trian.\]"):
         run(tmp_path, {"bad": {"trian": "x", "train": "y", "options": {"model": "m"}}}, "bad")
+
+
+@pytest.mark.slow
+def test_an_entry_resumed_from_another_entrys_killed_run_ends_with_the_uninterrupted_weights(
+    tmp_path, monkeypatch
+):
+    texts = short_sentences(10)
+    write_demo_utterances(tmp_path, texts[:7], "train", seed=1)
+    write_demo_utterances(tmp_path, texts[7:], "val", seed=2)
+    model = save_tiny_voxtral(tmp_path / "voxtral", texts)
+    options = {
+        "lora_dropout": 0.3,
+        "max_steps": 4,
+        "batch_size": 2,
+        "save_every_steps": 1,
+        "eval_every_steps": 2,
+    }
+    runs = {name: {**entry(tmp_path, model, **options), "evaluate": {}} for name in ("straight", "killed")}
+    runs["continued"] = entry(
+        tmp_path, model, **options, resume_from=str(tmp_path / "out" / "killed" / "run")
+    )
+    runs["continued"]["evaluate"] = {}
+    run(tmp_path, runs, "straight")
+    monkeypatch.setenv(FAIL_RANK_ENV, "0")
+    monkeypatch.setenv(FAIL_STEP_ENV, "3")
+    with pytest.raises(Exception, match="fault injected"):
+        run(tmp_path, runs, "killed")
+    monkeypatch.delenv(FAIL_RANK_ENV)
+    assert run(tmp_path, runs, "continued")["train"]["steps"] == 4
+    weights = [
+        load_finetuned(tmp_path / "out" / name / "run", "latest", merge=False).model.state_dict()
+        for name in ("straight", "continued")
+    ]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    killed = json.loads((tmp_path / "out" / "killed" / "run" / "checkpoint_latest.json").read_text())
+    assert killed["step"] == 3  # the killed run's folder is left as it was: the copy continued

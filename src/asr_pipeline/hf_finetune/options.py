@@ -12,6 +12,7 @@ from typing import Any, Literal
 from asr_pipeline.options import ConfigError, options_from_dict, setting, shared_setting
 from asr_pipeline.training.config.adapt import FinetuneConfig
 from asr_pipeline.training.config.optim import OptimConfig
+from asr_pipeline.training.config.run import RunConfig
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class HFFinetuneOptions:
     )
     max_new_tokens: int = setting(128, help="longest transcript generate() writes", flag="--max-new-tokens")
     rows_per_shard: int = setting(256, help="utterances per cached feature shard", flag="--rows-per-shard")
+    # train's run.resume_from: its help and flag. The stage continues the run dir given (a copy of it, when it
+    # is not the stage's own <name>/run); options other than RESUMABLE must be the ones the run started with.
+    resume_from: str | None = shared_setting(RunConfig, "resume_from")
 
     def __post_init__(self) -> None:
         positive = (
@@ -118,9 +122,13 @@ class HFFinetuneOptions:
             raise ConfigError("hf_finetune: learning_rate and max_audio_sec must be > 0, warmup_steps >= 0")
 
 
+# The options a resumed run may change: where it resumes from (how the run is executed, not what it trains).
+RESUMABLE = ("resume_from",)
+
+
 def hf_finetune_options(values: dict[str, Any] | None, section: str = "hf_finetune") -> HFFinetuneOptions:
     """The options of one run entry (its ``train`` mapping), checked; a typo names the known options."""
     return options_from_dict(HFFinetuneOptions, values, section)
 
 
-__all__ = ["HFFinetuneOptions", "hf_finetune_options"]
+__all__ = ["RESUMABLE", "HFFinetuneOptions", "hf_finetune_options"]

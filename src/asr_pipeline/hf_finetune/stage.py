@@ -10,7 +10,8 @@ An entry of params.yaml ``hf_finetune.runs``::
       options: {model: openai/whisper-small, method: lora, epochs: 3}   # hf_finetune.options
 
 Layout under the stage's folder ``<name>/``: ``features/`` (the cache, kept across reruns: DVC ``persist``),
-``run/`` (the run dir), ``export/`` (``hf_finetune.export``) and ``metrics.json``: per evaluated split the WER
+``run/`` (the run dir: emptied first, unless ``options.resume_from`` names the run to continue),
+``export/`` (``hf_finetune.export``) and ``metrics.json``: per evaluated split the WER
 and CER of greedy ``generate()`` before (the base model) and after (the best checkpoint, LoRA merged), with
 the training results (steps, best validation loss and perplexity, parameters, time).
 """
@@ -30,6 +31,7 @@ from asr_pipeline.hf_finetune.options import HFFinetuneOptions, hf_finetune_opti
 from asr_pipeline.hf_finetune.trainer import FinetuneRun, pick_device
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.options import ConfigError
+from asr_pipeline.run_layout import require_checkpoint
 
 ENTRY_KEYS = ("train", "val", "evaluate", "options")
 STAGE_METRICS = "metrics.json"
@@ -56,9 +58,23 @@ def scores(pretrained: Pretrained, splits: dict[str, Path], options: HFFinetuneO
             for split, folder in splits.items()}  # fmt: skip
 
 
+def prepare_run_dir(run_dir: Path, resume_from: str | None) -> None:
+    """``run_dir`` ready for the entry's training: emptied (a stage run starts afresh), or with
+    ``resume_from`` the run to continue: ``run_dir`` itself, kept, or another run dir (its
+    ``checkpoint_latest/`` or ``checkpoint_latest.json``), copied in to continue there."""
+    if resume_from is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    source = require_checkpoint(resume_from, "hf_finetune resume_from (--resume-from)")
+    if source.resolve() != run_dir.resolve():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.copytree(source, run_dir)
+
+
 def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str, Any]:
     """Run the entry into ``folder`` (module docstring); returns and writes its metrics."""
     options, folder = check_entry(name, entry), Path(folder)
+    prepare_run_dir(folder / "run", options.resume_from)
     pretrained = load_pretrained(options.model)
     manifests = {"train": entry["train"], **({"val": entry["val"]} if entry.get("val") else {}),
                  **{f"evaluate/{split}": path for split, path in (entry.get("evaluate") or {}).items()}}  # fmt: skip
@@ -70,7 +86,6 @@ def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str,
         what.split("/", 1)[1]: c.directory for what, c in cached.items() if what.startswith("evaluate/")
     }
     before = scores(pretrained, evaluated, options)
-    shutil.rmtree(folder / "run", ignore_errors=True)  # a stage run starts afresh; resume is the library's
     val = cached["val"].directory if "val" in cached else None
     train = FinetuneRun(
         options, cached["train"].directory, val, folder / "run", pretrained=pretrained, live=True
@@ -89,4 +104,4 @@ def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str,
     return metrics
 
 
-__all__ = ["ENTRY_KEYS", "STAGE_METRICS", "check_entry", "run_entry"]
+__all__ = ["ENTRY_KEYS", "STAGE_METRICS", "check_entry", "prepare_run_dir", "run_entry"]

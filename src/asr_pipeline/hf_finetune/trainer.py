@@ -10,7 +10,8 @@ weights of the lowest validation loss; a LoRA run stores its adapters only), ear
 Resume is exact: a run dir with a checkpoint continues from it with the same weights, optimizer moments,
 RNG states (dropout), place in the epoch's shuffled order and early-stopping state, so 3 + 3 steps end with
 the weights of 6 straight steps, bit for bit (``tests/hf_finetune/test_trainer.py``). The options must be
-the ones the run started with.
+the ones the run started with (``options.RESUMABLE`` may change). The stage and ``asr-pipeline hf-finetune``
+resume through ``resume_from`` (``--resume-from``, as ``train`` names it): ``stage.run_entry``.
 
 Precision: weights and optimizer in float32; the forward pass autocasts to bf16 (or f16 with a loss scaler)
 on CUDA, nothing on the CPU.
@@ -32,7 +33,7 @@ from asr_pipeline.hf_finetune.evaluate import score, transcribe_shards
 from asr_pipeline.hf_finetune.features import FeatureShards
 from asr_pipeline.hf_finetune.loss import next_token_loss, perplexity
 from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
-from asr_pipeline.hf_finetune.options import HFFinetuneOptions
+from asr_pipeline.hf_finetune.options import RESUMABLE, HFFinetuneOptions
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.models.lora import LoraSettings, add_lora, load_saved_weights, parameter_counts
 from asr_pipeline.options import to_dict
@@ -44,6 +45,7 @@ from asr_pipeline.training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
+from asr_pipeline.training.distributed import maybe_inject_fault
 from asr_pipeline.training.early_stopping import EarlyStopping
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
 from asr_pipeline.training.optimizers import build_optimizer
@@ -136,10 +138,11 @@ class FinetuneRun:
         if not (self.run_dir / CHECKPOINT_POINTER).is_file():
             config_path.write_text(json.dumps(to_dict(self.options), indent=2) + "\n")
             return False
-        saved = json.loads(config_path.read_text())
-        if saved != to_dict(self.options):
-            changed = sorted(k for k in saved.keys() | to_dict(self.options).keys()
-                             if saved.get(k) != to_dict(self.options).get(k))  # fmt: skip
+        saved, now = json.loads(config_path.read_text()), to_dict(self.options)
+        changed = sorted(
+            k for k in saved.keys() | now.keys() if k not in RESUMABLE and saved.get(k) != now.get(k)
+        )
+        if changed:
             raise ValueError(
                 f"{self.run_dir} holds a checkpoint trained with other options ({', '.join(changed)} differ); "
                 "resume with the same options, or delete the run dir to start afresh"
@@ -259,6 +262,7 @@ class FinetuneRun:
         while self.epoch < options.epochs and self.step < self.total_steps and not stop:
             groups = self.epoch_groups(self.epoch)
             while self.group < len(groups) and self.step < self.total_steps and not stop:
+                maybe_inject_fault(0, self.step)  # tests: a run killed after its last checkpoint
                 loss, _, grad_norm = self.train_step(groups[self.group])
                 utterances += sum(map(len, groups[self.group]))
                 self.group += 1
