@@ -1,4 +1,5 @@
-"""Features are computed once per input and extractor, whatever the training options."""
+"""Features are computed once per input and extractor, whatever the training options, and read in memory or
+streamed shard by shard in the same order."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import soundfile as sf
 
 from asr_pipeline.hf_finetune.features import FeatureShards, featurize
 from asr_pipeline.io.audio import load_audio
+from asr_pipeline.io.shards import records_to_table, shard_name, write_shard
 from tests.hf_finetune.conftest import feature_extractor
 
 
@@ -70,3 +72,38 @@ def test_a_hugging_face_saved_dataset_is_featurized_like_a_manifest(demo_speech,
     assert all(
         np.array_equal(a[i]["features"], b[i]["features"]) and a[i]["text"] == b[i]["text"] for i in range(4)
     )
+
+
+def write_feature_shards(folder, shards: int, rows_per_shard: int):
+    """``shards`` shards of ``rows_per_shard`` tiny (4, 2) feature rows each, ids u<shard>-<row>."""
+    folder.mkdir(parents=True)
+    for shard in range(shards):
+        records = [{"id": f"u{shard}-{row}", "features": np.full((4, 2), shard + row / 10, np.float32),
+                    "tokens": [], "duration_ms": 100, "text": "a"} for row in range(rows_per_shard)]  # fmt: skip
+        write_shard(records_to_table(records), folder / shard_name(shard))
+    return folder
+
+
+def test_streamed_and_in_memory_shards_give_the_same_examples_in_the_same_order(tmp_path):
+    folder = write_feature_shards(tmp_path / "shards", shards=4, rows_per_shard=3)
+    streamed, in_memory = FeatureShards(folder, streaming=True), FeatureShards(folder)
+    order = streamed.epoch_order(seed=7)
+    assert order == in_memory.epoch_order(seed=7) and sorted(order) == list(range(12))
+    assert order != streamed.epoch_order(seed=8)
+    shards_in_order = [order[i] // 3 for i in range(0, 12, 3)]
+    assert all(order[i] // 3 == order[i - i % 3] // 3 for i in range(12)), "a shard at a time"
+    assert sorted(shards_in_order) == [0, 1, 2, 3]
+    for item in order:
+        a, b = streamed[item], in_memory[item]
+        assert a["id"] == b["id"] and np.array_equal(a["features"], b["features"])
+
+
+@pytest.mark.parametrize("shards", [2, 6])
+def test_streaming_holds_one_shard_whatever_the_corpus_size(tmp_path, shards):
+    folder = write_feature_shards(tmp_path / "shards", shards=shards, rows_per_shard=5)
+    streamed = FeatureShards(folder, streaming=True)
+    ids = [streamed[item]["id"] for item in streamed.epoch_order(seed=0)]
+    ids += [streamed[item]["id"] for item in range(len(streamed))]  # validation's pass, in index order
+    assert len(set(ids)) == 5 * shards
+    assert streamed.peak_rows_held == 5  # one shard, however many there are
+    assert FeatureShards(folder).peak_rows_held == 5 * shards  # in memory: the whole corpus

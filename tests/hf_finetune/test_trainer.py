@@ -151,3 +151,20 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     losses = {e["step"]: e["values"]["val_loss"] for e in read_events(tmp_path / "run", "validation")}
     best = json.loads((tmp_path / "run" / "checkpoint_best.json").read_text())["step"]
     assert best == min(losses, key=losses.get)  # the best weights are the lowest loss's, min_delta or not
+
+
+@SLOW
+def test_a_streamed_run_trains_on_the_examples_of_an_in_memory_one_in_their_order(
+    tiny_whisper, demo_speech, tmp_path
+):
+    loaded = load_pretrained(str(tiny_whisper))
+    data = [featurize(demo_speech[split], loaded.feature_extractor, tmp_path / "cache", max_windows=1,
+                      max_audio_sec=30, rows_per_shard=3).directory for split in ("train", "val")]  # fmt: skip
+    values = {"method": "full", "max_steps": 4, "batch_size": 2, "learning_rate": 3e-3}
+    results = [train(tiny_whisper, data, tmp_path / mode, streaming=mode == "streamed", **values)
+               for mode in ("streamed", "in_memory")]  # fmt: skip
+    weights = [
+        load_finetuned(tmp_path / mode, "latest").model.state_dict() for mode in ("streamed", "in_memory")
+    ]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert results[0]["best_val_loss"] == results[1]["best_val_loss"]

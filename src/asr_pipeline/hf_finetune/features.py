@@ -11,10 +11,15 @@ the longest audio taken and the input manifest (every file under it by path, siz
 Training settings are not part of it, so a rerun after a change of learning rate, LoRA rank or language
 finds the folder and featurizes nothing. A folder is written as ``<key>.tmp`` and renamed when complete, and
 its ``report.json`` says what was kept and skipped.
+
+Nothing here holds a corpus whole: the manifest is read as a stream (``io.manifests``: Parquet and Arrow in
+record batches), the cache written ``rows_per_shard`` utterances at a time, and ``FeatureShards(streaming=True)``
+reads it back one shard at a time.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import shutil
@@ -23,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 
 from asr_pipeline.io.audio import AudioDecodeError
 from asr_pipeline.io.audio_segment import load_audio_segment
@@ -147,20 +154,55 @@ def featurize(
 
 
 class FeatureShards:
-    """Map-style dataset over a cache folder's shards: item i is {"id", "text", "features" (T, F)}."""
+    """Dataset over a cache folder's shards: item i is {"id", "text", "features" (T, F)}, counted across the
+    shards in name order.
 
-    def __init__(self, directory: str | Path) -> None:
-        self.tables = [pq.read_table(path, memory_map=True) for path in list_shards(directory)]
-        self.index = [(t, row) for t, table in enumerate(self.tables) for row in range(table.num_rows)]
-        if not self.index:
+    In memory (``streaming`` False), every shard is read once, up front. ``streaming`` holds one shard at a
+    time: asking for an item of another shard reads that one and drops the one held, so a corpus larger than
+    memory trains in the memory of ``rows_per_shard`` utterances, provided items are asked for shard by shard:
+    in index order (validation, scoring) or in ``epoch_order`` (training). Both give the same items in the same
+    order; ``peak_rows_held`` counts the most rows held at once.
+    """
+
+    def __init__(self, directory: str | Path, streaming: bool = False) -> None:
+        self.paths, self.streaming = list_shards(directory), streaming
+        sizes = [pq.ParquetFile(path).metadata.num_rows for path in self.paths]  # the footers only
+        self.starts = np.cumsum([0, *sizes]).tolist()  # item i lies in shard bisect_right(starts, i) - 1
+        if not self.starts[-1]:
             raise ValueError(f"{directory} holds no feature shards; featurize the manifest first")
+        self.tables: dict[int, pa.Table] = {}
+        self.peak_rows_held = 0
+        if not streaming:
+            for shard in range(len(self.paths)):
+                self._hold(shard)
 
     def __len__(self) -> int:
-        return len(self.index)
+        return self.starts[-1]
 
     def __getitem__(self, item: int) -> dict[str, Any]:
-        table, row = self.index[item]
-        return read_example(self.tables[table], row)
+        if not 0 <= item < len(self):
+            raise IndexError(f"item {item} of {len(self)}")
+        shard = bisect.bisect_right(self.starts, item) - 1
+        return read_example(self._hold(shard), item - self.starts[shard])
+
+    def _hold(self, shard: int) -> pa.Table:
+        if shard not in self.tables:
+            if self.streaming:
+                self.tables.clear()
+            self.tables[shard] = pq.read_table(self.paths[shard], memory_map=True)
+            self.peak_rows_held = max(self.peak_rows_held, sum(t.num_rows for t in self.tables.values()))
+        return self.tables[shard]
+
+    def epoch_order(self, seed: int) -> list[int]:
+        """Every item once, shuffled shard by shard: the shards in a seeded order, each shard's rows shuffled
+        within it (as WebDataset and lhotse's shar shuffle what cannot be held whole), so a streaming pass
+        reads each shard once."""
+        generator = torch.Generator().manual_seed(seed)
+        order = []
+        for shard in torch.randperm(len(self.paths), generator=generator).tolist():
+            start, size = self.starts[shard], self.starts[shard + 1] - self.starts[shard]
+            order += [start + row for row in torch.randperm(size, generator=generator).tolist()]
+        return order
 
 
 __all__ = ["REPORT_FILE", "CachedFeatures", "FeatureShards", "cache_key", "featurize", "window_features"]

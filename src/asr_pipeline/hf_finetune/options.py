@@ -98,6 +98,12 @@ class HFFinetuneOptions:
     )
     max_new_tokens: int = setting(128, help="longest transcript generate() writes", flag="--max-new-tokens")
     rows_per_shard: int = setting(256, help="utterances per cached feature shard", flag="--rows-per-shard")
+    streaming: bool = setting(
+        False,
+        help="read the cached feature shards one at a time, not all into memory (a corpus larger than memory): "
+        "the same examples in the same order",
+        flag="--streaming",
+    )
     # train's run.resume_from: its help and flag. The stage continues the run dir given (a copy of it, when it
     # is not the stage's own <name>/run); options other than RESUMABLE must be the ones the run started with.
     resume_from: str | None = shared_setting(RunConfig, "resume_from")
@@ -122,8 +128,8 @@ class HFFinetuneOptions:
             raise ConfigError("hf_finetune: learning_rate and max_audio_sec must be > 0, warmup_steps >= 0")
 
 
-# The options a resumed run may change: where it resumes from (how the run is executed, not what it trains).
-RESUMABLE = ("resume_from",)
+# The options a resumed run may change: how the run is executed, not what it trains.
+RESUMABLE = ("resume_from", "streaming")
 
 
 def hf_finetune_options(values: dict[str, Any] | None, section: str = "hf_finetune") -> HFFinetuneOptions:

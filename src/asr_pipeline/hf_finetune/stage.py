@@ -52,7 +52,7 @@ def check_entry(name: str, entry: dict[str, Any]) -> HFFinetuneOptions:
 def scores(pretrained: Pretrained, splits: dict[str, Path], options: HFFinetuneOptions) -> dict[str, Any]:
     """WER/CER per split of ``pretrained``'s greedy transcripts, on the run's device."""
     pretrained.model.to(pick_device(options.device))
-    return {split: score(transcribe_shards(pretrained, FeatureShards(folder), language=options.language,
+    return {split: score(transcribe_shards(pretrained, FeatureShards(folder, options.streaming), language=options.language,
                                            task=options.task, batch_size=options.batch_size,
                                            max_new_tokens=options.max_new_tokens))
             for split, folder in splits.items()}  # fmt: skip

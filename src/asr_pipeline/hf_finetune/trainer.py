@@ -102,8 +102,8 @@ class FinetuneRun:
         self.model = self.pretrained.model.to(self.device)
         self.collator = SpeechCollator(self.pretrained.tokenizer, self.pretrained.family,
                                        self.pretrained.feature_extractor.nb_max_frames, options.language, options.task)  # fmt: skip
-        self.train_set = FeatureShards(train_dir)
-        self.val_set = FeatureShards(val_dir) if val_dir is not None else None
+        self.train_set = FeatureShards(train_dir, options.streaming)
+        self.val_set = FeatureShards(val_dir, options.streaming) if val_dir is not None else None
         self.batches_per_epoch = math.ceil(len(self.train_set) / options.batch_size)
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / options.grad_accumulation)
         self.total_steps = options.max_steps or options.epochs * self.steps_per_epoch
@@ -182,10 +182,9 @@ class FinetuneRun:
         return next_token_loss(logits, batch["labels"])
 
     def epoch_groups(self, epoch: int) -> list[list[list[int]]]:
-        """The epoch's optimizer steps, each a list of batches of dataset indices (a seeded shuffle)."""
-        order = torch.randperm(
-            len(self.train_set), generator=torch.Generator().manual_seed(self.options.seed + epoch)
-        ).tolist()
+        """The epoch's optimizer steps, each a list of batches of dataset indices (a seeded shuffle, shard by
+        shard: ``FeatureShards.epoch_order``, the same streamed or in memory)."""
+        order = self.train_set.epoch_order(self.options.seed + epoch)
         size, accumulation = self.options.batch_size, self.options.grad_accumulation
         batches = [order[i : i + size] for i in range(0, len(order), size)]
         return [batches[i : i + accumulation] for i in range(0, len(batches), accumulation)]
