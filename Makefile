@@ -22,11 +22,14 @@ repro:  # what is stale, after rewriting the code fingerprints (`make repro STAG
 	$(BIN)/python -m asr_pipeline.stage_deps --write
 	$(BIN)/dvc repro $(STAGE)
 
+# Two pytest-xdist workers (each torch on one thread: tests/conftest.py); `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/pytest -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
 
 test-all: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -n $(TEST_WORKERS) -q --durations=30
 
 lint: setup
 	$(BIN)/ruff check .

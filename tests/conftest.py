@@ -18,6 +18,13 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # the CUDA re-run of the kernel parity files (tests/kernels/test_cuda_rerun.py): that one tests compiled kernels.
 if os.environ.get("ASR_KERNELS_TEST_DEVICE", "cpu") == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Under pytest-xdist (`make test` runs `-n 2` on a 2-core machine) each worker keeps torch, and the processes it
+# starts, to one intra-op thread: two workers of N threads each on N cores run slower than one.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
