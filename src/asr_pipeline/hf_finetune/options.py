@@ -104,6 +104,12 @@ class HFFinetuneOptions:
         "the same examples in the same order",
         flag="--streaming",
     )
+    nproc_per_node: int = setting(
+        1,
+        help="training processes on this machine (torchrun, DDP): CPU ranks, or one per GPU; each takes its "
+        "share of every batch, so the run takes the steps one process would",
+        flag="--nproc-per-node",
+    )
     # train's run.resume_from: its help and flag. The stage continues the run dir given (a copy of it, when it
     # is not the stage's own <name>/run); options other than RESUMABLE must be the ones the run started with.
     resume_from: str | None = shared_setting(RunConfig, "resume_from")
@@ -116,6 +122,7 @@ class HFFinetuneOptions:
             "grad_accumulation",
             "max_new_tokens",
             "rows_per_shard",
+            "nproc_per_node",
         )
         for name in positive:
             if getattr(self, name) < 1:
@@ -129,7 +136,7 @@ class HFFinetuneOptions:
 
 
 # The options a resumed run may change: how the run is executed, not what it trains.
-RESUMABLE = ("resume_from", "streaming")
+RESUMABLE = ("resume_from", "streaming", "nproc_per_node")
 
 
 def hf_finetune_options(values: dict[str, Any] | None, section: str = "hf_finetune") -> HFFinetuneOptions:

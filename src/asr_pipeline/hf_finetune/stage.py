@@ -29,6 +29,7 @@ from asr_pipeline.hf_finetune.features import FeatureShards, featurize
 from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
 from asr_pipeline.hf_finetune.options import HFFinetuneOptions, hf_finetune_options
 from asr_pipeline.hf_finetune.trainer import FinetuneRun, pick_device
+from asr_pipeline.hf_finetune.worker import launch_finetune
 from asr_pipeline.io.atomic import write_json_atomic
 from asr_pipeline.options import ConfigError
 from asr_pipeline.run_layout import require_checkpoint
@@ -87,9 +88,12 @@ def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str,
     }
     before = scores(pretrained, evaluated, options)
     val = cached["val"].directory if "val" in cached else None
-    train = FinetuneRun(
-        options, cached["train"].directory, val, folder / "run", pretrained=pretrained, live=True
-    ).run()
+    if options.nproc_per_node > 1:  # torchrun's ranks load the model themselves
+        train = launch_finetune(options, cached["train"].directory, val, folder / "run", live=True)
+    else:
+        train = FinetuneRun(
+            options, cached["train"].directory, val, folder / "run", pretrained=pretrained, live=True
+        ).run()
     after = scores(load_finetuned(folder / "run"), evaluated, options)
     evaluation = {split: {"before": before[split], "after": after[split]} for split in evaluated}
     export_finetuned(folder / "run", folder / "export", evaluation=evaluation, overwrite=True)

@@ -13,6 +13,10 @@ the weights of 6 straight steps, bit for bit (``tests/hf_finetune/test_trainer.p
 the ones the run started with (``options.RESUMABLE`` may change). The stage and ``asr-pipeline hf-finetune``
 resume through ``resume_from`` (``--resume-from``, as ``train`` names it): ``stage.run_entry``.
 
+DDP: under torchrun (``hf_finetune.worker``, launched by ``worker.launch_finetune`` through the engine's
+``training.launch``) each rank trains on its share of every batch, ``DistributedDataParallel`` averaging the
+gradients, so W ranks take the steps one process takes on the same batches; rank 0 alone writes the run dir.
+
 Precision: weights and optimizer in float32; the forward pass autocasts to bf16 (or f16 with a loss scaler)
 on CUDA, nothing on the CPU.
 """
@@ -21,12 +25,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from asr_pipeline.hf_finetune.collate import SpeechCollator
 from asr_pipeline.hf_finetune.evaluate import score, transcribe_shards
@@ -45,7 +52,7 @@ from asr_pipeline.training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
-from asr_pipeline.training.distributed import maybe_inject_fault
+from asr_pipeline.training.distributed import all_reduce_sum, maybe_inject_fault
 from asr_pipeline.training.early_stopping import EarlyStopping
 from asr_pipeline.training.events import EVENTS_FILE, EventLog
 from asr_pipeline.training.optimizers import build_optimizer
@@ -55,12 +62,21 @@ TRAIN_RESULTS = "train_results.json"
 LOG_EVERY_STEPS = 10  # "train" events: the mean loss of the last 10 steps (and of the last step of a run)
 
 
-def pick_device(choice: str) -> torch.device:
+def pick_device(choice: str, local_rank: int = 0) -> torch.device:
+    """The device of ``choice`` (auto: CUDA when torch sees it); under torchrun, local rank N's GPU is N."""
     if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise RuntimeError("hf_finetune device cuda, but torch sees no CUDA GPU; set device auto or cpu")
-        return torch.device("cuda")
+        return torch.device("cuda", local_rank)
     return torch.device("cpu")
+
+
+def process_rank() -> tuple[int, int, int]:
+    """(rank, local rank, world size) in torchrun's process group (``hf_finetune.worker`` joins it); (0, 0, 1)
+    for a process on its own."""
+    if not dist.is_initialized():
+        return 0, 0, 1
+    return dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0")), dist.get_world_size()
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -94,12 +110,17 @@ class FinetuneRun:
     def __init__(self, options: HFFinetuneOptions, train_dir: Path, val_dir: Path | None, run_dir: Path,
                  pretrained: Pretrained | None = None, live: bool = False) -> None:  # fmt: skip
         self.options, self.run_dir = options, Path(run_dir)
-        self.device = pick_device(options.device)
+        self.rank, local_rank, self.world = process_rank()
+        self.is_main = self.rank == 0  # the run dir's one writer
+        self.device = pick_device(options.device, local_rank)
         self.dtype = autocast_dtype(options.precision, self.device)
         torch.manual_seed(options.seed)
         self.pretrained = pretrained or load_pretrained(options.model)
         self.finetune_event = prepare_model(self.pretrained, options)
         self.model = self.pretrained.model.to(self.device)
+        # The module the training steps run: DDP's wrapper under torchrun (it averages the gradients over the
+        # ranks), else the model itself. Validation, generation and checkpoints use the model.
+        self.trained = self.model if self.world == 1 else DistributedDataParallel(self.model)
         self.collator = SpeechCollator(self.pretrained.tokenizer, self.pretrained.family,
                                        self.pretrained.feature_extractor.nb_max_frames, options.language, options.task)  # fmt: skip
         self.train_set = FeatureShards(train_dir, options.streaming)
@@ -116,14 +137,15 @@ class FinetuneRun:
         )
         self.step = self.epoch = self.group = 0  # group: optimizer steps taken in this epoch
         self.best_val_loss, self.last_eval_step = math.inf, -1
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self._resume()
         listeners = []
-        if live:
+        if live and self.is_main:
             from asr_pipeline.training.dvclive_logger import DVCLiveLogger
 
             listeners.append(DVCLiveLogger(self.run_dir, resume=resumed))
-        self.events = EventLog(self.run_dir / EVENTS_FILE, True, resumed, listeners)
+        self.events = EventLog(self.run_dir / EVENTS_FILE, self.is_main, resumed, listeners)
         if not resumed:
             self.events.write("finetune", 0, 0, self.finetune_event)
 
@@ -136,7 +158,8 @@ class FinetuneRun:
     def _resume(self) -> bool:
         config_path = self.run_dir / CONFIG_FILE
         if not (self.run_dir / CHECKPOINT_POINTER).is_file():
-            config_path.write_text(json.dumps(to_dict(self.options), indent=2) + "\n")
+            if self.is_main:
+                config_path.write_text(json.dumps(to_dict(self.options), indent=2) + "\n")
             return False
         saved, now = json.loads(config_path.read_text()), to_dict(self.options)
         changed = sorted(
@@ -158,6 +181,8 @@ class FinetuneRun:
         return True
 
     def save(self, metrics: dict[str, Any], name: str | None = None) -> None:
+        if not self.is_main:
+            return
         state = None if name == BEST_DIR else {
             "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
             "early_stopping": self.stopping.state_dict(), "group": self.group,
@@ -174,11 +199,12 @@ class FinetuneRun:
     def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
         return {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
 
-    def batch_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+    def batch_loss(self, batch: dict[str, Any], training: bool = False) -> tuple[torch.Tensor, int]:
         batch = self._to_device(batch)
         context = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        model = self.trained if training else self.model
         with context:
-            logits = self.model(**self.pretrained.family.model_inputs(batch)).logits  # (B, L, V)
+            logits = model(**self.pretrained.family.model_inputs(batch)).logits  # (B, L, V)
         return next_token_loss(logits, batch["labels"])
 
     def epoch_groups(self, epoch: int) -> list[list[list[int]]]:
@@ -189,18 +215,37 @@ class FinetuneRun:
         batches = [order[i : i + size] for i in range(0, len(order), size)]
         return [batches[i : i + accumulation] for i in range(0, len(batches), accumulation)]
 
+    def _sum_over_ranks(self, value: float) -> float:
+        return float(all_reduce_sum(torch.tensor(value, dtype=torch.float64, device=self.device)))
+
     def train_step(self, group: list[list[int]]) -> tuple[float, int, float]:
-        """One optimizer step over ``group``'s batches; the loss per token, tokens and gradient norm."""
+        """One optimizer step over ``group``'s batches; the loss per token, tokens and gradient norm.
+
+        Under torchrun rank r takes items r, r + W, ... of every batch, so W ranks step on the batches one
+        process would: the loss is summed over every rank's tokens and divided by their total (times W, which
+        DDP's gradient average divides out). A rank left without an item of a batch (fewer items than ranks)
+        runs its batch's first item with weight 0, as DDP needs every rank's backward."""
         self.model.train()
-        batches = [self.collator([self.train_set[i] for i in indices]) for indices in group]
-        tokens = sum(int((b["labels"][:, 1:] != -100).sum()) for b in batches)
+        parts = [indices[self.rank :: self.world] for indices in group]
+        batches = [self.collator([self.train_set[i] for i in part or indices[:1]])
+                   for part, indices in zip(parts, group, strict=True)]  # fmt: skip
+        weights = [1.0 if part else 0.0 for part in parts]
+        local_tokens = sum(
+            int((b["labels"][:, 1:] != -100).sum()) for b, w in zip(batches, weights, strict=True) if w
+        )
+        tokens = round(self._sum_over_ranks(local_tokens))
         total = 0.0
         for param_group in self.optimizer.param_groups:
             param_group["lr"] = self.learning_rate(self.step)
-        for batch in batches:
-            loss_sum, _ = self.batch_loss(batch)
-            self.scaler.scale(loss_sum / tokens).backward()  # per token of the whole step
-            total += loss_sum.item()
+        for n, (batch, weight) in enumerate(zip(batches, weights, strict=True)):
+            last = n == len(batches) - 1  # DDP all-reduces the accumulated gradients in the last backward
+            with nullcontext() if last or self.world == 1 else self.trained.no_sync():
+                loss_sum, _ = self.batch_loss(batch, training=True)
+                self.scaler.scale(
+                    loss_sum * (weight * self.world) / tokens
+                ).backward()  # per token of the step
+            total += weight * loss_sum.item()
+        total = self._sum_over_ranks(total)
         self.scaler.unscale_(self.optimizer)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         clip = self.options.gradient_clip_norm or math.inf
@@ -216,12 +261,13 @@ class FinetuneRun:
         self.model.eval()
         total, tokens = 0.0, 0
         size = self.options.batch_size
-        for start in range(0, len(self.val_set), size):
+        for start in range(self.rank * size, len(self.val_set), self.world * size):  # every W-th batch
             batch = self.collator(
                 [self.val_set[i] for i in range(start, min(start + size, len(self.val_set)))]
             )
             loss_sum, count = self.batch_loss(batch)
             total, tokens = total + float(loss_sum), tokens + count
+        total, tokens = self._sum_over_ranks(total), round(self._sum_over_ranks(tokens))
         loss = total / tokens
         return {"val_loss": loss, "val_perplexity": perplexity(loss), "tokens": tokens}
 
@@ -231,7 +277,7 @@ class FinetuneRun:
         if self.val_set is None:
             return False
         values = self.validation_loss()
-        if self.options.eval_wer:
+        if self.options.eval_wer and self.is_main:  # reported only: every rank decides on val_loss
             rows = transcribe_shards(self.pretrained, self.val_set, language=self.options.language,
                                      task=self.options.task, batch_size=self.options.batch_size,
                                      max_new_tokens=self.options.max_new_tokens)  # fmt: skip
@@ -261,7 +307,7 @@ class FinetuneRun:
         while self.epoch < options.epochs and self.step < self.total_steps and not stop:
             groups = self.epoch_groups(self.epoch)
             while self.group < len(groups) and self.step < self.total_steps and not stop:
-                maybe_inject_fault(0, self.step)  # tests: a run killed after its last checkpoint
+                maybe_inject_fault(self.rank, self.step)  # tests: a run killed after its last checkpoint
                 loss, _, grad_norm = self.train_step(groups[self.group])
                 utterances += sum(map(len, groups[self.group]))
                 self.group += 1
@@ -287,10 +333,11 @@ class FinetuneRun:
                    "best_val_perplexity": perplexity(self.best_val_loss), "train_seconds": seconds,
                    "train_samples_per_second": utterances / seconds if seconds else 0.0,
                    "early_stopped": stop, **parameter_counts(self.model)}  # fmt: skip
-        write_json_atomic(self.run_dir / TRAIN_RESULTS, results)
+        if self.is_main:
+            write_json_atomic(self.run_dir / TRAIN_RESULTS, results)
         self.events.write("summary", self.step, self.epoch, results)
         self.events.close()
         return results
 
 
-__all__ = ["TRAIN_RESULTS", "FinetuneRun", "autocast_dtype", "pick_device", "prepare_model"]
+__all__ = ["TRAIN_RESULTS", "FinetuneRun", "autocast_dtype", "pick_device", "prepare_model", "process_rank"]

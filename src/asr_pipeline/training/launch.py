@@ -73,6 +73,8 @@ def first_rank_failure(log_dir: str | Path) -> str | None:
     return f"local rank {local_rank}: {summary}\n{tail}"
 
 
+# The engine's worker; hf_finetune.worker is the other module launched this way.
+WORKER_MODULE = "asr_pipeline.training.worker"
 RDZV_BACKENDS = ("c10d", "static")
 DEFAULT_RDZV_ID = "asr-pipeline"
 # The keys of params.yaml's train.launch (and the matching `asr-pipeline train` flags).
@@ -89,8 +91,9 @@ def torchrun_command(
     rdzv_id: str = DEFAULT_RDZV_ID,
     rdzv_backend: str = "c10d",
     log_dir: str | Path | None = None,
+    module: str = WORKER_MODULE,
 ) -> list[str]:
-    """The torchrun command line for this node.
+    """The torchrun command line for this node: ``module`` (a worker taking ``--config``) on every rank.
 
     ``log_dir``: torchrun's ``--log-dir``, where each rank's ``error.json`` lands when it fails
     (``first_rank_failure`` reads them); None leaves torchrun's own temporary directory.
@@ -136,7 +139,7 @@ def torchrun_command(
         "--nproc-per-node",
         str(nproc_per_node),
         "-m",
-        "asr_pipeline.training.worker",
+        module,
         "--config",
         str(config_path),
     ]
@@ -318,7 +321,8 @@ def launch_training(
 ) -> None:
     """Run the worker on ``nproc_per_node`` ranks of this node; output streams to this console.
 
-    ``rendezvous``: the multi-node options of ``torchrun_command``. ``env`` adds to (and overrides)
+    ``rendezvous``: the multi-node options of ``torchrun_command`` (and its ``module``: the engine's worker
+    unless another is named, e.g. ``hf_finetune.worker``). ``env`` adds to (and overrides)
     this process's environment. ``OMP_NUM_THREADS`` is set to the cores per rank unless ``env`` names it,
     so ranks do not each start one OpenMP thread per core and oversubscribe the machine (torchrun's own
     default is 1, which leaves CPU ranks on one core each).
@@ -347,6 +351,7 @@ __all__ = [
     "DEFAULT_RDZV_ID",
     "LAUNCH_KEYS",
     "RDZV_BACKENDS",
+    "WORKER_MODULE",
     "TrainingFailedError",
     "check_config",
     "check_devices",
