@@ -87,3 +87,10 @@ def test_resuming_from_a_folder_without_a_checkpoint_is_one_line_naming_the_flag
     assert main(argv) == 1
     error = capsys.readouterr().err
     assert "resume_from (--resume-from)" in error and "holds no finished checkpoint" in error
+
+
+def test_a_condition_names_an_evaluate_split(tmp_path, capsys):
+    argv = ["hf-finetune", "--train", "t.jsonl", "--output-dir", str(tmp_path / "o"), "--model", "m",
+            "--evaluate", "test=t.jsonl", "--condition", "test_noisy=noisy"]  # fmt: skip
+    assert main(argv) == 1
+    assert "expected SPLIT=CONDITION with SPLIT one of --evaluate's (test)" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr_pipeline.hf_finetune.features import FeatureShards, featurize
+from asr_pipeline.hf_finetune.features import FeatureShards, condition_split, featurize, window_features
 from asr_pipeline.io.audio import load_audio
 from asr_pipeline.io.shards import records_to_table, shard_name, write_shard
 from tests.hf_finetune.conftest import feature_extractor
@@ -107,3 +107,32 @@ def test_streaming_holds_one_shard_whatever_the_corpus_size(tmp_path, shards):
     assert len(set(ids)) == 5 * shards
     assert streamed.peak_rows_held == 5  # one shard, however many there are
     assert FeatureShards(folder).peak_rows_held == 5 * shards  # in memory: the whole corpus
+
+
+NOISY = {
+    "seed": 7,
+    "noisy": {"kind": "noise", "noise": "white", "snr_db": [5, 15]},
+    "fast": {"kind": "speed", "factor": 1.25},
+}
+
+
+def test_a_condition_split_is_the_audio_degraded_as_the_conditions_stage_degrades_it(demo_speech, tmp_path):
+    extractor = feature_extractor()
+    noisy = condition_split("noisy", NOISY)
+    clean = featurize(demo_speech["val"], extractor, tmp_path, max_windows=1, max_audio_sec=30)
+    degraded = featurize(
+        demo_speech["val"], extractor, tmp_path, max_windows=1, max_audio_sec=30, condition=noisy
+    )
+    assert degraded.directory != clean.directory and degraded.report["condition"] == "noisy"
+    first = json.loads(demo_speech["val"].read_text().splitlines()[0])
+    speech = load_audio(demo_speech["val"].parent / first["audio_path"])  # (N,) at 16 kHz
+    # The conditions stage's draws: (conditions.seed, utterance id) through features.split.condition_mix.
+    expected = window_features(extractor, noisy.augment(first["id"], speech, 16000)[1])
+    item = FeatureShards(degraded.directory)[0]
+    assert item["id"] == first["id"] and np.array_equal(item["features"], expected)
+    assert not np.array_equal(item["features"], FeatureShards(clean.directory)[0]["features"])
+
+
+def test_a_condition_not_in_params_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"'reverb' is not in params.yaml conditions \(known: fast, noisy\)"):
+        condition_split("reverb", NOISY)

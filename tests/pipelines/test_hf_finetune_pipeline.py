@@ -26,8 +26,11 @@ def entry(root, model, **options):
                         "warmup_steps": 1, "learning_rate": 1e-2, "max_new_tokens": 6, **options}}  # fmt: skip
 
 
+CONDITIONS = {"seed": 7, "noisy": {"kind": "noise", "noise": "white", "snr_db": [5, 15]}}
+
+
 def run(root, runs, current):
-    params = {"hf_finetune": {"runs": runs, "current": current}}
+    params = {"hf_finetune": {"runs": runs, "current": current}, "conditions": CONDITIONS}
     run_stage(create_pipeline(), {}, {"hf_finetune_dir": DirectoryDataset(str(root / "out"))}, params)
     return json.loads((root / "out" / current / "metrics.json").read_text())
 
@@ -38,7 +41,11 @@ def test_an_entry_is_scored_before_and_after_and_exported_and_a_rerun_reuses_its
     write_demo_utterances(tmp_path, texts[:8], "train", seed=1)
     write_demo_utterances(tmp_path, texts[8:], "val", seed=2)
     model = save_tiny_voxtral(tmp_path / "voxtral", texts)
-    metrics = run(tmp_path, {"tiny": entry(tmp_path, model)}, "tiny")
+    tiny = entry(tmp_path, model)
+    tiny["evaluate"]["test_noisy"] = {"manifest": str(tmp_path / "val.jsonl"), "condition": "noisy"}
+    metrics = run(tmp_path, {"tiny": tiny}, "tiny")
+    assert metrics["features"]["evaluate/test_noisy"]["condition"] == "noisy"
+    assert metrics["splits"]["test_noisy"]["utterances"] == 4
     dev = metrics["splits"]["dev"]
     assert (
         set(dev) == {"wer_before", "wer_after", "cer_before", "cer_after", "utterances"}
@@ -48,7 +55,7 @@ def test_an_entry_is_scored_before_and_after_and_exported_and_a_rerun_reuses_its
     exported = load_pretrained(str(tmp_path / "out" / "tiny" / "export"))
     assert type(exported.model).__name__ == "VoxtralForConditionalGeneration"
     assert (tmp_path / "out" / "tiny" / "run" / "dvclive" / "metrics.json").is_file()
-    again = run(tmp_path, {"tiny": entry(tmp_path, model, learning_rate=5e-3)}, "tiny")
+    again = run(tmp_path, {"tiny": {**tiny, "options": {**tiny["options"], "learning_rate": 5e-3}}}, "tiny")
     assert all(part["reused"] for part in again["features"].values())
 
 
@@ -91,3 +98,18 @@ def test_an_entry_resumed_from_another_entrys_killed_run_ends_with_the_uninterru
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     killed = json.loads((tmp_path / "out" / "killed" / "run" / "checkpoint_latest.json").read_text())
     assert killed["step"] == 3  # the killed run's folder is left as it was: the copy continued
+
+
+def test_an_evaluate_split_is_a_manifest_or_a_manifest_under_a_known_condition(tmp_path):
+    bad = {
+        "train": "t",
+        "options": {"model": "m"},
+        "evaluate": {"test_noisy": {"manifest": "t", "cond": "noisy"}},
+    }
+    with pytest.raises(
+        ConfigError, match=r"evaluate.test_noisy: expected a manifest path or \{manifest: PATH"
+    ):
+        run(tmp_path, {"bad": bad}, "bad")
+    bad["evaluate"]["test_noisy"] = {"manifest": "t", "condition": "windy"}
+    with pytest.raises(ValueError, match=r"'windy' is not in params.yaml conditions \(known: noisy\)"):
+        run(tmp_path, {"bad": bad}, "bad")

@@ -37,6 +37,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="data scored before and after (e.g. dev=data/01_raw/demo/dev.jsonl)",
     )
     parser.add_argument(
+        "--condition",
+        nargs="+",
+        default=[],
+        metavar="SPLIT=CONDITION",
+        help="score an --evaluate split's audio under an evaluation condition of --params' conditions, as the "
+        "conditions stage degrades it (e.g. test_noisy=noisy with --evaluate test_noisy=data/01_raw/demo/test.jsonl)",
+    )
+    parser.add_argument(
+        "--params",
+        default="params.yaml",
+        metavar="FILE",
+        help="the params.yaml whose conditions section --condition names",
+    )
+    parser.add_argument(
         "--output-dir", required=True, metavar="DIR", help="where features, run and export go"
     )
     add_config_flags(parser, FLAGS, negatable=True)
@@ -54,6 +68,18 @@ def run(args: argparse.Namespace) -> int:
                 f"--evaluate {item!r}: expected SPLIT=MANIFEST, e.g. dev=data/01_raw/demo/dev.jsonl"
             )
         evaluate[split] = manifest
+    for item in args.condition:
+        split, sep, condition = item.partition("=")
+        if not sep or split not in evaluate:
+            raise ValueError(
+                f"--condition {item!r}: expected SPLIT=CONDITION with SPLIT one of --evaluate's ({', '.join(evaluate)})"
+            )
+        evaluate[split] = {"manifest": evaluate[split], "condition": condition}
+    conditions = None
+    if args.condition:
+        import yaml
+
+        conditions = (yaml.safe_load(Path(args.params).read_text()) or {}).get("conditions")
     options = {key: value for key, (value, _) in given_overrides(args, FLAGS).items()}
     if "model" not in options:
         raise ValueError(
@@ -61,6 +87,6 @@ def run(args: argparse.Namespace) -> int:
         )
     entry = {"train": args.train, "val": args.val, "evaluate": evaluate, "options": options}
     output = Path(args.output_dir)
-    metrics = run_entry(output.name, entry, output)
+    metrics = run_entry(output.name, entry, output, conditions)
     print_json({"output_dir": str(output), "splits": metrics["splits"], "steps": metrics["train"]["steps"]})
     return 0

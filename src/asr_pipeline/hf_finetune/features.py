@@ -12,6 +12,12 @@ Training settings are not part of it, so a rerun after a change of learning rate
 finds the folder and featurizes nothing. A folder is written as ``<key>.tmp`` and renamed when complete, and
 its ``report.json`` says what was kept and skipped.
 
+A condition split (``evaluate`` on ``test_noisy`` etc.): the ``conditions`` stage keeps only our frontend's
+features of the degraded audio (fbank or w2v-bert frames), from which no waveform and so no Whisper log-mel
+can be recovered; but its degradation is a pure function of (params.yaml ``conditions``, utterance id, audio),
+so ``featurize(..., condition=condition_split(name, conditions))`` degrades the test audio the same way and
+makes the model's features from that.
+
 Nothing here holds a corpus whole: the manifest is read as a stream (``io.manifests``: Parquet and Arrow in
 record batches), the cache written ``rows_per_shard`` utterances at a time, and ``FeatureShards(streaming=True)``
 reads it back one shard at a time.
@@ -20,6 +26,7 @@ reads it back one shard at a time.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -32,6 +39,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from asr_pipeline.augment.mix import AugmentationMix
+from asr_pipeline.features.split import condition_mix
 from asr_pipeline.io.audio import AudioDecodeError
 from asr_pipeline.io.audio_segment import load_audio_segment
 from asr_pipeline.io.manifests import iter_manifest
@@ -53,7 +62,11 @@ def manifest_stamp(manifest: str | Path) -> list[tuple[str, int, int]]:
 
 
 def cache_key(
-    feature_extractor: Any, manifest: str | Path, max_windows: int | None, max_audio_sec: float
+    feature_extractor: Any,
+    manifest: str | Path,
+    max_windows: int | None,
+    max_audio_sec: float,
+    condition: AugmentationMix | None = None,
 ) -> str:
     """The name of the cache folder of ``manifest``'s features (module docstring)."""
     settings = feature_extractor.to_dict()
@@ -62,6 +75,7 @@ def cache_key(
         "feature_extractor": settings,
         "max_windows": max_windows,
         "max_audio_sec": max_audio_sec,
+        **({"condition": dataclasses.asdict(condition)} if condition is not None else {}),
         "manifest": str(Path(manifest).resolve()),
         "files": manifest_stamp(manifest),
     }
@@ -89,6 +103,19 @@ def _waveform(record: ManifestRecord, sample_rate: int) -> np.ndarray:
     )  # (N,)
 
 
+def condition_split(name: str, conditions: dict[str, Any] | None) -> AugmentationMix:
+    """The evaluation condition ``name`` of params.yaml ``conditions`` (its ``seed`` and ``<name>`` entry), as
+    the mix the ``conditions`` stage extracts its ``test_<name>`` split with (``features.split.condition_mix``)."""
+    known = sorted(key for key in conditions or {} if key != "seed")
+    if name not in known:
+        raise ValueError(
+            f"evaluation condition {name!r} is not in params.yaml conditions (known: {', '.join(known) or 'none'})"
+        )
+    return AugmentationMix.from_dict(
+        condition_mix(name, conditions[name], int(conditions.get("seed", 0))), f"conditions.{name}"
+    )
+
+
 @dataclass(frozen=True)
 class CachedFeatures:
     directory: Path
@@ -104,11 +131,15 @@ def featurize(
     max_windows: int | None,
     max_audio_sec: float,
     rows_per_shard: int = 256,
+    condition: AugmentationMix | None = None,
 ) -> CachedFeatures:
     """The cached features of ``manifest`` (any form ``io.manifests.iter_manifest`` reads), computing them
     only when the cache has no folder for them. Records without audio or text, undecodable audio and audio
-    longer than ``max_audio_sec`` or ``max_windows`` windows are skipped and counted in the report."""
-    key = cache_key(feature_extractor, manifest, max_windows, max_audio_sec)
+    longer than ``max_audio_sec`` or ``max_windows`` windows are skipped and counted in the report.
+
+    ``condition``: an evaluation condition's mix (``condition_split``): each utterance's audio is degraded as
+    the ``conditions`` stage degrades it, by (seed, utterance id), before the model's features are made."""
+    key = cache_key(feature_extractor, manifest, max_windows, max_audio_sec, condition)
     directory = Path(cache_root) / key
     if (directory / REPORT_FILE).is_file():
         return CachedFeatures(directory, json.loads((directory / REPORT_FILE).read_text()), True)
@@ -133,6 +164,8 @@ def featurize(
         except AudioDecodeError as error:
             report.skip(error.reason, record.location, str(error))
             continue
+        if condition is not None and waveform.any():  # as features.extract.featurize_audio applies it
+            waveform = condition.augment(record.id, waveform, rate)[1]
         if len(waveform) > longest * rate:
             report.skip(f"longer than {longest:g} s", record.location, f"{len(waveform) / rate:.1f} s")
             continue
@@ -145,7 +178,7 @@ def featurize(
     if pending:
         write_shard(records_to_table(pending), tmp / shard_name(shards))
     report.require_kept(f"features of {manifest}")
-    summary = {"manifest": str(manifest), "kept": report.kept, "seen": report.seen,
+    summary = {"manifest": str(manifest), "condition": condition and condition.entries[0].name, "kept": report.kept, "seen": report.seen,
                "skipped": dict(report.counts), "first_skipped": report.examples}  # fmt: skip
     (tmp / REPORT_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
@@ -205,4 +238,12 @@ class FeatureShards:
         return order
 
 
-__all__ = ["REPORT_FILE", "CachedFeatures", "FeatureShards", "cache_key", "featurize", "window_features"]
+__all__ = [
+    "REPORT_FILE",
+    "CachedFeatures",
+    "FeatureShards",
+    "cache_key",
+    "condition_split",
+    "featurize",
+    "window_features",
+]

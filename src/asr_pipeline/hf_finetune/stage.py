@@ -6,7 +6,8 @@ An entry of params.yaml ``hf_finetune.runs``::
     whisper_lora:
       train: data/01_raw/demo/train                  # any manifest form io.manifests reads
       val: data/01_raw/demo/dev.jsonl
-      evaluate: {dev: data/01_raw/demo/dev.jsonl, test: data/01_raw/demo/test.jsonl}
+      evaluate: {dev: data/01_raw/demo/dev.jsonl, test: data/01_raw/demo/test.jsonl,
+                 test_noisy: {manifest: data/01_raw/demo/test.jsonl, condition: noisy}}
       options: {model: openai/whisper-small, method: lora, epochs: 3}   # hf_finetune.options
 
 Layout under the stage's folder ``<name>/``: ``features/`` (the cache, kept across reruns: DVC ``persist``),
@@ -23,9 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from asr_pipeline.augment.mix import AugmentationMix
 from asr_pipeline.hf_finetune.evaluate import score, transcribe_shards
 from asr_pipeline.hf_finetune.export import export_finetuned, load_finetuned
-from asr_pipeline.hf_finetune.features import FeatureShards, featurize
+from asr_pipeline.hf_finetune.features import FeatureShards, condition_split, featurize
 from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
 from asr_pipeline.hf_finetune.options import HFFinetuneOptions, hf_finetune_options
 from asr_pipeline.hf_finetune.trainer import FinetuneRun, pick_device
@@ -72,17 +74,41 @@ def prepare_run_dir(run_dir: Path, resume_from: str | None) -> None:
         shutil.copytree(source, run_dir)
 
 
-def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str, Any]:
-    """Run the entry into ``folder`` (module docstring); returns and writes its metrics."""
+def evaluation_inputs(
+    name: str, evaluate: dict[str, Any] | None, conditions: dict[str, Any] | None
+) -> dict[str, tuple[str, AugmentationMix | None]]:
+    """An entry's ``evaluate``: split -> (manifest, condition or None). A split is a manifest, or
+    ``{manifest: M, condition: C}``: M's audio under params.yaml ``conditions.C`` (``features.condition_split``),
+    the ``conditions`` stage's ``test_C`` split when M is the test manifest."""
+    inputs = {}
+    for split, spec in (evaluate or {}).items():
+        if isinstance(spec, str):
+            inputs[split] = (spec, None)
+        elif isinstance(spec, dict) and set(spec) == {"manifest", "condition"}:
+            inputs[split] = (spec["manifest"], condition_split(spec["condition"], conditions))
+        else:
+            raise ConfigError(
+                f"hf_finetune.runs.{name}.evaluate.{split}: expected a manifest path or "
+                f"{{manifest: PATH, condition: NAME}}, got {spec!r}"
+            )
+    return inputs
+
+
+def run_entry(
+    name: str, entry: dict[str, Any], folder: str | Path, conditions: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run the entry into ``folder`` (module docstring); returns and writes its metrics. ``conditions``:
+    params.yaml ``conditions``, which the entry's condition splits name."""
     options, folder = check_entry(name, entry), Path(folder)
+    evaluate = evaluation_inputs(name, entry.get("evaluate"), conditions)
     prepare_run_dir(folder / "run", options.resume_from)
     pretrained = load_pretrained(options.model)
-    manifests = {"train": entry["train"], **({"val": entry["val"]} if entry.get("val") else {}),
-                 **{f"evaluate/{split}": path for split, path in (entry.get("evaluate") or {}).items()}}  # fmt: skip
+    manifests = {"train": (entry["train"], None), **({"val": (entry["val"], None)} if entry.get("val") else {}),
+                 **{f"evaluate/{split}": spec for split, spec in evaluate.items()}}  # fmt: skip
     cached = {what: featurize(path, pretrained.feature_extractor, folder / "features",
                               max_windows=pretrained.family.max_windows, max_audio_sec=options.max_audio_sec,
-                              rows_per_shard=options.rows_per_shard)
-              for what, path in manifests.items()}  # fmt: skip
+                              rows_per_shard=options.rows_per_shard, condition=condition)
+              for what, (path, condition) in manifests.items()}  # fmt: skip
     evaluated = {
         what.split("/", 1)[1]: c.directory for what, c in cached.items() if what.startswith("evaluate/")
     }
@@ -108,4 +134,4 @@ def run_entry(name: str, entry: dict[str, Any], folder: str | Path) -> dict[str,
     return metrics
 
 
-__all__ = ["ENTRY_KEYS", "STAGE_METRICS", "check_entry", "prepare_run_dir", "run_entry"]
+__all__ = ["ENTRY_KEYS", "STAGE_METRICS", "check_entry", "evaluation_inputs", "prepare_run_dir", "run_entry"]

@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 hf_finetune_run,
-                inputs=["params:hf_finetune", "hf_finetune_dir"],
+                inputs=["params:hf_finetune", "params:conditions", "hf_finetune_dir"],
                 outputs=None,
                 name="hf_finetune_run",
             )
