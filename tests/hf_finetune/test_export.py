@@ -8,7 +8,13 @@ import json
 
 import pytest
 
-from asr_pipeline.hf_finetune.export import CARD_FILE, export_finetuned, is_finetuned_run, model_card
+from asr_pipeline.hf_finetune.export import (
+    CARD_FILE,
+    export_finetuned,
+    is_finetuned_export,
+    is_finetuned_run,
+    model_card,
+)
 from asr_pipeline.run_layout import CONFIG_FILE
 
 OPTIONS = {
@@ -54,6 +60,15 @@ def test_a_run_folder_is_one_whose_options_name_a_model_and_a_method(tmp_path):
     assert not is_finetuned_run(tmp_path), "an asr_pipeline train run's config"
     (tmp_path / CONFIG_FILE).write_text(json.dumps(OPTIONS))
     assert is_finetuned_run(tmp_path)
+
+
+def test_an_export_folder_is_a_runs_options_beside_a_model_config_and_its_card(tmp_path):
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(OPTIONS))
+    assert not is_finetuned_export(tmp_path), "a run dir: no transformers config.json"
+    (tmp_path / "config.json").write_text("{}")
+    assert not is_finetuned_export(tmp_path), "no model card"
+    (tmp_path / CARD_FILE).write_text("---\n---\n")
+    assert is_finetuned_export(tmp_path)
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

@@ -98,3 +98,32 @@ def test_a_failed_checkpoint_commit_is_retried_and_one_that_keeps_failing_is_rec
     failing.submit(30, {"model.safetensors": b"weights-30"})
     [result] = failing.close(timeout_sec=60)
     assert (result.ok, result.attempts) == (False, 2) and "500" in result.error
+
+
+@pytest.mark.slow  # a tiny Whisper fine-tuned for one step and exported: ~15 s
+def test_publish_commits_an_hf_finetune_export_as_it_is(hub, tmp_path, capsys):
+    from asr_pipeline.hf_finetune.export import export_finetuned
+    from asr_pipeline.hf_finetune.features import featurize
+    from asr_pipeline.hf_finetune.models import load_pretrained
+    from asr_pipeline.hf_finetune.options import hf_finetune_options
+    from asr_pipeline.hf_finetune.trainer import FinetuneRun
+    from tests.hf_finetune.conftest import save_tiny_whisper, short_sentences, write_demo_utterances
+
+    texts = short_sentences(3)
+    model = save_tiny_whisper(tmp_path / "whisper", texts)
+    train = write_demo_utterances(tmp_path, texts, "train", seed=1)
+    data = featurize(train, load_pretrained(str(model)).feature_extractor, tmp_path / "cache", max_windows=1,
+                     max_audio_sec=30).directory  # fmt: skip
+    options = hf_finetune_options({"model": str(model), "max_steps": 1, "batch_size": 3})
+    FinetuneRun(options, data, None, tmp_path / "run").run()
+    export = export_finetuned(
+        tmp_path / "run", tmp_path / "whisper-tiny-ft", evaluation={"dev": {"after": {"wer": 9}}}
+    )
+
+    assert main(["publish", "--export-dir", str(export), "--repo-id", "team/whisper-tiny-ft"]) == 0, (
+        capsys.readouterr()
+    )
+    [(repo, revision, message, files)] = hub.commits
+    assert (repo, revision, message) == ("team/whisper-tiny-ft", "main", "Upload whisper-tiny-ft")
+    assert files == {path.name: path.read_bytes() for path in export.iterdir()}
+    assert {"model.safetensors", "README.md", "eval_results.json", "training_config.json"} <= set(files)

@@ -17,7 +17,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "commit every file of --export-dir. The token comes from HF_TOKEN or `hf auth login`, never a flag.",
     )
     parser.add_argument(
-        "--export-dir", required=True, metavar="DIR", help="a folder `asr-pipeline export` wrote"
+        "--export-dir",
+        required=True,
+        metavar="DIR",
+        help="a folder `asr-pipeline export` wrote (of a train run or an hf-finetune run)",
     )
     parser.add_argument("--repo-id", required=True, metavar="ID", help="namespace/name on the Hub")
     parser.add_argument("--revision", default="main", help="the branch to commit to (created when missing)")

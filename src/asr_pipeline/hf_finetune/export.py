@@ -11,7 +11,7 @@
     README.md                                                 the model card (Hugging Face YAML header first)
 
 It is written beside its destination and renamed into place, so a failed export leaves no half folder;
-``publish.hub.publish_folder`` uploads it as it is.
+``publish.hub.publish_folder`` (``asr-pipeline publish``) uploads it as it is.
 """
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ def is_finetuned_run(run_dir: str | Path) -> bool:
     return isinstance(config.get("model"), str) and "method" in config
 
 
+def is_finetuned_export(folder: str | Path) -> bool:
+    """Whether ``folder`` is an ``export_finetuned`` folder: a run's options beside a transformers model and
+    its card (what ``publish.hub.publish_folder`` uploads)."""
+    folder = Path(folder)
+    return is_finetuned_run(folder) and (folder / "config.json").is_file() and (folder / CARD_FILE).is_file()
+
+
 def export_finetuned(run_dir: str | Path, output: str | Path, *, checkpoint: Literal["best", "latest"] = "best",
                      evaluation: dict[str, Any] | None = None, overwrite: bool = False) -> Path:  # fmt: skip
     """Write ``output`` (module docstring) from the run in ``run_dir``; returns it. An existing ``output`` is
@@ -130,6 +137,7 @@ __all__ = [
     "CARD_FILE",
     "EVAL_RESULTS",
     "export_finetuned",
+    "is_finetuned_export",
     "is_finetuned_run",
     "load_finetuned",
     "model_card",

@@ -69,11 +69,15 @@ def ensure_repo(api: Any, target: HubTarget) -> None:
 
 
 def publish_folder(folder: str | Path, target: HubTarget, message: str | None = None) -> str:
-    """Upload an exported model folder (``publish.export``) to ``target``; returns the commit's URL."""
+    """Upload an exported model folder to ``target``: one of our models (``publish.export``) or a fine-tuned
+    pretrained one (``hf_finetune.export``); returns the commit's URL."""
+    from asr_pipeline.hf_finetune.export import is_finetuned_export
+
     folder = Path(folder)
-    if not is_export(folder):
+    if not is_export(folder) and not is_finetuned_export(folder):
         raise ValueError(
-            f"{folder} is not an exported model folder (no config.json of asr_pipeline-export); make one with "
+            f"{folder} is not an exported model folder (no config.json of asr_pipeline-export, nor an "
+            "hf_finetune export's training_config.json, config.json and README.md); make one with "
             "`asr-pipeline export --run-dir RUN --output DIR`"
         )
     require_token()
