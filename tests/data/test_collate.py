@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asr_pipeline.data.collate import collate_batch
+from asr_pipeline.data.collate import check_frame_labels, collate_batch
 
 
 def item(utterance: str, frames: int, tokens: list[int], num_bins: int = 3) -> dict:
@@ -57,3 +57,14 @@ def test_to_moves_tensors_and_keeps_the_strings():
 
     assert batch.ids == ["a"]
     assert batch.features.device.type == "cpu"
+
+
+def test_frame_labels_must_match_the_models_output_frames_utterance_by_utterance():
+    items = [{**item("a", 8, [1]), "frame_labels": torch.tensor([1, 0, 0, 2])},
+             {**item("b", 6, [2]), "frame_labels": torch.tensor([2, 0, 0])}]  # fmt: skip
+    batch = collate_batch(items)
+    check_frame_labels(batch, torch.tensor([4, 3]))  # padding (FRAME_LABEL_PAD) is not a label
+
+    with pytest.raises(ValueError, match=r"^utterance b: the alignment has 3 frame labels but the model outputs 2 "
+                       r"frames for its 6 \(1 of 2 in the batch differ\); align with a model of the same frame rate"):  # fmt: skip
+        check_frame_labels(batch, torch.tensor([4, 2]), batch.feature_lengths)

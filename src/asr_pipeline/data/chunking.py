@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch
+from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch, check_frame_labels
 
 # Input lengths used to measure a model's frames per output frame (``frames_per_output``): long enough that
 # the constant terms of any front end's length arithmetic cancel.
@@ -86,16 +86,8 @@ def chunk_batch(
         )
     device = batch.features.device
     lengths = batch.feature_lengths.cpu()
-    label_lengths = (batch.frame_labels != FRAME_LABEL_PAD).sum(1).cpu()  # (B,)
     expected = output_lengths(lengths)  # (B,)
-    wrong = (label_lengths != expected).nonzero().flatten().tolist()
-    if wrong:
-        row = wrong[0]
-        raise ValueError(
-            f"utterance {batch.ids[row]}: the alignment has {int(label_lengths[row])} frame labels but the "
-            f"model outputs {int(expected[row])} frames for its {int(lengths[row])} ({len(wrong)} of "
-            f"{len(batch)} in the batch differ); align with a model of the same frame rate as the one trained"
-        )
+    check_frame_labels(batch, expected, lengths)
     rows, starts, ends = [], [], []
     for row, length in enumerate(lengths.tolist()):
         for start, end in chunk_spans(length, size, step):

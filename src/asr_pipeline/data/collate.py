@@ -65,6 +65,23 @@ class Batch:
 FRAME_LABEL_PAD = -100  # cross_entropy's ignore_index: padding frames of Batch.frame_labels
 
 
+def check_frame_labels(batch: Batch, output_lengths: Tensor, input_lengths: Tensor | None = None) -> None:
+    """Refuse an alignment whose frame labels do not match the model's output frames, utterance by utterance
+    (an alignment made by a model of another frame rate): one line naming the first utterance and how many
+    of the batch differ. ``input_lengths``: also name the utterance's input frames."""
+    assert batch.frame_labels is not None
+    label_lengths = (batch.frame_labels != FRAME_LABEL_PAD).sum(1).to(output_lengths.device)  # (B,)
+    wrong = (label_lengths != output_lengths).nonzero().flatten().tolist()
+    if wrong:
+        row = wrong[0]
+        inputs = "" if input_lengths is None else f" for its {int(input_lengths[row])}"
+        raise ValueError(
+            f"utterance {batch.ids[row]}: the alignment has {int(label_lengths[row])} frame labels but the model "
+            f"outputs {int(output_lengths[row])} frames{inputs} ({len(wrong)} of {len(batch)} in the batch "
+            "differ); align with a model of the same frame rate (architecture and subsampling) as the one trained"
+        )
+
+
 @dataclass(frozen=True)
 class SkippedExample:
     """What a dataset returns instead of an item it could not produce."""

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr_pipeline.data.chunking import chunk_batch
-from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch
+from asr_pipeline.data.collate import FRAME_LABEL_PAD, Batch, check_frame_labels
 from asr_pipeline.models.registry import get_spec
 from asr_pipeline.models.spec import has_frame_posteriors
 from asr_pipeline.training.config import TrainConfig
@@ -80,16 +80,8 @@ def framewise_losses(model: nn.Module, batch: Batch, config: TrainConfig) -> tup
     assert batch.frame_labels is not None
     with _autocast(config, batch.features.device):
         log_probs, out_lengths = model(batch.features, batch.feature_lengths)  # (B, T', V), (B,)
+    check_frame_labels(batch, out_lengths)
     labels = batch.frame_labels  # (B, T'_aligned)
-    label_lengths = (labels != FRAME_LABEL_PAD).sum(1)
-    mismatched = (label_lengths != out_lengths).nonzero().flatten().tolist()
-    if mismatched:
-        row = mismatched[0]
-        raise ValueError(
-            f"utterance {batch.ids[row]}: the alignment has {int(label_lengths[row])} frame labels but the model "
-            f"outputs {int(out_lengths[row])} frames ({len(mismatched)} of {len(batch)} in the batch differ); "
-            "align with a model of the same frame rate (architecture and subsampling) as the one trained"
-        )
     frames = min(log_probs.size(1), labels.size(1))
     losses = F.nll_loss(
         log_probs[:, :frames].float().transpose(1, 2),  # (B, V, T')
