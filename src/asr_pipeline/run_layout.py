@@ -35,6 +35,7 @@ LOCK_FILE = ".run.lock"  # held (flock) by the run writing the dir, holding its 
 # TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE and a README.md model card; it loads wherever a run dir does.
 EXPORT_CONFIG = "config.json"
 EXPORT_FORMAT = "asr_pipeline-export"
+CARD_FILE = "README.md"  # an export's model card (publish.export, hf_finetune.export): the Hub shows it
 
 
 # Which weights of a checkpoint a command loads: decode, transcribe, export and serve (--weights), the
@@ -197,6 +198,7 @@ __all__ = [
     "AVERAGE_FILE",
     "BEST_DIR",
     "BEST_POINTER",
+    "CARD_FILE",
     "CHECKPOINT_DIR",
     "CHECKPOINT_POINTER",
     "CONFIG_FILE",

@@ -4,18 +4,10 @@ run folder is recognised by its options; an export never replaces a folder that 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from asr_pipeline.hf_finetune.export import (
-    CARD_FILE,
-    export_finetuned,
-    is_finetuned_export,
-    is_finetuned_run,
-    model_card,
-)
-from asr_pipeline.run_layout import CONFIG_FILE
+from asr_pipeline.hf_finetune.export import export_finetuned, model_card
+from asr_pipeline.run_layout import CARD_FILE
 
 OPTIONS = {
     "model": "models/whisper-tiny",
@@ -52,23 +44,6 @@ def test_the_card_tables_each_splits_scores_before_and_after_and_dashes_what_is_
     assert "method **full**, learning rate" in card, "no LoRA sizes for a full fine-tune"
     assert "| dev | 0.5 | 0.2 | 0.3 | 0.1 | 7 |" in card
     assert "| test | - | 0.25 | - | - | - |" in card
-
-
-def test_a_run_folder_is_one_whose_options_name_a_model_and_a_method(tmp_path):
-    assert not is_finetuned_run(tmp_path)
-    (tmp_path / CONFIG_FILE).write_text(json.dumps({"model": {"architecture": "squeezeformer"}}))
-    assert not is_finetuned_run(tmp_path), "an asr_pipeline train run's config"
-    (tmp_path / CONFIG_FILE).write_text(json.dumps(OPTIONS))
-    assert is_finetuned_run(tmp_path)
-
-
-def test_an_export_folder_is_a_runs_options_beside_a_model_config_and_its_card(tmp_path):
-    (tmp_path / CONFIG_FILE).write_text(json.dumps(OPTIONS))
-    assert not is_finetuned_export(tmp_path), "a run dir: no transformers config.json"
-    (tmp_path / "config.json").write_text("{}")
-    assert not is_finetuned_export(tmp_path), "no model card"
-    (tmp_path / CARD_FILE).write_text("---\n---\n")
-    assert is_finetuned_export(tmp_path)
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

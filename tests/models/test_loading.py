@@ -16,11 +16,18 @@ from safetensors.torch import save_file
 from torch import nn
 
 from asr_pipeline.models import registry
-from asr_pipeline.models.loading import build_model_for, load_run_model, resolve_model_config
+from asr_pipeline.models.loading import (
+    build_model_for,
+    is_finetuned_export,
+    is_finetuned_run,
+    load_run_model,
+    resolve_model_config,
+)
 from asr_pipeline.models.spec import ArchitectureSpec
 from asr_pipeline.options import ConfigError
 from asr_pipeline.run_layout import (
     AVERAGE_FILE,
+    CARD_FILE,
     CHECKPOINT_DIR,
     CHECKPOINT_POINTER,
     CONFIG_FILE,
@@ -182,3 +189,24 @@ def test_an_exported_folder_holds_one_set_of_weights_so_an_average_is_refused(tm
 
     with pytest.raises(ConfigError, match=r"^--weights ema: .* is an exported model.*set --weights raw$"):
         load_run_model(tmp_path, weights="ema")
+
+
+# An hf_finetune run's options (hf_finetune.options): a model named by folder or hub id, and a method.
+FINETUNE_OPTIONS = {"model": "models/whisper-tiny", "method": "lora", "learning_rate": 1e-4}
+
+
+def test_a_run_folder_is_one_whose_options_name_a_model_and_a_method(tmp_path):
+    assert not is_finetuned_run(tmp_path)
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({"model": {"architecture": "squeezeformer"}}))
+    assert not is_finetuned_run(tmp_path), "an asr_pipeline train run's config"
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(FINETUNE_OPTIONS))
+    assert is_finetuned_run(tmp_path)
+
+
+def test_an_export_folder_is_a_runs_options_beside_a_model_config_and_its_card(tmp_path):
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(FINETUNE_OPTIONS))
+    assert not is_finetuned_export(tmp_path), "a run dir: no transformers config.json"
+    (tmp_path / "config.json").write_text("{}")
+    assert not is_finetuned_export(tmp_path), "no model card"
+    (tmp_path / CARD_FILE).write_text("---\n---\n")
+    assert is_finetuned_export(tmp_path)

@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from asr_pipeline.hf_finetune.export import export_finetuned, is_finetuned_run
+    from asr_pipeline.hf_finetune.export import export_finetuned
+    from asr_pipeline.models.loading import is_finetuned_run
     from asr_pipeline.publish.export import CardInfo, export_run
 
     run_dir = existing_path(args.run_dir, "--run-dir")

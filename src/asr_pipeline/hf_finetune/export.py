@@ -27,10 +27,16 @@ from asr_pipeline.hf_finetune.models import Pretrained, load_pretrained
 from asr_pipeline.hf_finetune.options import hf_finetune_options
 from asr_pipeline.hf_finetune.trainer import TRAIN_RESULTS, prepare_model
 from asr_pipeline.models.lora import has_adapters, load_saved_weights, merge_adapters
-from asr_pipeline.run_layout import BEST_DIR, CONFIG_FILE, WEIGHTS_FILE, best_or_latest, committed_dir
+from asr_pipeline.run_layout import (
+    BEST_DIR,
+    CARD_FILE,
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    best_or_latest,
+    committed_dir,
+)
 
 EVAL_RESULTS = "eval_results.json"
-CARD_FILE = "README.md"
 
 
 def load_finetuned(
@@ -85,22 +91,6 @@ def model_card(options: dict[str, Any], train: dict[str, Any], evaluation: dict[
     return "\n".join(lines)
 
 
-def is_finetuned_run(run_dir: str | Path) -> bool:
-    """Whether ``run_dir`` is an hf_finetune run (its options name a model by folder or id: a string)."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.is_file():
-        return False
-    config = json.loads(path.read_text())
-    return isinstance(config.get("model"), str) and "method" in config
-
-
-def is_finetuned_export(folder: str | Path) -> bool:
-    """Whether ``folder`` is an ``export_finetuned`` folder: a run's options beside a transformers model and
-    its card (what ``publish.hub.publish_folder`` uploads)."""
-    folder = Path(folder)
-    return is_finetuned_run(folder) and (folder / "config.json").is_file() and (folder / CARD_FILE).is_file()
-
-
 def export_finetuned(run_dir: str | Path, output: str | Path, *, checkpoint: Literal["best", "latest"] = "best",
                      evaluation: dict[str, Any] | None = None, overwrite: bool = False) -> Path:  # fmt: skip
     """Write ``output`` (module docstring) from the run in ``run_dir``; returns it. An existing ``output`` is
@@ -134,11 +124,8 @@ def export_finetuned(run_dir: str | Path, output: str | Path, *, checkpoint: Lit
 
 
 __all__ = [
-    "CARD_FILE",
     "EVAL_RESULTS",
     "export_finetuned",
-    "is_finetuned_export",
-    "is_finetuned_run",
     "load_finetuned",
     "model_card",
 ]

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from asr_pipeline.hf_finetune import collate, models
-from asr_pipeline.hf_finetune.export import CARD_FILE
+from asr_pipeline.run_layout import CARD_FILE
 
 APP = '''"""Speech recognition with a fine-tuned model (asr_pipeline hf_finetune export --space)."""
 

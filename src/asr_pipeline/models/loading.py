@@ -33,6 +33,7 @@ from asr_pipeline.options import ConfigError
 from asr_pipeline.run_layout import (
     BEST_DIR,
     BEST_POINTER,
+    CARD_FILE,
     CONFIG_FILE,
     DEFAULT_WEIGHTS,
     EXPORT_CONFIG,
@@ -186,6 +187,22 @@ def is_export(path: str | Path) -> bool:
         return json.loads(config.read_text()).get("format") == EXPORT_FORMAT
     except (json.JSONDecodeError, AttributeError):
         return False
+
+
+def is_finetuned_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` is an hf_finetune run (its options name a model by folder or id: a string)."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return False
+    config = json.loads(path.read_text())
+    return isinstance(config.get("model"), str) and "method" in config
+
+
+def is_finetuned_export(folder: str | Path) -> bool:
+    """Whether ``folder`` is an ``export_finetuned`` folder: a run's options beside a transformers model and
+    its card (what ``publish.hub.publish_folder`` uploads)."""
+    folder = Path(folder)
+    return is_finetuned_run(folder) and (folder / "config.json").is_file() and (folder / CARD_FILE).is_file()
 
 
 def best_weights(run_dir: Path) -> Path:
@@ -343,6 +360,8 @@ __all__ = [
     "checkpoint_file",
     "checkpoint_state",
     "is_export",
+    "is_finetuned_export",
+    "is_finetuned_run",
     "load_pretrained_weights",
     "load_run_model",
     "pretrained_values",

@@ -32,6 +32,7 @@ from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.models.loading import RunModel, checkpoint_file, is_export, load_run_model
 from asr_pipeline.models.spec import OUTPUTS
 from asr_pipeline.run_layout import (
+    CARD_FILE,
     CONFIG_FILE,
     DEFAULT_WEIGHTS,
     EXPORT_CONFIG,
@@ -44,7 +45,6 @@ from asr_pipeline.run_layout import (
 )
 from asr_pipeline.text.tokenizer import CTCTokenizer
 
-CARD_FILE = "README.md"
 # What an export folder holds (module docstring); --overwrite replaces a folder holding nothing else.
 EXPORT_FILES = frozenset((EXPORT_CONFIG, WEIGHTS_FILE, TOKENIZER_FILE, CONFIG_FILE, METRICS_FILE, CARD_FILE))
 DEMO_CORPUS_MARK = "01_raw/demo"  # the demo corpus's folder (conf/base/globals.yml paths.corpus)

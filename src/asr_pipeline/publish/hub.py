@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asr_pipeline.models.loading import is_export
+from asr_pipeline.models.loading import is_export, is_finetuned_export
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,6 @@ def ensure_repo(api: Any, target: HubTarget) -> None:
 def publish_folder(folder: str | Path, target: HubTarget, message: str | None = None) -> str:
     """Upload an exported model folder to ``target``: one of our models (``publish.export``) or a fine-tuned
     pretrained one (``hf_finetune.export``); returns the commit's URL."""
-    from asr_pipeline.hf_finetune.export import is_finetuned_export
-
     folder = Path(folder)
     if not is_export(folder) and not is_finetuned_export(folder):
         raise ValueError(
