@@ -15,7 +15,7 @@ from asr_pipeline.training.config import resolve_config
 from asr_pipeline.training.cr_ctc import CRCTC, consistency_losses, two_views, views_augment
 
 from .conftest import tiny_config
-from .test_trainer_steps import utterances
+from .test_trainer_step import utterances
 
 MINIMAL = {"data": {"train_manifests": ["unused.parquet"], "input_dim": 2}, "model": {"vocab_size": 2}}
 

@@ -14,7 +14,7 @@ from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.training.trainer import Trainer
 
 from .conftest import run_in_process, tiny_config
-from .test_trainer_steps import utterances
+from .test_trainer_step import utterances
 
 REDUCED = {"bf16": torch.bfloat16, "f16": torch.float16}
 
