@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from asr_pipeline.demo.corpus import open_sentences
 from asr_pipeline.demo.synthesis import Voice, split_voices, synthesize
@@ -78,7 +79,9 @@ def save_tiny_whisper(folder: Path, texts: list[str], d_model: int = 32) -> Path
         pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|startoftranscript|>"],
         eos_token_id=ids["<|endoftext|>"], decoder_start_token_id=ids["<|startoftranscript|>"],
     )  # fmt: skip
-    model = WhisperForConditionalGeneration(config)
+    with torch.random.fork_rng():  # the same random weights whichever tests ran before in this process
+        torch.manual_seed(0)
+        model = WhisperForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids["<|endoftext|>"],
         pad_token_id=ids["<|endoftext|>"], no_timestamps_token_id=ids["<|notimestamps|>"],
@@ -107,7 +110,9 @@ def save_tiny_voxtral(folder: Path, texts: list[str], hidden: int = 16) -> Path:
                      "pad_token_id": tokenizer.pad_token_id},
         audio_token_id=tokenizer.convert_tokens_to_ids("[AUDIO]"),
     )  # fmt: skip
-    model = VoxtralForConditionalGeneration(config)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = VoxtralForConditionalGeneration(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     for part in (model, tokenizer, feature_extractor()):
