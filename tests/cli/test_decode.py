@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from safetensors.torch import save_file
+import torch
+from safetensors.torch import load_file, save_file
 
 from asr_pipeline.cli import main
 from asr_pipeline.decoding.lexicon import build_lexicon
@@ -120,7 +121,19 @@ def test_a_tokenizer_that_is_not_a_sentencepiece_model_is_one_line_naming_the_fl
 def test_weights_averaged_decodes_the_average_kept_beside_the_checkpoint(workdir, tmp_path, capsys):
     run_dir, shards = tmp_path / "run", workdir / "shards"
     shutil.copytree(workdir / "run", run_dir)
-    average = add_weight_averages(run_dir)[AVERAGE_FILE]
+    add_weight_averages(run_dir)
+    # An average far from the raw weights (seeded noise of std 1; norm statistics kept), so that the two decode
+    # differently even where the tiny model's raw weights decode every utterance to nothing.
+    raw = load_file(run_dir / CHECKPOINT_DIR / WEIGHTS_FILE)
+    generator = torch.Generator().manual_seed(0)
+    average = {
+        name: value + torch.randn(value.shape, generator=generator)
+        if value.is_floating_point() and "running" not in name
+        else value
+        for name, value in raw.items()
+    }
+    save_file({name: value.double() if value.is_floating_point() else value for name, value in average.items()},
+              run_dir / CHECKPOINT_DIR / AVERAGE_FILE)  # fmt: skip
     as_raw = tmp_path / "as_raw"  # the same run with the average as its raw weights
     shutil.copytree(run_dir, as_raw)
     save_file(average, as_raw / CHECKPOINT_DIR / WEIGHTS_FILE)

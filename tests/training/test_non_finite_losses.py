@@ -22,8 +22,8 @@ def poison_training_losses(monkeypatch, poisoned: set[int]) -> list[list[str]]:
     calls, batches = iter(range(10**6)), []
     real = trainer_step.model_losses
 
-    def losses_with_nan(model, batch, config):
-        step = real(model, batch, config)
+    def losses_with_nan(model, batch, config, **options):
+        step = real(model, batch, config, **options)
         if next(calls) in poisoned:
             batches.append(list(batch.ids))
             step.losses = step.losses * math.nan  # keeps the graph: the gradients become NaN too
