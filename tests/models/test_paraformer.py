@@ -21,14 +21,7 @@ INPUT_DIM = 20
 ENHANCED_COMPONENTS = {"shallow_ctc", "boundary", "refine"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # The tiny model's ops are too small to share out: 60 overfit steps take 1.7 s on one thread and 19 s on
-    # two while the dev box's other core is busy.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
 def tiny(**overrides) -> Paraformer:

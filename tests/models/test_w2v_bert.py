@@ -22,14 +22,7 @@ POSITION_TYPES = ["relative_key", "relative", "rotary", None]
 LENGTHS = [97, 61, 23, 5]  # primes and a near-empty one; 20 ms frames
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread: on the shared 2-core box, a second one mostly waits (a tiny
-    forward + backward: 5 ms on one thread, 10-600 ms on two under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
 def tiny(**overrides) -> W2VBertCTC:

@@ -16,14 +16,7 @@ from asr_pipeline.models.w2v_bert_blocks import (
 )
 from asr_pipeline.models.w2v_bert_spec import w2v_bert_config
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny blocks run faster on one thread (as in tests/models/test_w2v_bert.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
 @pytest.mark.parametrize(("kernel", "stride"), [(3, 2), (5, 2), (4, 3)])

@@ -17,13 +17,7 @@ LENGTHS = [37, 30, 17]  # padded batch, 20 ms frames
 INPUT_DIM = 20
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread on the shared 2-core box (see test_w2v_bert.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
 def hf_config(**overrides) -> "transformers.Wav2Vec2BertConfig":
