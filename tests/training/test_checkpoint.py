@@ -159,11 +159,13 @@ def test_a_file_that_is_not_a_kept_checkpoint_is_refused(tmp_path):
         read_kept_weights(tmp_path / "plain.safetensors")
 
 
-def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(run_dir):
-    root, config = run_dir
+def eight_steps_kept_at_4_and_8(root, config):
+    """A tiny model whose floating-point state grows by 1.0 a step for 8 steps, averaged every 2 steps and kept
+    (with its running average) after steps 4 and 8; returns the model, its config, the average and each step's
+    state (steps taken -> float64 copies)."""
     model, model_config = build_model_from_config(config, vocab_size=11)
     average = RunningAverage(model, period=2)
-    weights = {}  # steps taken -> the model's floating-point state at that point
+    weights = {}
     for step in range(8):
         with torch.no_grad():
             for value in model.state_dict().values():
@@ -171,9 +173,15 @@ def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(r
                     value.add_(1.0)
         average.update(model, step)
         weights[step + 1] = {k: v.double().clone() for k, v in model.state_dict().items()}
-        if (step + 1) % 4 == 0:  # checkpoints after 4 and 8 steps
+        if (step + 1) % 4 == 0:
             save_kept_weights(root, model=model, step=step + 1, epoch=0, model_config=model_config,
                               average=average)  # fmt: skip
+    return model, model_config, average, weights
+
+
+def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(run_dir):
+    root, config = run_dir
+    model, _, _, weights = eight_steps_kept_at_4_and_8(root, config)
 
     between = average_kept_checkpoints(root, start_step=4, end_step=8)  # the points 6 and 8
     from_start = average_kept_checkpoints(root, start_step=None, end_step=8)  # 2, 4, 6 and 8
@@ -197,17 +205,7 @@ def test_kept_running_averages_give_the_model_averaged_between_two_checkpoints(r
 
 def test_weights_averaged_since_a_kept_step_loads_the_mean_since_it_or_names_the_kept_steps(run_dir):
     root, config = run_dir
-    model, model_config = build_model_from_config(config, vocab_size=11)
-    average = RunningAverage(model, period=2)
-    for step in range(8):
-        with torch.no_grad():
-            for value in model.state_dict().values():
-                if value.is_floating_point():
-                    value.add_(1.0)
-        average.update(model, step)
-        if (step + 1) % 4 == 0:
-            save_kept_weights(root, model=model, step=step + 1, epoch=0, model_config=model_config,
-                              average=average)  # fmt: skip
+    model, model_config, average, _ = eight_steps_kept_at_4_and_8(root, config)
     save_checkpoint(root, model=model, training_state=None, step=8, epoch=0, model_config=model_config,
                     averages={AVERAGE_FILE: average.state_dict(model, keep_dtype=True)})  # fmt: skip
 
