@@ -1,7 +1,7 @@
 """The alignment recipe as DVC stages (dvc.yaml's align@<it> and train_ce@<it>, one pair per entry of
 params.yaml alignment.iterations) on a tiny copy of this project: none by default, both iterations after the
 train stage once configured, each alignment a cached output, and a change to the second iteration's params
-reruns only that iteration."""
+reruns only that iteration; a recipe that starts from the linear alignment needs no train stage."""
 
 from __future__ import annotations
 
@@ -50,3 +50,24 @@ def test_the_recipe_runs_both_iterations_and_reruns_only_what_a_change_touches(t
     )
 
     assert stages_run(run(["dvc", "repro", "train_ce"], project).stdout) == {"train_ce@iter2"}
+
+
+@pytest.mark.slow  # ~1 min of real dvc repro: in `make test-all`
+def test_a_recipe_bootstrapped_from_the_linear_alignment_runs_under_dvc_without_the_train_stage(tmp_path):
+    boot = {"boot": {"align_with": "conf/aligners/linear.yaml", "train": {"optim": {"epochs": 1}}}}
+    project = copy_project(
+        tmp_path / "project", {**TINY_PARAMS, "alignment": {**ALIGNMENT, "iterations": boot}}
+    )
+
+    stages = stages_run(run(["dvc", "repro", "train_ce"], project).stdout)
+
+    assert {"align@boot", "train_ce@boot"} <= stages and "train" not in stages, "no CTC run to align with"
+    report = json.loads(
+        (project / "data" / "10_alignment" / "boot" / "alignment" / "report.json").read_text()
+    )
+    assert report["aligned"] > 0 and report["mean_score_per_frame"] is None, "no model scored the path"
+    assert (project / "data" / "10_alignment" / "boot" / "run" / "checkpoint_latest.json").is_file()
+
+    edit_params(project, {"train": {"model": {"variant": "small"}}})
+
+    assert "align@boot" in json.loads(run(["dvc", "status", "--json"], project).stdout), "its frames changed"

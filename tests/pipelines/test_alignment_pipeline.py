@@ -14,11 +14,13 @@ import pytest
 from asr_pipeline.data.length_index import build_length_index
 from asr_pipeline.io.datasets import DirectoryDataset
 from asr_pipeline.pipelines.alignment_align import create_pipeline as create_align_pipeline
+from asr_pipeline.pipelines.alignment_align.nodes import align_iteration
 from asr_pipeline.pipelines.alignment_train import create_pipeline as create_train_pipeline
 from asr_pipeline.pipelines.train import create_pipeline as train_pipeline
 from asr_pipeline.text.tokenizer import CTCTokenizer
-from asr_pipeline.training.alignment_iterations import LINEAR_ALIGNMENT, alignment_iteration
+from asr_pipeline.training.alignment_iterations import LINEAR_ALIGNER, alignment_iteration
 from asr_pipeline.training.linear_alignment import linear_labels
+from tests.conftest import PROJECT_ROOT
 from tests.factories import NUM_BINS, char_tokenizer_model, write_corpus_shard
 from tests.pipelines.conftest import run_stage
 
@@ -102,7 +104,7 @@ def test_a_recipe_starts_from_the_linear_alignment_then_realigns_with_its_model(
     _, inputs = stage_inputs
     alignment_dir = DirectoryDataset(str(tmp_path))
     iterations = {
-        "linear": {"align_with": LINEAR_ALIGNMENT, "train": {"optim": {"epochs": 2}}},
+        "linear": {"align_with": str(PROJECT_ROOT / LINEAR_ALIGNER), "train": {"optim": {"epochs": 2}}},
         "realigned": {"align_with": str(tmp_path / "linear" / "run"), "train": {"optim": {"epochs": 1}}},
     }
     for iteration in iterations:
@@ -131,3 +133,14 @@ def test_an_iteration_must_be_named_and_known():
         ValueError, match=r"alignment\.current=.iter3. is not one of alignment\.iterations: iter1"
     ):
         alignment_iteration({"current": "iter3", "iterations": {"iter1": {}}})
+
+
+def test_a_linear_aligned_iteration_may_not_change_the_model_whose_frames_make_its_alignment(tmp_path):
+    iterations = {
+        "boot": {"align_with": str(PROJECT_ROOT / LINEAR_ALIGNER), "train": {"model": {"variant": "s"}}}
+    }
+    with pytest.raises(
+        ValueError, match=r"alignment\.iterations\.boot: a linear-aligned iteration trains train"
+    ):
+        align_iteration([], tmp_path, TRAIN_PARAMS, {"current": "boot", "iterations": iterations})
+    assert not (tmp_path / "boot").exists(), "refused before touching the output"

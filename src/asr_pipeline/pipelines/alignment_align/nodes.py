@@ -2,8 +2,8 @@
 
 ``params.yaml`` ``alignment.iterations`` names the iterations in order; each says which run to align with
 (``align_with``: the main ``train`` stage's run for the first, the previous iteration's for the others; or
-``linear``, the classic bootstrap: each utterance's tokens spread evenly over the frames of the model the
-iteration trains, ``training.linear_alignment``) and what its frame-wise training changes in ``train``
+``conf/aligners/linear.yaml``, the classic bootstrap: each utterance's tokens spread evenly over the frames of
+``train.model``, ``training.linear_alignment``) and what its frame-wise training changes in ``train``
 (``train``: the same sections as ``params.yaml train``).
 DVC runs each stage with ``--params=alignment.current=<iteration>`` (a Kedro runtime parameter), so one
 pipeline per stage (this one, and ``alignment_train``) serves every iteration, and each iteration's stages
@@ -25,8 +25,7 @@ from typing import Any
 
 from asr_pipeline.executors import ExecutorOptions
 from asr_pipeline.training.alignment import align_shards
-from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, LINEAR_ALIGNMENT, alignment_iteration
-from asr_pipeline.training.config import deep_merge
+from asr_pipeline.training.alignment_iterations import ALIGNMENT_FILE, alignment_iteration, is_linear_aligner
 from asr_pipeline.training.linear_alignment import linear_align_shards, model_output_lengths
 
 REPORT_FILE = "report.json"
@@ -35,15 +34,21 @@ REPORT_FILE = "report.json"
 def align_iteration(
     train_shards: list[str], alignment_dir: Path, train_params: dict[str, Any], params: dict[str, Any]
 ) -> None:
-    """Align the training shards with the iteration's ``align_with`` run, or linearly over the frames of the
-    model the iteration trains (``train_params`` with the iteration's ``train``); the report lands beside
-    them."""
+    """Align the training shards with the iteration's ``align_with`` run, or linearly over the frames of
+    ``train_params``' model; the report lands beside them."""
     name, iteration = alignment_iteration(params)
     output = alignment_dir / name / "alignment"
+    linear = is_linear_aligner(iteration["align_with"])
+    if linear and "model" in (iteration.get("train") or {}):  # dvc.yaml's align stage tracks train.model only
+        raise ValueError(
+            f"alignment.iterations.{name}: a linear-aligned iteration trains train.model (its frames make the "
+            "alignment); set the model there, not in the iteration's `train`"
+        )
     shutil.rmtree(output, ignore_errors=True)  # a stage output starts empty
-    if iteration["align_with"] == LINEAR_ALIGNMENT:
-        trained = deep_merge(train_params, iteration.get("train") or {})
-        report = linear_align_shards(train_shards, output / ALIGNMENT_FILE, *model_output_lengths(trained))
+    if linear:
+        report = linear_align_shards(
+            train_shards, output / ALIGNMENT_FILE, *model_output_lengths(train_params)
+        )
     else:
         report = align_shards(
             iteration["align_with"],
