@@ -65,6 +65,14 @@ if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   "$VENV/bin/pip" install -q --no-deps "funasr==$FUNASR_VERSION"
 fi
 
+# mistral_common: Voxtral's Tekken tokenizer (hf_finetune; transformers' MistralCommonBackend). --no-deps because
+# 1.13.1 pins numpy<2.4 on Python 3.12 and pip would downgrade our numpy; its other requirements are in pyproject.
+MISTRAL_COMMON_VERSION=1.13.1
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mistral_common') != '$MISTRAL_COMMON_VERSION')" 2>/dev/null; then
+  echo "[setup] pip install --no-deps mistral_common==$MISTRAL_COMMON_VERSION"
+  "$VENV/bin/pip" install -q --no-deps "mistral_common==$MISTRAL_COMMON_VERSION"
+fi
+
 if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
   echo "[setup] building KenLM lmplz + build_binary from the kenlm sdist"
   work=$(mktemp -d)

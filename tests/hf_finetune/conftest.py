@@ -2,13 +2,17 @@
 
 The models are the real transformers classes (Whisper, Voxtral) at a few thousand random weights, with a
 byte-level BPE tokenizer trained here on the utterances' text and a 16-bin log-mel extractor with 4 s
-windows; each is ``save_pretrained`` into a folder and loaded back from it, as a downloaded model is. The
+windows; each is ``save_pretrained`` into a folder and loaded back from it, as a downloaded model is.
+``tiny_voxtral_tekken`` is laid out as a downloaded Voxtral is: Voxtral's real 30 s windows and 375 audio
+tokens each, and in place of ``tokenizer.json`` a real Tekken tokenizer file (``tekken.json``, mistral_common's
+format: a byte-level vocabulary of 256 and a few merges, its special tokens, the audio settings). The
 audio is the demo corpus's espeak-ng speech (``demo.synthesis``) at a fixed rate, so every utterance fits
 one window.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from pathlib import Path
@@ -60,10 +64,41 @@ def bpe_tokenizer(texts: list[str], specials: list[str], **special_names):
     )
 
 
-def feature_extractor():
+def feature_extractor(window_sec: int = WINDOW_SEC):
     from transformers import WhisperFeatureExtractor
 
-    return WhisperFeatureExtractor(feature_size=MEL_BINS, chunk_length=WINDOW_SEC)
+    return WhisperFeatureExtractor(feature_size=MEL_BINS, chunk_length=window_sec)
+
+
+# Specials by rank (mistral_common reads a special token's id as its index): its classic 20, [AUDIO] and
+# [BEGIN_AUDIO] at 24 and 25, [TRANSCRIBE] at 34, and fillers between, named as mistral_common names them.
+TEKKEN_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                   "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
+                   "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+                   "[TOOL_CONTENT]", *(f"<SPECIAL_{i}>" for i in range(20, 24)), "[AUDIO]", "[BEGIN_AUDIO]",
+                   *(f"<SPECIAL_{i}>" for i in range(26, 32)), "[ARGS]", "[CALL_ID]", "[TRANSCRIBE]"]  # fmt: skip
+TEKKEN_MERGES = [b"th", b"he", b"the", b" t", b"in", b"an", b"er", b"la", b"lan", b"ng", b"lang"]
+TEKKEN_NUM_SPECIAL = 40  # Voxtral reserves 1000; ids below this are special, the byte vocabulary follows
+
+
+def write_tekken(folder: Path, window_sec: int) -> int:
+    """A Tekken tokenizer file with Voxtral's audio settings (16 kHz, 12.5 audio tokens a second, 10 ms
+    hop, audio padded to whole ``window_sec`` chunks); returns its vocabulary size."""
+    pieces = [bytes([byte]) for byte in range(256)] + TEKKEN_MERGES
+    vocab = [{"rank": rank, "token_bytes": base64.b64encode(piece).decode(),
+              "token_str": piece.decode("utf-8", errors="replace")} for rank, piece in enumerate(pieces)]  # fmt: skip
+    tekken = {
+        "config": {"pattern": r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+",
+                   "num_vocab_tokens": len(vocab), "default_vocab_size": TEKKEN_NUM_SPECIAL + len(vocab),
+                   "default_num_special_tokens": TEKKEN_NUM_SPECIAL, "version": "v7"},
+        "vocab": vocab,
+        "special_tokens": [{"rank": rank, "token_str": token, "is_control": True}
+                           for rank, token in enumerate(TEKKEN_SPECIALS)],
+        "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "chunk_length_s": float(window_sec),
+                  "audio_encoding_config": {"num_mel_bins": MEL_BINS, "hop_length": 160, "window_size": 400}},
+    }  # fmt: skip
+    (folder / "tekken.json").write_text(json.dumps(tekken))
+    return TEKKEN_NUM_SPECIAL + len(vocab)
 
 
 def save_tiny_whisper(folder: Path, texts: list[str], d_model: int = 32) -> Path:
@@ -94,29 +129,39 @@ def save_tiny_whisper(folder: Path, texts: list[str], d_model: int = 32) -> Path
     return folder
 
 
-def save_tiny_voxtral(folder: Path, texts: list[str], hidden: int = 16) -> Path:
+def save_tiny_voxtral(
+    folder: Path, texts: list[str], hidden: int = 16, window_sec: int = WINDOW_SEC, tekken: bool = False
+) -> Path:
+    """A tiny Voxtral with a BPE ``tokenizer.json`` trained on ``texts``, or with ``tekken`` a ``tekken.json``."""
     from transformers import VoxtralConfig, VoxtralForConditionalGeneration
 
-    tokenizer = bpe_tokenizer(texts, VOXTRAL_SPECIALS, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                              unk_token="<unk>")  # fmt: skip
+    if tekken:
+        folder.mkdir(parents=True, exist_ok=True)
+        tokenizer, vocab_size = None, write_tekken(folder, window_sec)
+        ids = {token: TEKKEN_SPECIALS.index(token) for token in ("<s>", "</s>", "<pad>", "[AUDIO]")}
+    else:
+        tokenizer = bpe_tokenizer(texts, VOXTRAL_SPECIALS, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                  unk_token="<unk>")  # fmt: skip
+        vocab_size = len(tokenizer)
+        ids = dict(zip(VOXTRAL_SPECIALS, tokenizer.convert_tokens_to_ids(VOXTRAL_SPECIALS), strict=True))
     config = VoxtralConfig(
-        audio_config={"model_type": "voxtral_encoder", "vocab_size": len(tokenizer), "hidden_size": hidden,
+        audio_config={"model_type": "voxtral_encoder", "vocab_size": vocab_size, "hidden_size": hidden,
                       "intermediate_size": 4 * hidden, "num_hidden_layers": 1, "num_attention_heads": 2,
-                      "num_mel_bins": MEL_BINS, "max_source_positions": WINDOW_SEC * 50},
-        text_config={"model_type": "llama", "vocab_size": len(tokenizer), "hidden_size": hidden,
+                      "num_mel_bins": MEL_BINS, "max_source_positions": window_sec * 50},
+        text_config={"model_type": "llama", "vocab_size": vocab_size, "hidden_size": hidden,
                      "intermediate_size": 2 * hidden, "num_hidden_layers": 1, "num_attention_heads": 2,
-                     "num_key_value_heads": 1, "head_dim": hidden // 2, "max_position_embeddings": 256,
-                     "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
-                     "pad_token_id": tokenizer.pad_token_id},
-        audio_token_id=tokenizer.convert_tokens_to_ids("[AUDIO]"),
+                     "num_key_value_heads": 1, "head_dim": hidden // 2, "max_position_embeddings": 2048 if tekken else 256,
+                     "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]},
+        audio_token_id=ids["[AUDIO]"],
     )  # fmt: skip
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = VoxtralForConditionalGeneration(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    for part in (model, tokenizer, feature_extractor()):
-        part.save_pretrained(folder)
+    model.generation_config.eos_token_id = ids["</s>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    for part in (model, tokenizer, feature_extractor(window_sec)):
+        if part is not None:
+            part.save_pretrained(folder)
     return folder
 
 
@@ -137,6 +182,12 @@ def tiny_whisper(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_voxtral(tmp_path_factory) -> Path:
     return save_tiny_voxtral(tmp_path_factory.mktemp("tiny_voxtral"), short_sentences(14))
+
+
+@pytest.fixture(scope="session")
+def tiny_voxtral_tekken(tmp_path_factory) -> Path:
+    """Voxtral's own layout: ``tekken.json`` and 30 s windows of 1500 encoder positions, 375 [AUDIO] each."""
+    return save_tiny_voxtral(tmp_path_factory.mktemp("tiny_voxtral_tekken"), [], window_sec=30, tekken=True)
 
 
 @pytest.fixture(params=["whisper", "voxtral"])

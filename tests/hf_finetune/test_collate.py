@@ -1,4 +1,5 @@
-"""The collator's sequences and label mask, token by token, for both model families."""
+"""The collator's sequences and label mask, token by token, for both model families; for Voxtral also against
+transformers' VoxtralProcessor on a folder with Voxtral's own tokenizer (tekken.json)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from asr_pipeline.hf_finetune.collate import IGNORE_INDEX, SpeechCollator
+from asr_pipeline.hf_finetune.features import window_features
 from asr_pipeline.hf_finetune.models import load_pretrained
 
 FRAMES = 400  # the tiny extractor's 4 s window
@@ -84,3 +86,44 @@ def test_generation_batches_pad_prompts_on_the_left(tiny_voxtral):
     assert torch.equal(
         batch["input_ids"][0, -3:], batch["input_ids"][1, -3:]
     )  # both end with the instruction
+
+
+def test_voxtral_batches_hold_what_voxtral_processor_gives_for_a_transcription_request(tiny_voxtral_tekken):
+    """Our features and prompt against transformers' own path for a downloaded Voxtral folder
+    (``VoxtralProcessor.apply_transcription_request``: mistral_common's TranscriptionRequest, tekken.json,
+    the Whisper log-mel), for 3 s (one 30 s window) and 61 s (three) of audio; the labels mask that prompt."""
+    from transformers import VoxtralProcessor
+
+    loaded = load_pretrained(str(tiny_voxtral_tekken))
+    tokenizer = loaded.tokenizer
+    rng = np.random.default_rng(0)
+    # On the 16-bit grid: the processor hands the audio to mistral_common as a 16-bit wav.
+    waves = [(rng.integers(-3000, 3000, seconds * 16000) / 32768).astype(np.float32) for seconds in (3, 61)]
+    texts = ["the cat", "then the language"]
+    processor = VoxtralProcessor.from_pretrained(str(tiny_voxtral_tekken))
+    reference = processor.apply_transcription_request(
+        audio=waves, format="wav", sampling_rate=16000, language="en", model_id=str(tiny_voxtral_tekken),
+        return_tensors="pt",
+    )  # fmt: skip
+    collator = SpeechCollator(tokenizer, loaded.family, loaded.feature_extractor.nb_max_frames, language="en")
+    batch = collator(
+        [
+            {"id": text, "text": text, "features": window_features(loaded.feature_extractor, wave)}
+            for wave, text in zip(waves, texts, strict=True)
+        ]
+    )
+
+    assert (
+        batch["input_features"].shape == reference["input_features"].shape == (4, 16, 3000)
+    )  # 1 + 3 windows
+    torch.testing.assert_close(batch["input_features"], reference["input_features"], atol=1e-5, rtol=0)
+    for b, text in enumerate(texts):
+        prompt = reference["input_ids"][b][reference["attention_mask"][b] == 1].tolist()  # left-padded
+        target = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        assert len(prompt) == 9 + 375 * (1, 3)[b]  # <s>[INST][BEGIN_AUDIO] [/INST] lang:en (4) [TRANSCRIBE]
+        assert batch["input_ids"][b, : len(prompt) + len(target)].tolist() == prompt + target
+        padding = batch["input_ids"].shape[1] - len(prompt) - len(target)
+        assert batch["labels"][b].tolist() == [IGNORE_INDEX] * len(prompt) + target + [IGNORE_INDEX] * padding
+        assert batch["attention_mask"][b].tolist() == [1] * (len(prompt) + len(target)) + [0] * padding
+    logits = loaded.model(**loaded.family.model_inputs(batch)).logits  # the model takes it
+    assert logits.shape[:2] == batch["input_ids"].shape

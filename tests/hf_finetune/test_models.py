@@ -1,14 +1,17 @@
 """hf_finetune.models: a transformers config's family is told by what it has (Whisper: an encoder-decoder over
 mel bins; Voxtral: an audio token and an audio encoder), and each family's prompt is its tokenizer's ids for
-its prompt tokens, refused when the tokenizer lacks one."""
+its prompt tokens, refused when the tokenizer lacks one. A Voxtral folder with Voxtral's own tokenizer
+(tekken.json) prompts exactly as mistral_common's transcription request does, token by token."""
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from asr_pipeline.hf_finetune.models import AudioLLM, EncoderDecoder, family_of
+from asr_pipeline.hf_finetune.models import AudioLLM, EncoderDecoder, family_of, load_pretrained
 
 
 class ToyTokenizer:
@@ -75,3 +78,65 @@ def test_an_audio_llms_prompt_holds_its_audio_tokens_per_window_between_the_inst
         ValueError, match=r"voxtral transcribes only; hf_finetune task 'translate' needs Whisper"
     ):
         voxtral.prompt_ids(tokenizer, 1, None, "translate")
+
+
+def transcription_request(folder, seconds: float, language: str | None) -> list[int]:
+    """mistral_common's own ids for transcribing ``seconds`` of audio, from the folder's tekken.json."""
+    from mistral_common.protocol.instruct.chunk import RawAudio
+    from mistral_common.protocol.transcription.request import TranscriptionRequest
+    from mistral_common.tokens.tokenizers.audio import Audio
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    tokenizer = MistralTokenizer.from_file(str(folder / "tekken.json"))
+    audio = Audio(audio_array=np.zeros(int(seconds * 16000), np.float32), sampling_rate=16000, format="wav")
+    request = TranscriptionRequest(audio=RawAudio.from_audio(audio), language=language)
+    return tokenizer.encode_transcription(request).tokens
+
+
+@pytest.mark.parametrize("windows", [1, 3])
+@pytest.mark.parametrize("language", ["en", None])
+def test_a_voxtral_folder_with_tekken_json_prompts_exactly_as_mistral_commons_transcription_request(
+    tiny_voxtral_tekken, windows, language
+):
+    loaded = load_pretrained(str(tiny_voxtral_tekken))
+    # The audio ends 1 s into its last 30 s window: mistral_common pads it to whole windows, as we featurize.
+    expected = transcription_request(tiny_voxtral_tekken, 30 * windows - 1, language)
+
+    assert type(loaded.tokenizer).__name__ == "MistralCommonBackend"  # transformers' reader of tekken.json
+    assert loaded.family == AudioLLM(str(tiny_voxtral_tekken), audio_token_id=24, tokens_per_window=375)
+    assert loaded.family.prompt_ids(loaded.tokenizer, windows, language, "transcribe") == expected
+    # <s> [INST] [BEGIN_AUDIO] 375 [AUDIO] per window [/INST] (lang:en) [TRANSCRIBE]
+    lang = loaded.tokenizer.encode("lang:en", add_special_tokens=False) if language else []
+    assert expected == [1, 3, 25, *[24] * (375 * windows), 4, *lang, 34]
+
+
+def test_the_stand_in_prompt_by_token_names_equals_the_real_one_given_the_real_ids(tiny_voxtral_tekken):
+    # Where a folder has no tekken.json the prompt is built from the special tokens' names: with Tekken's own
+    # ids (and no mistral_common behind them) it gives what mistral_common gives.
+    tokenizer = load_pretrained(str(tiny_voxtral_tekken)).tokenizer
+    by_name = SimpleNamespace(convert_tokens_to_ids=tokenizer.convert_tokens_to_ids, encode=tokenizer.encode,
+                              bos_token_id=tokenizer.bos_token_id, unk_token_id=tokenizer.unk_token_id)  # fmt: skip
+    voxtral = AudioLLM("voxtral", audio_token_id=24, tokens_per_window=375)
+
+    for windows, language in [(1, "en"), (2, None)]:
+        expected = transcription_request(tiny_voxtral_tekken, 30 * windows, language)
+        assert voxtral.prompt_ids(by_name, windows, language, "transcribe") == expected
+
+
+def test_a_tekken_json_whose_audio_windows_disagree_with_the_models_is_refused(tiny_voxtral_tekken):
+    tokenizer = load_pretrained(str(tiny_voxtral_tekken)).tokenizer
+    four_second_windows = AudioLLM("voxtral", audio_token_id=24, tokens_per_window=50)
+
+    with pytest.raises(
+        ValueError, match=r"voxtral/tekken.json's transcription request for 1 window\(s\) has 375"
+    ):
+        four_second_windows.prompt_ids(tokenizer, 1, "en", "transcribe")
+
+
+def test_a_tekken_json_without_mistral_common_installed_is_refused_saying_what_to_install(
+    tiny_voxtral_tekken, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "mistral_common", None)  # as if not installed
+
+    with pytest.raises(ValueError, match=r"tekken.json\), which transformers reads through mistral_common"):
+        load_pretrained(str(tiny_voxtral_tekken))

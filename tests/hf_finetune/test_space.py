@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 import soundfile as sf
@@ -16,6 +17,7 @@ from asr_pipeline.hf_finetune.options import hf_finetune_options
 from asr_pipeline.hf_finetune.space import write_space
 from asr_pipeline.hf_finetune.trainer import FinetuneRun
 from asr_pipeline.io.audio import load_audio
+from asr_pipeline.run_layout import CARD_FILE
 
 
 @pytest.mark.slow
@@ -45,3 +47,19 @@ def test_the_space_app_transcribes_like_the_exported_model(tiny_voxtral, demo_sp
     assert printed == ["HYP:" + expected[0]["hypothesis"]]
     with pytest.raises(FileExistsError):
         write_space(tmp_path / "export", space)
+
+
+def test_a_space_of_a_model_with_voxtrals_tekken_json_requires_mistral_common_at_the_version_that_exported(
+    tmp_path,
+):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / CARD_FILE).write_text("---\nlibrary_name: transformers\n---\n\n# Fine-tuned tiny\n")
+    plain = write_space(export, tmp_path / "plain")
+    (export / "tekken.json").write_text("{}")
+    tekken = write_space(export, tmp_path / "tekken")
+
+    assert "mistral_common" not in (plain / "requirements.txt").read_text()
+    assert (tekken / "requirements.txt").read_text().splitlines()[-1] == (
+        f"mistral_common[audio]=={version('mistral_common')}"
+    )

@@ -113,6 +113,27 @@ def test_resuming_with_other_options_is_refused(tiny_voxtral, demo_speech, tmp_p
         train(tiny_voxtral, data, tmp_path / "run", method="lora", max_steps=1, learning_rate=5e-4)
 
 
+@SLOW
+def test_a_voxtral_with_its_own_tekken_tokenizer_fine_tunes_and_exports_it(
+    tiny_voxtral_tekken, demo_speech, tmp_path
+):
+    data = features(demo_speech, tiny_voxtral_tekken, tmp_path / "cache")
+    results = train(tiny_voxtral_tekken, data, tmp_path / "run", method="lora", max_steps=2, eval_wer=True,
+                    max_new_tokens=4)  # fmt: skip
+    assert results["steps"] == 2 and results["best_val_loss"] > 0
+    export_finetuned(tmp_path / "run", tmp_path / "export")
+    exported = load_pretrained(str(tmp_path / "export"))
+    assert (tmp_path / "export" / "tekken.json").read_bytes() == (
+        tiny_voxtral_tekken / "tekken.json"
+    ).read_bytes()
+    assert type(exported.tokenizer).__name__ == "MistralCommonBackend"
+    shards = FeatureShards(data[1])
+    adapted = load_finetuned(tmp_path / "run", merge=False)
+    assert transcribe_shards(exported, shards, max_new_tokens=4) == transcribe_shards(
+        adapted, shards, max_new_tokens=4
+    )
+
+
 def test_the_cpu_trains_in_float32_whatever_the_precision_asked():
     cpu = torch.device("cpu")
     assert [autocast_dtype(p, cpu) for p in ("auto", "f32", "bf16", "f16")] == [None] * 4

@@ -7,7 +7,10 @@
   and projected to ``tokens_per_window`` embeddings that replace as many ``[AUDIO]`` placeholders in the
   prompt. The prompt is mistral_common's transcription request (``_encode_instruct_transcription``, which
   ``VoxtralProcessor.apply_transcription_request`` calls): ``<s>[INST][BEGIN_AUDIO][AUDIO]x N[/INST]``
-  ``lang:en[TRANSCRIBE]``; the transcript and ``</s>`` follow.
+  ``lang:en[TRANSCRIBE]``; the transcript and ``</s>`` follow. A model folder with Voxtral's own tokenizer
+  (``tekken.json``, which transformers loads as ``MistralCommonBackend``) gets its prompt from mistral_common
+  itself (``encode_transcription``); only a tokenizer without it (a ``tokenizer.json`` stand-in) has the
+  prompt built here from the special tokens by name, in the same order.
 
 Which one a model is comes from its config's capabilities (``is_encoder_decoder``, ``audio_token_id``), not
 its name, so a fine-tuned derivative with another ``model_type`` works the same. Both models see one
@@ -17,8 +20,13 @@ sequence per utterance, ``prompt + transcript + end``, and are trained on the tr
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 WHISPER_PROMPT = ("<|startoftranscript|>", "<|{language}|>", "<|{task}|>", "<|notimestamps|>")
 VOXTRAL_BEFORE_AUDIO = ("[INST]", "[BEGIN_AUDIO]")
@@ -95,10 +103,22 @@ class AudioLLM:
     def prompt_ids(self, tokenizer: Any, windows: int, language: str | None, task: str) -> list[int]:
         if task != "transcribe":
             raise ValueError(f"{self.source} transcribes only; hf_finetune task {task!r} needs Whisper")
+        audio_tokens = windows * self.tokens_per_window
+        mistral = getattr(tokenizer, "tokenizer", None)  # MistralCommonBackend's mistral_common tokenizer
+        if hasattr(mistral, "encode_transcription"):
+            ids = list(transcription_request_ids(mistral, audio_tokens, language))
+            if ids.count(self.audio_token_id) != audio_tokens:
+                raise ValueError(
+                    f"{self.source}/tekken.json's transcription request for {windows} window(s) has "
+                    f"{ids.count(self.audio_token_id)} audio tokens of id {self.audio_token_id}, config.json "
+                    f"expects {audio_tokens}: are tekken.json's audio settings (chunk_length_s, frame_rate) and "
+                    "audio token from the same model as config.json?"
+                )
+            return ids
         before = _token_ids(tokenizer, list(VOXTRAL_BEFORE_AUDIO), self.source)
         after = _token_ids(tokenizer, list(VOXTRAL_AFTER_AUDIO), self.source)
         transcribe = _token_ids(tokenizer, [VOXTRAL_TRANSCRIBE], self.source)
-        audio = [self.audio_token_id] * (windows * self.tokens_per_window)
+        audio = [self.audio_token_id] * audio_tokens
         language_ids = tokenizer.encode(f"lang:{language}", add_special_tokens=False) if language else []
         return [tokenizer.bos_token_id, *before, *audio, *after, *language_ids, *transcribe]
 
@@ -116,6 +136,22 @@ class AudioLLM:
             **self.model_inputs(batch), max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
         )
         return [row[prompt.shape[1] :].tolist() for row in sequences]
+
+
+@functools.lru_cache(maxsize=64)  # one encoding takes ~0.1 s (a silent wav written and read back)
+def transcription_request_ids(mistral: Any, audio_tokens: int, language: str | None) -> tuple[int, ...]:
+    """mistral_common's own token ids for transcribing audio that takes ``audio_tokens`` [AUDIO] tokens.
+
+    ``mistral`` is a ``MistralTokenizer`` (``MistralCommonBackend.tokenizer``, loaded from ``tekken.json``).
+    The prompt depends on the audio's length only, so silence of that length stands in for the audio."""
+    from mistral_common.protocol.instruct.chunk import RawAudio
+    from mistral_common.protocol.transcription.request import TranscriptionRequest
+    from mistral_common.tokens.tokenizers.audio import Audio
+
+    config = mistral.instruct_tokenizer.audio_encoder.audio_config
+    silence = np.zeros(audio_tokens * config.raw_audio_length_per_tok, dtype=np.float32)
+    audio = RawAudio.from_audio(Audio(audio_array=silence, sampling_rate=config.sampling_rate, format="wav"))
+    return tuple(mistral.encode_transcription(TranscriptionRequest(audio=audio, language=language)).tokens)
 
 
 ModelFamily = EncoderDecoder | AudioLLM
@@ -153,6 +189,11 @@ def load_pretrained(source: str, dtype: Any = None) -> Pretrained:
     import transformers
     from transformers import AutoConfig, AutoFeatureExtractor, AutoTokenizer
 
+    if Path(source, "tekken.json").is_file() and importlib.util.find_spec("mistral_common") is None:
+        raise ValueError(
+            f"{source} has Voxtral's Tekken tokenizer (tekken.json), which transformers reads through "
+            "mistral_common: install it as `make setup` does (.ci/setup.sh)"
+        )
     config = AutoConfig.from_pretrained(source)
     family = family_of(config, source)
     # The class the folder was saved from (config.json "architectures"), as pipeline() picks it.
@@ -168,4 +209,12 @@ def load_pretrained(source: str, dtype: Any = None) -> Pretrained:
     )
 
 
-__all__ = ["AudioLLM", "EncoderDecoder", "ModelFamily", "Pretrained", "family_of", "load_pretrained"]
+__all__ = [
+    "AudioLLM",
+    "EncoderDecoder",
+    "ModelFamily",
+    "Pretrained",
+    "family_of",
+    "load_pretrained",
+    "transcription_request_ids",
+]

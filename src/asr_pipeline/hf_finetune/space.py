@@ -4,7 +4,8 @@
 
     README.md          the Space's front matter (sdk: gradio, app_file: app.py) and the model card below it
     app.py             upload or record audio, read the transcript (greedy generate() after the training prompt)
-    requirements.txt   what app.py imports
+    requirements.txt   what app.py imports (and mistral_common, at the version that exported, for a model
+                       with Voxtral's own tokenizer, tekken.json)
     speech_model.py    ``hf_finetune.models`` itself, copied: the prompt and generate() of training, one source
     speech_batch.py    ``hf_finetune.collate`` itself, copied (its one import pointed at speech_model)
     model/             the ``export`` folder (from_pretrained)
@@ -66,6 +67,15 @@ if __name__ == "__main__":
 REQUIREMENTS = "torch\ntorchaudio\ntransformers>=4.56\ngradio>=5\nsoundfile\nnumpy\n"
 
 
+def tokenizer_requirements(model_dir: Path) -> str:
+    """mistral_common where the model's tokenizer is Voxtral's Tekken (transformers reads tekken.json through it)."""
+    if not (model_dir / "tekken.json").is_file():
+        return ""
+    from importlib.metadata import version
+
+    return f"mistral_common[audio]=={version('mistral_common')}\n"
+
+
 def write_space(export_dir: str | Path, output: str | Path) -> Path:
     """The Space folder (module docstring) of the export in ``export_dir``; ``output`` must not exist."""
     export_dir, output = Path(export_dir), Path(output)
@@ -81,7 +91,7 @@ def write_space(export_dir: str | Path, output: str | Path) -> Path:
     front = f"---\ntitle: {title}\nsdk: gradio\napp_file: app.py\npinned: false\n---\n"
     (staging / "README.md").write_text(front + card)
     (staging / "app.py").write_text(APP)
-    (staging / "requirements.txt").write_text(REQUIREMENTS)
+    (staging / "requirements.txt").write_text(REQUIREMENTS + tokenizer_requirements(export_dir))
     shutil.copyfile(models.__file__, staging / "speech_model.py")
     batch = Path(collate.__file__).read_text()
     old = "from asr_pipeline.hf_finetune.models import ModelFamily"
@@ -94,4 +104,4 @@ def write_space(export_dir: str | Path, output: str | Path) -> Path:
     return output
 
 
-__all__ = ["write_space"]
+__all__ = ["tokenizer_requirements", "write_space"]
