@@ -47,6 +47,30 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 mkdir -p "$STAMP_DIR"
 
+# KenLM's lmplz + build_binary, built from the kenlm sdist of the version pyproject.toml asks for, in the background
+# while pip installs (the build needs only cmake, Boost and the sdist): the set-up's two longest steps overlap.
+kenlm_pid=""
+work=$(mktemp -d)
+trap '[ -n "$kenlm_pid" ] && kill -- -"$kenlm_pid" 2>/dev/null; rm -rf "$work"' EXIT  # the build's whole group
+build_kenlm() {
+  local requirement src
+  requirement=$(grep -o '"kenlm[^"]*"' pyproject.toml | tr -d '"')
+  "$VENV/bin/pip" download -q --no-deps --no-binary kenlm -d "$work" "$requirement"
+  tar -xzf "$work"/kenlm-*.tar.gz -C "$work"
+  src=$(find "$work" -maxdepth 1 -type d -name 'kenlm-*' | head -n 1)
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6
+  cmake --build "$work/build" --target lmplz build_binary -j "$(nproc)"
+  install -m 0755 "$work/build/bin/lmplz" "$work/build/bin/build_binary" "$VENV/bin/"
+}
+if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
+  kenlm_log="$STAMP_DIR/kenlm-build.log"
+  echo "[setup] building KenLM lmplz + build_binary from the kenlm sdist, in the background (log: $kenlm_log)"
+  set -m  # its own process group, so a failed set-up stops cmake and the compilers too
+  build_kenlm > "$kenlm_log" 2>&1 &
+  kenlm_pid=$!
+  set +m
+fi
+
 # Reinstall only when pyproject.toml changed since the last successful install.
 proj_hash=$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$STAMP_DIR/pip-$proj_hash" ]; then
@@ -54,6 +78,7 @@ if [ ! -f "$STAMP_DIR/pip-$proj_hash" ]; then
   "$VENV/bin/pip" install -q -e '.[dev]'
   rm -f "$STAMP_DIR"/pip-*
   touch "$STAMP_DIR/pip-$proj_hash"
+  echo "[setup] installed (${SECONDS}s)"
 fi
 
 # FunASR: test-only reference for the CIF parity tests (tests/models/test_cif.py). --no-deps because pip
@@ -73,16 +98,9 @@ if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   "$VENV/bin/pip" install -q --no-deps "mistral_common==$MISTRAL_COMMON_VERSION"
 fi
 
-if [ ! -x "$VENV/bin/lmplz" ] || [ ! -x "$VENV/bin/build_binary" ]; then
-  echo "[setup] building KenLM lmplz + build_binary from the kenlm sdist"
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-  kenlm_version=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('kenlm'))")
-  "$VENV/bin/pip" download -q --no-deps --no-binary kenlm -d "$work" "kenlm==$kenlm_version"
-  tar -xzf "$work"/kenlm-*.tar.gz -C "$work"
-  src=$(find "$work" -maxdepth 1 -type d -name 'kenlm-*' | head -n 1)
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 >/dev/null
-  cmake --build "$work/build" --target lmplz build_binary -j "$(nproc)" >/dev/null
-  install -m 0755 "$work/build/bin/lmplz" "$work/build/bin/build_binary" "$VENV/bin/"
+if [ -n "$kenlm_pid" ]; then
+  wait "$kenlm_pid" || { echo "[setup] the KenLM build failed ($kenlm_log):" >&2; tail -n 20 "$kenlm_log" >&2; exit 1; }
+  kenlm_pid=""
+  echo "[setup] KenLM lmplz + build_binary built (${SECONDS}s)"
 fi
 echo "[setup] ready: $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
