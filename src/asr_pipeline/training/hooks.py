@@ -260,7 +260,7 @@ class CompileHook(TrainingHook):
     model). Shapes are marked "buckets" (B dynamic, T static) when ``data.pad_to_buckets`` pads the
     batches, else left to dynamo ("auto"). The compile cache (``run.compile_cache``) is in force from the
     first model to the end of the run: loaded before the first compile, saved (rank 0) after every epoch
-    that compiled.
+    that compiled. A run starts from a clean dynamo (``torch._dynamo.reset``), as in a process of its own.
 
     Events ("compile"): after the first optimizer step (``phase`` "first_step"; ``first_step_sec``: from
     the Trainer's start, before the model is built, to the end of that step) and after every epoch
@@ -282,6 +282,10 @@ class CompileHook(TrainingHook):
 
     def on_model(self, trainer: TrainerView) -> BlockGate | None:
         if self.before is None:  # the first model: the cache in force before anything compiles
+            # dynamo as in a fresh process (what a torchrun rank is): frames another run or model compiled in
+            # this process would fail their guards here, count as this run's recompilations and use up
+            # dynamo's recompile limit (the file cache is kept).
+            torch._dynamo.reset()
             self.in_force.enter_context(self.cache.active())
             self.cache_loaded = self.cache.load()
             self.before = compile_counts()
