@@ -3,7 +3,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from asr_pipeline.models.squeezeformer import (
     SIZES,
@@ -14,7 +13,14 @@ from asr_pipeline.models.squeezeformer import (
     squeezeformer_config,
     squeezeformer_tiny,
 )
-from tests.models.ctc_steps import ctc_overfit_losses
+from tests.models.ctc_steps import (
+    assert_ctc_outputs,
+    assert_float32_log_probs_under_bf16_autocast,
+    assert_padding_is_ignored,
+    assert_wrong_feature_width_names_the_fix,
+    ctc_overfit_losses,
+    parameters_without_gradient,
+)
 
 
 def tiny(**overrides) -> Squeezeformer:
@@ -37,13 +43,7 @@ def test_output_shapes_and_lengths_on_prime_lengths():
     features = torch.randn(4, 97, 20)
     lengths = torch.tensor([97, 61, 23, 5])
 
-    log_probs, out_lengths = model(features, lengths)
-
-    assert log_probs.shape == (4, 25, 11)
-    assert out_lengths.tolist() == [25, 16, 6, 2]
-    assert out_lengths.dtype == torch.int64
-    assert model.output_lengths(lengths).tolist() == [25, 16, 6, 2]
-    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 25))
+    assert_ctc_outputs(model, features, lengths, expected=[25, 16, 6, 2], vocab_size=11)
 
 
 def test_middle_blocks_run_at_half_the_frame_rate():
@@ -75,29 +75,11 @@ def test_without_a_unet_every_block_runs_at_one_quarter():
 
 
 def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode():
-    model = tiny().eval()
-    lengths = torch.tensor([97, 61, 23, 5])
-    features = torch.randn(4, 97, 20)
-    for b, length in enumerate(lengths.tolist()):
-        features[b, length:] = 50 * torch.randn(97 - length, 20)  # loud garbage in the padding
-
-    with torch.no_grad():
-        batched, out_lengths = model(features, lengths)
-        for b, length in enumerate(lengths.tolist()):
-            alone, alone_length = model(features[b : b + 1, :length], lengths[b : b + 1])
-            assert alone_length.item() == out_lengths[b].item()
-            torch.testing.assert_close(batched[b, : out_lengths[b]], alone[0], atol=1e-5, rtol=1e-5)
+    assert_padding_is_ignored(tiny().eval(), [97, 61, 23, 5], input_dim=20)
 
 
 def test_gradients_reach_every_parameter():
-    model = tiny().train()
-    log_probs, lengths = model(torch.randn(2, 61, 20), torch.tensor([61, 40]))
-    targets = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 0]])
-    loss = F.ctc_loss(log_probs.transpose(0, 1), targets, lengths, torch.tensor([4, 3]))
-    loss.backward()
-
-    missing = [name for name, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
-    assert missing == []
+    assert parameters_without_gradient(tiny().train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc():
@@ -165,11 +147,8 @@ def test_invalid_configs_are_rejected_with_a_hint(overrides, message):
 
 
 def test_wrong_feature_width_names_the_fix():
-    with pytest.raises(ValueError, match="input_dim"):
-        tiny()(torch.randn(1, 10, 80), torch.tensor([10]))
+    assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        log_probs, _ = tiny().eval()(torch.randn(1, 29, 20), torch.tensor([29]))
-    assert log_probs.dtype == torch.float32
+    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)

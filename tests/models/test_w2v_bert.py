@@ -3,7 +3,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from asr_pipeline.models.w2v_bert import (
     ACTIVATIONS,
@@ -16,7 +15,15 @@ from asr_pipeline.models.w2v_bert import (
     w2v_bert_tiny,
 )
 from asr_pipeline.models.w2v_bert_spec import ACTIVATION_NAMES, W2V_BERT
-from tests.models.ctc_steps import ctc_overfit_losses
+from tests.models.ctc_steps import (
+    assert_ctc_outputs,
+    assert_float32_log_probs_under_bf16_autocast,
+    assert_padding_is_ignored,
+    assert_wrong_feature_width_names_the_fix,
+    ctc_loss,
+    ctc_overfit_losses,
+    parameters_without_gradient,
+)
 
 POSITION_TYPES = ["relative_key", "relative", "rotary", None]
 LENGTHS = [97, 61, 23, 5]  # primes and a near-empty one; 20 ms frames
@@ -30,13 +37,6 @@ def tiny(**overrides) -> W2VBertCTC:
     return w2v_bert_tiny(input_dim=20, vocab_size=11, dropout=0.0, **overrides)
 
 
-def ctc_loss(model: W2VBertCTC, features, lengths) -> torch.Tensor:
-    log_probs, out_lengths = model(features, lengths)
-    targets = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])[: len(lengths)]
-    target_lengths = torch.tensor([4, 3])[: len(lengths)]
-    return F.ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
-
-
 def count_parameters(config: W2VBertConfig) -> int:
     with torch.device("meta"):  # no memory, no init time: 600m has 580 M parameters
         return sum(p.numel() for p in build_w2v_bert(config).parameters())
@@ -45,14 +45,7 @@ def count_parameters(config: W2VBertConfig) -> int:
 def test_output_keeps_the_20ms_frame_rate_of_the_features():
     # Stacked fbank frames arrive at 20 ms and no layer strides: T' = T for every example.
     model = w2v_bert_tiny(vocab_size=11).eval()  # input_dim 160, the w2v-bert frontend's
-    lengths = torch.tensor(LENGTHS)
-
-    log_probs, out_lengths = model(torch.randn(4, 97, 160), lengths)
-
-    assert log_probs.shape == (4, 97, 11)
-    assert out_lengths.tolist() == LENGTHS and out_lengths.dtype == torch.int64
-    assert model.output_lengths(lengths).tolist() == LENGTHS
-    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 97))
+    assert_ctc_outputs(model, torch.randn(4, 97, 160), torch.tensor(LENGTHS), expected=LENGTHS, vocab_size=11)
 
 
 @pytest.mark.parametrize(
@@ -87,18 +80,7 @@ def test_each_adapter_layer_halves_the_frame_rate(kernel, layers, expected):
     ids=[*map(str, POSITION_TYPES), "adapter", "adapter-48-intermediate-ffn"],
 )
 def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(overrides):
-    model = tiny(**overrides).eval()
-    lengths = torch.tensor(LENGTHS)
-    features = torch.randn(4, 97, 20)
-    for b, length in enumerate(LENGTHS):
-        features[b, length:] = 50 * torch.randn(97 - length, 20)  # loud garbage in the padding
-
-    with torch.no_grad():
-        batched, out_lengths = model(features, lengths)
-        for b, length in enumerate(LENGTHS):
-            alone, alone_length = model(features[b : b + 1, :length], lengths[b : b + 1])
-            assert alone_length.item() == out_lengths[b].item()
-            torch.testing.assert_close(batched[b, : out_lengths[b]], alone[0], atol=1e-5, rtol=1e-5)
+    assert_padding_is_ignored(tiny(**overrides).eval(), LENGTHS, input_dim=20)
 
 
 @pytest.mark.parametrize(
@@ -111,12 +93,7 @@ def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(overrides)
     ids=[*map(str, POSITION_TYPES), "adapter", "masked_spec_embed"],
 )
 def test_gradients_reach_every_parameter(overrides):
-    model = tiny(**overrides).train()
-    loss = ctc_loss(model, torch.randn(2, 61, 20), torch.tensor([61, 40]))
-    loss.backward()
-
-    missing = [name for name, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
-    assert missing == []
+    assert parameters_without_gradient(tiny(**overrides).train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc():
@@ -268,11 +245,8 @@ def test_invalid_configs_are_rejected_with_a_hint(overrides, message):
 
 
 def test_wrong_feature_width_names_the_fix():
-    with pytest.raises(ValueError, match="input_dim"):
-        tiny()(torch.randn(1, 10, 80), torch.tensor([10]))
+    assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        log_probs, _ = tiny().eval()(torch.randn(1, 29, 20), torch.tensor([29]))
-    assert log_probs.dtype == torch.float32
+    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from asr_kernels.pairwise_downsample import PairwiseDownsample
 from asr_kernels.swoosh import SWOOSH_FORMS, Swoosh, swoosh_l, swoosh_r
@@ -18,7 +17,14 @@ from asr_pipeline.models.zipformer import (
     zipformer_tiny,
 )
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
-from tests.models.ctc_steps import ctc_overfit_losses
+from tests.models.ctc_steps import (
+    assert_ctc_outputs,
+    assert_float32_log_probs_under_bf16_autocast,
+    assert_padding_is_ignored,
+    assert_wrong_feature_width_names_the_fix,
+    ctc_overfit_losses,
+    parameters_without_gradient,
+)
 
 
 def tiny(**overrides) -> Zipformer:
@@ -41,13 +47,7 @@ def test_output_shapes_and_lengths_on_prime_lengths():
     features = torch.randn(4, 97, 20)
     lengths = torch.tensor([97, 61, 23, 9])
 
-    log_probs, out_lengths = model(features, lengths)
-
-    assert log_probs.shape == (4, 23, 11)
-    assert out_lengths.tolist() == [23, 14, 4, 1]
-    assert out_lengths.dtype == torch.int64
-    assert model.output_lengths(lengths).tolist() == [23, 14, 4, 1]
-    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 23))
+    assert_ctc_outputs(model, features, lengths, expected=[23, 14, 4, 1], vocab_size=11)
 
 
 @pytest.mark.parametrize(
@@ -89,17 +89,7 @@ def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(normalizat
     # Without input normalization the loud padding reaches the front end itself. 50 Hz lengths 45, 27, 8,
     # 1 are odd, so every downsampling has a group straddling the end of each utterance.
     model = tiny(input_normalization=normalization, output_downsampling_factor=output_factor).eval()
-    lengths = torch.tensor([97, 61, 23, 9])
-    features = torch.randn(4, 97, 20)
-    for b, length in enumerate(lengths.tolist()):
-        features[b, length:] = 50 * torch.randn(97 - length, 20)  # loud garbage in the padding
-
-    with torch.no_grad():
-        batched, out_lengths = model(features, lengths)
-        for b, length in enumerate(lengths.tolist()):
-            alone, alone_length = model(features[b : b + 1, :length], lengths[b : b + 1])
-            assert alone_length.item() == out_lengths[b].item()
-            torch.testing.assert_close(batched[b, : out_lengths[b]], alone[0], atol=1e-5, rtol=1e-5)
+    assert_padding_is_ignored(model, [97, 61, 23, 9], input_dim=20)
 
 
 def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
@@ -123,14 +113,7 @@ def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
 
 
 def test_gradients_reach_every_parameter():
-    model = tiny().train()
-    log_probs, lengths = model(torch.randn(2, 61, 20), torch.tensor([61, 40]))
-    targets = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 0]])
-    loss = F.ctc_loss(log_probs.transpose(0, 1), targets, lengths, torch.tensor([4, 3]))
-    loss.backward()
-
-    missing = [name for name, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
-    assert missing == []
+    assert parameters_without_gradient(tiny().train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc_and_the_recipes_adamw():
@@ -290,8 +273,7 @@ def test_config_has_no_flat_size_fields():
 
 
 def test_wrong_feature_width_names_the_fix():
-    with pytest.raises(ValueError, match="input_dim"):
-        tiny()(torch.randn(1, 10, 80), torch.tensor([10]))
+    assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_utterances_under_nine_frames_are_refused_with_the_minimum():
@@ -319,9 +301,7 @@ def test_feature_masks_drop_only_channels_past_the_unmasked_dim_and_only_in_trai
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        log_probs, _ = tiny().eval()(torch.randn(1, 29, 20), torch.tensor([29]))
-    assert log_probs.dtype == torch.float32
+    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)
 
 
 def test_spec_defaults_to_icefalls_m_and_overrides_win():
