@@ -63,7 +63,6 @@ from torch import Tensor, nn
 # The step, compile counters and table the training-step benchmarks share.
 from training_step import compiled_graphs, cpu_seconds, print_table, train_step
 
-from asr_kernels.masks import attention_mask_4d
 from asr_pipeline.data.sampler import LengthBucketedBatchSampler
 from asr_pipeline.modules.zipformer_blocks import RelPositionAttentionWeights
 from asr_pipeline.training.checkpoint import build_model_from_config
@@ -199,21 +198,11 @@ class GatherRelPositionAttentionWeights(RelPositionAttentionWeights):
     """The same weights with the relative shift as a ``gather`` instead of ``as_strided``, which dynamo
     cannot trace (it reads ``storage_offset()``)."""
 
-    def forward(self, x: Tensor, pos_emb: Tensor, lengths: Tensor) -> Tensor:
-        batch, frames, _ = x.shape
-        heads, query_dim = self.num_heads, self.query_head_dim * self.num_heads
-        projected = self.in_proj(x)  # (B, T, (2 dq + dp) H)
-        q = projected[..., :query_dim].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dq)
-        k = projected[..., query_dim : 2 * query_dim].view(batch, frames, heads, -1).transpose(1, 2)
-        p = projected[..., 2 * query_dim :].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dp)
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.query_head_dim)  # (B, H, T, T)
-        pos = self.linear_pos(pos_emb).view(2 * frames - 1, heads, -1).permute(1, 2, 0)  # (H, dp, 2T-1)
-        pos_scores = torch.matmul(p, pos.unsqueeze(0))  # (B, H, T, 2T-1); index = offset + T-1
-        rows = torch.arange(frames, device=x.device)
+    def shift_to_keys(self, pos_scores: Tensor) -> Tensor:
+        *_, frames, _ = pos_scores.shape  # (B, H, T, 2T-1); index = offset + T-1
+        rows = torch.arange(frames, device=pos_scores.device)
         offsets = (frames - 1) + rows[None, :] - rows[:, None]  # (T, T): row i, column j reads j - i
-        pos_scores = pos_scores.gather(-1, offsets.expand(batch, heads, frames, frames))  # (B, H, T, T)
-        scores = scores + pos_scores + attention_mask_4d(lengths, frames, 1, scores.dtype)
-        return scores.softmax(dim=-1)
+        return pos_scores.gather(-1, offsets.expand(*pos_scores.shape[:-1], frames))  # (B, H, T, T)
 
 
 # --- one runner per (variant, threads) --------------------------------------------------------------------

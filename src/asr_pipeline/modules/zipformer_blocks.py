@@ -127,13 +127,21 @@ class RelPositionAttentionWeights(nn.Module):
 
         pos = self.linear_pos(pos_emb).view(2 * frames - 1, heads, -1).permute(1, 2, 0)  # (H, dp, 2T-1)
         pos_scores = torch.matmul(p, pos.unsqueeze(0))  # (B, H, T, 2T-1); index = offset + T-1
-        # Row i, column j needs relative index (T-1) + j - i, i.e. offset j - i: the Transformer-XL shift's
-        # column T-1-i+j (asr_kernels.relative_shift; there the column means distance i - j, here offset j - i).
-        scores = scores + relative_shift(pos_scores)
+        scores = scores + self.shift_to_keys(pos_scores)
         # Additive 0 / finfo.min over padded keys (B, 1, T, T): a padded key's weight underflows to exactly 0,
         # and a zero-length example's row averages instead of giving NaN.
         scores = scores + attention_mask_4d(lengths, frames, 1, scores.dtype)
         return scores.softmax(dim=-1)
+
+    def shift_to_keys(self, pos_scores: Tensor) -> Tensor:
+        """(B, H, T, 2T-1) positional scores per offset -> (B, H, T, T) per key frame.
+
+        Row i, column j needs relative index (T-1) + j - i, i.e. offset j - i: the Transformer-XL shift's
+        column T-1-i+j (asr_kernels.relative_shift; there the column means distance i - j, here offset j - i).
+        A method of its own so that a variant can compute the same shift another way
+        (benchmarks/bench_compile_training.py's ``gather``) and share the rest of ``forward``.
+        """
+        return relative_shift(pos_scores)
 
 
 class SelfAttention(nn.Module):
