@@ -30,6 +30,13 @@ from asr_kernels.relative_shift import relative_shift
 from asr_pipeline.modules.widening import mark_fused_linear
 
 
+def head_width(d_model: int, num_heads: int) -> int:
+    """K = D / H, the width of one head; raises ValueError unless ``num_heads`` divides ``d_model``."""
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+    return d_model // num_heads
+
+
 class RelativePositionalEncoding(nn.Module):
     """Sinusoids (Vaswani et al., 2017) of the relative distances T-1, ..., 0, ..., -(T-1)."""
 
@@ -50,10 +57,8 @@ class RelativePositionalEncoding(nn.Module):
 class RelPositionMultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
+        self.head_dim = head_width(d_model, num_heads)
         self.dropout = dropout
         self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         mark_fused_linear(self.qkv_proj, (1, 1, 1))  # q, k, v (modules.widening)

@@ -14,16 +14,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_pipeline.modules.attention import head_width
 from asr_pipeline.modules.widening import mark_fused_linear
 
 
 class CrossAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
+        self.head_dim = head_width(d_model, num_heads)
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model)
         self.kv_proj = nn.Linear(d_model, 2 * d_model)
