@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from asr_kernels import (
     GLU,
     _dispatch,
-    built_for_interpreter,
     count_calls,
     glu,
     kernels_choice,
@@ -22,7 +21,7 @@ from asr_kernels import (
     use_kernels,
 )
 from asr_kernels.glu import glu_kernel, glu_reference
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, kernels_are_interpreted_on_cpu
 
 # The module itself, for monkeypatching its tile sizes; `asr_kernels.glu` the attribute is the function.
 glu_module = importlib.import_module("asr_kernels.glu")
@@ -50,15 +49,7 @@ TOLERANCE_VS_EAGER = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(glu_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(glu_module)
 
 
 def make_hidden(shape, dtype=torch.float32, seed=0, device=DEVICE):

@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.mask_time import (
     MaskTime,
     mask_channel_time,
@@ -19,7 +19,7 @@ from asr_kernels.mask_time import (
     mask_time_kernel,
     mask_time_reference,
 )
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, MASKED_TIME_CASES, kernels_are_interpreted_on_cpu
 
 mask_module = importlib.import_module("asr_kernels.mask_time")
 
@@ -28,31 +28,13 @@ LAYOUTS = {
     "BTC": (mask_time, mask_time_kernel, mask_time_reference, False),
     "BCT": (mask_channel_time, mask_channel_time_kernel, mask_channel_time_reference, True),
 }
-# ((B, T, C), lengths): one value; T = 1 fully padded; a full, an all-padded and a partial row at primes;
-# lengths past T near a power of two; 0, 1, full and past-T rows together; a channel count just over 256.
-CASES = [
-    ((1, 1, 1), [1]),
-    ((2, 1, 5), [0, 1]),
-    ((3, 7, 13), [7, 0, 3]),
-    ((2, 31, 64), [40, 16]),
-    ((5, 17, 127), [17, 1, 9, 0, 30]),
-    ((2, 3, 257), [2, 3]),
-]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 # Masking copies a value or writes a zero; no arithmetic, so the kernel equals the reference exactly in every
 # dtype (the same bits, NaN and -0.0 included).
 EXACT = {"rtol": 0, "atol": 0, "equal_nan": True}
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(mask_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(mask_module)
 
 
 def make_input(shape_btc, channels_first, dtype=torch.float32, seed=0, device=DEVICE):
@@ -85,7 +67,7 @@ def assert_kernel_matches_reference(layout, x, lengths, seed=1):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize(("shape", "lengths"), CASES, ids=str)
+@pytest.mark.parametrize(("shape", "lengths"), MASKED_TIME_CASES, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_kernel_matches_reference_exactly(layout, shape, lengths, dtype):
     x = make_input(shape, LAYOUTS[layout][3], dtype)

@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.masks import (
     attention_mask,
     attention_mask_4d,
@@ -26,7 +26,7 @@ from asr_kernels.masks import (
     sequence_mask_reference,
 )
 from asr_pipeline.modules.masks import padding_mask as house_padding_mask
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, kernels_are_interpreted_on_cpu
 
 masks_module = importlib.import_module("asr_kernels.masks")
 
@@ -56,15 +56,7 @@ ADDITIVE_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 EXACT = {"rtol": 0.0, "atol": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(masks_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(masks_module)
 
 
 def make_lengths(values, dtype=torch.int64, device=DEVICE):

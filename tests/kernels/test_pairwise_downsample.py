@@ -10,14 +10,14 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.pairwise_downsample import (
     PairwiseDownsample,
     pairwise_downsample,
     pairwise_downsample_kernel,
     pairwise_downsample_reference,
 )
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, kernels_are_interpreted_on_cpu
 
 pairwise_downsample_module = importlib.import_module("asr_kernels.pairwise_downsample")
 
@@ -82,15 +82,7 @@ GRAD_WEIGHTS_TOLERANCE_VS_REFERENCE = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(pairwise_downsample_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(pairwise_downsample_module)
 
 
 def make_inputs(batch, frames, channels, factor, lengths, dtype=torch.float32, weights_dtype=None, seed=0):

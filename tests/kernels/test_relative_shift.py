@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.relative_shift import (
     RelativeShift,
     relative_shift,
@@ -23,7 +23,7 @@ from asr_kernels.relative_shift import (
 )
 from asr_pipeline.modules.attention import RelativePositionalEncoding
 from asr_pipeline.modules.zipformer_blocks import compact_relative_positions
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, kernels_are_interpreted_on_cpu
 
 # The module itself, for monkeypatching its tile sizes; `asr_kernels.relative_shift` may be shadowed by the
 # function once the package exports it.
@@ -37,15 +37,7 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 EXACT = {"rtol": 0.0, "atol": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(relative_shift_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(relative_shift_module)
 
 
 def make_scores(shape, dtype=torch.float32, seed=0, device=DEVICE):

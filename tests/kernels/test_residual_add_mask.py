@@ -9,26 +9,16 @@ import importlib
 import pytest
 import torch
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.residual_add_mask import (
     residual_add_mask_time,
     residual_add_mask_time_kernel,
     residual_add_mask_time_reference,
 )
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, MASKED_TIME_CASES, kernels_are_interpreted_on_cpu
 
 residual_module = importlib.import_module("asr_kernels.residual_add_mask")
 
-# ((B, T, C), lengths): one value; T = 1 fully padded; a full, an all-padded and a partial row at primes;
-# lengths past T near a power of two; 0, 1, full and past-T rows together; a channel count just over 256.
-CASES = [
-    ((1, 1, 1), [1]),
-    ((2, 1, 5), [0, 1]),
-    ((3, 7, 13), [7, 0, 3]),
-    ((2, 31, 64), [40, 16]),
-    ((5, 17, 127), [17, 1, 9, 0, 30]),
-    ((2, 3, 257), [2, 3]),
-]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 HALF_DTYPES = [torch.bfloat16, torch.float16]
 # A Python float (rounded to fp32 as eager does: 0.7 is not exact), a 0-d tensor, a learned per-channel (C,).
@@ -62,15 +52,7 @@ GRAD_SCALE_TOLERANCE_VS_EAGER = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(residual_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(residual_module)
 
 
 def make_activation(shape, dtype=torch.float32, seed=0, device=DEVICE):
@@ -118,7 +100,7 @@ def run_both(shape, lengths, dtype, scale):
 
 @pytest.mark.parametrize("scale_kind", SCALE_KINDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize(("shape", "lengths"), CASES, ids=str)
+@pytest.mark.parametrize(("shape", "lengths"), MASKED_TIME_CASES, ids=str)
 def test_kernel_matches_reference(shape, lengths, dtype, scale_kind):
     scale = make_scale(scale_kind, shape[2], dtype)
     kernel, reference = run_both(shape, make_lengths(lengths), dtype, scale)

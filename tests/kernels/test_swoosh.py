@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr_kernels import built_for_interpreter, count_calls, use_kernels
+from asr_kernels import count_calls, use_kernels
 from asr_kernels.swoosh import (
     Swoosh,
     swoosh_l,
@@ -20,7 +20,7 @@ from asr_kernels.swoosh import (
     swoosh_r_kernel,
     swoosh_r_reference,
 )
-from tests.kernels.support import DEVICE
+from tests.kernels.support import DEVICE, kernels_are_interpreted_on_cpu
 
 swoosh_module = importlib.import_module("asr_kernels.swoosh")
 
@@ -56,15 +56,7 @@ TOLERANCE_VS_EAGER = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _kernels_are_interpreted_on_cpu():
-    if DEVICE != "cpu":
-        return
-    if not built_for_interpreter(swoosh_module):
-        pytest.fail(
-            "asr_kernels was imported before TRITON_INTERPRET=1 was set, so its kernels were compiled for a GPU "
-            "and cannot run on CPU tensors; set TRITON_INTERPRET=1 in tests/conftest.py (or the environment)"
-        )
+_kernels_are_interpreted_on_cpu = kernels_are_interpreted_on_cpu(swoosh_module)
 
 
 def make_input(shape, dtype=torch.float32, seed=0, device=DEVICE):
