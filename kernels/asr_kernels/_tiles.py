@@ -1,4 +1,5 @@
-"""Tile shapes and compute types the ops' launchers share (imported only where Triton is installed).
+"""Tile shapes and compute types the ops' launchers share, and the tile indexing their kernels share (imported
+only where Triton is installed).
 
 Memory-bound elementwise kernels here read a tile of (slow dim x contiguous dim): the contiguous side gets up to
 ``max_block`` elements (coalesced loads), the other side fills the tile up to ``tile_elements`` (16 values per
@@ -32,3 +33,37 @@ def row_tiles(
 def compute_dtype(*dtypes: torch.dtype):
     """fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck."""
     return tl.float64 if torch.float64 in dtypes else tl.float32
+
+
+@triton.jit
+def row_tile(num_rows, num_cols, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """This program's tile of a (rows, cols) launch from ``row_tiles``: (rows (BLOCK_ROWS, 1) int64, cols
+    (BLOCK_COLS,), in-bounds mask (BLOCK_ROWS, BLOCK_COLS))."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
+    cols = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)  # (BLOCK_COLS,)
+    mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]  # (BLOCK_ROWS, BLOCK_COLS)
+    # int64 row offsets: R * C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 1536 x 15).
+    return rows.to(tl.int64)[:, None], cols, mask
+
+
+@triton.jit
+def time_tile(
+    lengths_ptr,
+    lengths_stride,
+    num_frames,
+    channels,
+    num_time_blocks,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """This program's tile of a (B, T, C) launch whose grid axis 0 runs over (batch, time block) pairs, so that
+    neither B nor T meets axis 1's 65535 limit: (batch (int64), frames (BLOCK_T, 1) int64, cols (BLOCK_C,),
+    in-bounds mask, mask of the real frames (both (BLOCK_T, BLOCK_C)))."""
+    batch = tl.program_id(0) // num_time_blocks
+    frames = (tl.program_id(0) % num_time_blocks) * BLOCK_T + tl.arange(0, BLOCK_T)  # (BLOCK_T,)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
+    length = tl.load(lengths_ptr + batch * lengths_stride)
+    in_bounds = (frames < num_frames)[:, None] & (cols < channels)[None, :]  # (BLOCK_T, BLOCK_C)
+    real = in_bounds & (frames < length)[:, None]
+    # int64 offsets: B * T * C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 32 k).
+    return batch.to(tl.int64), frames.to(tl.int64)[:, None], cols, in_bounds, real

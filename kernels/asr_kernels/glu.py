@@ -61,7 +61,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype, row_tiles
+    from asr_kernels._tiles import compute_dtype, row_tile, row_tiles
 
     @triton.jit
     def _glu_forward_kernel(
@@ -75,11 +75,8 @@ if HAS_TRITON:
         BLOCK_C: tl.constexpr,
         COMPUTE_DTYPE: tl.constexpr,
     ):
-        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
-        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
-        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
         # int64 row offsets: R * 2C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 2 x 11k).
-        rows = rows.to(tl.int64)[:, None]
+        rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
         a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
         b_offsets = a_offsets + channels * h_col_stride
         a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
@@ -103,10 +100,7 @@ if HAS_TRITON:
         BLOCK_C: tl.constexpr,
         COMPUTE_DTYPE: tl.constexpr,
     ):
-        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
-        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
-        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
-        rows = rows.to(tl.int64)[:, None]
+        rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
         grad_out_offsets = rows * grad_out_row_stride + cols[None, :] * grad_out_col_stride
         a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
         b_offsets = a_offsets + channels * h_col_stride

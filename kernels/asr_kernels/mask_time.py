@@ -70,7 +70,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import tile_sides
+    from asr_kernels._tiles import tile_sides, time_tile
 
     @triton.jit
     def _mask_time_kernel(
@@ -90,16 +90,9 @@ if HAS_TRITON:
         BLOCK_T: tl.constexpr,
         BLOCK_C: tl.constexpr,
     ):
-        # Grid axis 0 runs over (batch, time block) pairs, so neither B nor T meets axis 1/2's 65535 limit.
-        batch = tl.program_id(0) // num_time_blocks
-        frames = (tl.program_id(0) % num_time_blocks) * BLOCK_T + tl.arange(0, BLOCK_T)  # (BLOCK_T,)
-        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
-        length = tl.load(lengths_ptr + batch * lengths_stride)
-        in_bounds = (frames < num_frames)[:, None] & (cols < channels)[None, :]  # (BLOCK_T, BLOCK_C)
-        real = in_bounds & (frames < length)[:, None]
-        # int64 offsets: B * T * C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 32 k).
-        batch = batch.to(tl.int64)
-        frames = frames.to(tl.int64)[:, None]
+        batch, frames, cols, in_bounds, real = time_tile(
+            lengths_ptr, lengths_stride, num_frames, channels, num_time_blocks, BLOCK_T, BLOCK_C
+        )  # frames (BLOCK_T, 1), cols (BLOCK_C,), masks (BLOCK_T, BLOCK_C)
         x_offsets = batch * x_batch_stride + frames * x_time_stride + cols[None, :] * x_channel_stride
         out_offsets = batch * out_batch_stride + frames * out_time_stride + cols[None, :] * out_channel_stride
         # Padded frames are not loaded (other=0.0): zeros cost a store, no read, and NaN padding cannot leak.

@@ -84,7 +84,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype, row_tiles
+    from asr_kernels._tiles import compute_dtype, row_tile, row_tiles
 
     @triton.jit
     def _exp_minus_abs(z):
@@ -128,11 +128,7 @@ if HAS_TRITON:
         BLOCK_C: tl.constexpr,
         COMPUTE_DTYPE: tl.constexpr,
     ):
-        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
-        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
-        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
-        # int64 row offsets: R * C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 1536 x 15).
-        rows = rows.to(tl.int64)[:, None]
+        rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
         x = tl.load(x_ptr + rows * x_row_stride + cols[None, :] * x_col_stride, mask=mask, other=0.0)
         x = x.to(COMPUTE_DTYPE)
         z = x - SHIFT
@@ -158,10 +154,7 @@ if HAS_TRITON:
         BLOCK_C: tl.constexpr,
         COMPUTE_DTYPE: tl.constexpr,
     ):
-        rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # (BLOCK_ROWS,)
-        cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # (BLOCK_C,)
-        mask = (rows < num_rows)[:, None] & (cols < channels)[None, :]  # (BLOCK_ROWS, BLOCK_C)
-        rows = rows.to(tl.int64)[:, None]
+        rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
         grad_out_offsets = rows * grad_out_row_stride + cols[None, :] * grad_out_col_stride
         grad_out = tl.load(grad_out_ptr + grad_out_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
         x = tl.load(x_ptr + rows * x_row_stride + cols[None, :] * x_col_stride, mask=mask, other=0.0)
@@ -246,17 +239,13 @@ def swoosh_l_kernel(x: Tensor, form: str = "paper") -> Tensor:
     return _swoosh_forward(x, "l", form)
 
 
-@swoosh_l_kernel.register_fake
-def _(x: Tensor, form: str = "paper") -> Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
 @torch.library.custom_op("asr_kernels::swoosh_r", mutates_args=())
 def swoosh_r_kernel(x: Tensor, form: str = "paper") -> Tensor:
     """SwooshR through the Triton kernels (forward and backward); no dispatch, no checks."""
     return _swoosh_forward(x, "r", form)
 
 
+@swoosh_l_kernel.register_fake
 @swoosh_r_kernel.register_fake
 def _(x: Tensor, form: str = "paper") -> Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
