@@ -38,6 +38,11 @@ def _check_lengths(op: str, layout: str, x: Tensor, lengths: Tensor) -> None:
     """Raises ValueError unless ``x`` is 3-D and ``lengths`` is an integer (B,) for its batch."""
     if x.ndim != 3:
         raise ValueError(f"{op} takes x of shape {layout}, got a {x.ndim}-d tensor of shape {tuple(x.shape)}")
+    check_frame_counts(op, x, lengths)
+
+
+def check_frame_counts(op: str, x: Tensor, lengths: Tensor) -> None:
+    """Raises ValueError, naming ``op``, unless ``lengths`` is an integer (B,) for the batch of ``x`` (B, ...)."""
     if lengths.ndim != 1 or lengths.shape[0] != x.shape[0]:
         raise ValueError(
             f"{op}: lengths must be (B,) = ({x.shape[0]},), one frame count per example of x {tuple(x.shape)}, "

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels.mask_time import check_frame_counts
 
 # Dtypes the kernel handles (for x and y, which must share one, and for a tensor scale); anything else goes to
 # the reference.
@@ -50,15 +51,7 @@ def _check_inputs(x: Tensor, y: Tensor, lengths: Tensor, scale: float | Tensor) 
         raise ValueError(
             f"{op} takes x and y of one shape (B, T, C), got x {tuple(x.shape)} and y {tuple(y.shape)}"
         )
-    if lengths.ndim != 1 or lengths.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"{op}: lengths must be (B,) = ({x.shape[0]},), one frame count per example of x {tuple(x.shape)}, "
-            f"got shape {tuple(lengths.shape)}"
-        )
-    if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
-        raise ValueError(
-            f"{op}: lengths must hold integer frame counts, got dtype {lengths.dtype}; pass lengths.long()"
-        )
+    check_frame_counts(op, x, lengths)
     if isinstance(scale, Tensor):
         if scale.shape not in ((), (x.shape[2],)):
             raise ValueError(
