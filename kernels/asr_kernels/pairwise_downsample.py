@@ -234,16 +234,30 @@ if HAS_TRITON:
         return block_f, block_d
 
 
+def _launch(x: Tensor, weights: Tensor) -> tuple[int, tuple[int, int], dict]:
+    """(K = ceil(T / F), grid, meta-parameters) of a kernel launch on ``x`` (B, T, D) with F = len(weights): one
+    program per (output frame of an example, block of D channels)."""
+    batch, frames, channels = x.shape
+    out_frames = -(-frames // weights.shape[0])
+    block_f, block_d = launch_config(weights.shape[0], channels)
+    grid = (batch * out_frames, triton.cdiv(channels, block_d))
+    meta = {
+        "BLOCK_F": block_f,
+        "BLOCK_D": block_d,
+        "COMPUTE_DTYPE": compute_dtype(x.dtype, weights.dtype),
+        "num_warps": _NUM_WARPS,
+    }
+    return out_frames, grid, meta
+
+
 def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
     """Launches the forward kernel; returns a new contiguous (B, ceil(T / F), D)."""
     batch, frames, channels = x.shape
     factor = weights.shape[0]
-    out_frames = -(-frames // factor)
-    out = x.new_empty((batch, out_frames, channels))
+    out = x.new_empty((batch, -(-frames // factor), channels))
     if out.numel() == 0:
         return out
-    block_f, block_d = launch_config(factor, channels)
-    grid = (batch * out_frames, triton.cdiv(channels, block_d))
+    out_frames, grid, meta = _launch(x, weights)
     _pairwise_downsample_forward_kernel[grid](
         x,
         lengths,
@@ -256,10 +270,7 @@ def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) ->
         *x.stride(),
         lengths.stride(0),
         weights.stride(0),
-        BLOCK_F=block_f,
-        BLOCK_D=block_d,
-        COMPUTE_DTYPE=compute_dtype(x.dtype, weights.dtype),
-        num_warps=_NUM_WARPS,
+        **meta,
     )
     return out
 
@@ -268,17 +279,15 @@ def _pairwise_downsample_backward(
     grad_out: Tensor, x: Tensor, lengths: Tensor, weights: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Launches the backward kernel; returns (grad_x like x, contiguous; grad_weights like weights)."""
-    batch, frames, channels = x.shape
+    _, frames, channels = x.shape
     factor = weights.shape[0]
-    out_frames = -(-frames // factor)
     grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if grad_out.numel() == 0:
         return grad_x.zero_(), torch.zeros_like(weights)
-    block_f, block_d = launch_config(factor, channels)
-    grid = (batch * out_frames, triton.cdiv(channels, block_d))
+    out_frames, grid, meta = _launch(x, weights)
     partials_dtype = torch.float64 if torch.float64 in (x.dtype, weights.dtype) else torch.float32
     # (B K, D blocks, BLOCK_F): each program's share of dL/dp, summed below in a fixed order.
-    grad_probs_partial = torch.empty((*grid, block_f), dtype=partials_dtype, device=x.device)
+    grad_probs_partial = torch.empty((*grid, meta["BLOCK_F"]), dtype=partials_dtype, device=x.device)
     _pairwise_downsample_backward_kernel[grid](
         grad_out,
         x,
@@ -294,10 +303,7 @@ def _pairwise_downsample_backward(
         *x.stride(),
         lengths.stride(0),
         weights.stride(0),
-        BLOCK_F=block_f,
-        BLOCK_D=block_d,
-        COMPUTE_DTYPE=compute_dtype(x.dtype, weights.dtype),
-        num_warps=_NUM_WARPS,
+        **meta,
     )
     grad_probs = grad_probs_partial.sum(dim=(0, 1))[:factor]  # (F,)
     probs = weights.to(partials_dtype).softmax(dim=0)
