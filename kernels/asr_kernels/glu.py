@@ -64,6 +64,17 @@ if HAS_TRITON:
     from asr_kernels._tiles import compute_dtype, row_tile, row_tiles
 
     @triton.jit
+    def _load_halves(
+        h_ptr, rows, cols, mask, channels, h_row_stride, h_col_stride, COMPUTE_DTYPE: tl.constexpr
+    ):
+        # (a, b): this tile's columns of h's first and second half (R, 2C), in COMPUTE_DTYPE.
+        a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
+        b_offsets = a_offsets + channels * h_col_stride
+        a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        b = tl.load(h_ptr + b_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        return a, b
+
+    @triton.jit
     def _glu_forward_kernel(
         h_ptr,
         out_ptr,
@@ -77,10 +88,7 @@ if HAS_TRITON:
     ):
         # int64 row offsets: R * 2C passes 2**31 elements for long batches (e.g. 64 x 1500 frames x 2 x 11k).
         rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
-        a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
-        b_offsets = a_offsets + channels * h_col_stride
-        a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
-        b = tl.load(h_ptr + b_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        a, b = _load_halves(h_ptr, rows, cols, mask, channels, h_row_stride, h_col_stride, COMPUTE_DTYPE)
         out = a * tl.sigmoid(b)
         out_offsets = rows * channels + cols[None, :]  # out is freshly allocated, contiguous (R, C)
         tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
@@ -102,11 +110,8 @@ if HAS_TRITON:
     ):
         rows, cols, mask = row_tile(num_rows, channels, BLOCK_ROWS, BLOCK_C)  # (BLOCK_ROWS, 1), (BLOCK_C,)
         grad_out_offsets = rows * grad_out_row_stride + cols[None, :] * grad_out_col_stride
-        a_offsets = rows * h_row_stride + cols[None, :] * h_col_stride
-        b_offsets = a_offsets + channels * h_col_stride
         grad_out = tl.load(grad_out_ptr + grad_out_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
-        a = tl.load(h_ptr + a_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
-        b = tl.load(h_ptr + b_offsets, mask=mask, other=0.0).to(COMPUTE_DTYPE)
+        a, b = _load_halves(h_ptr, rows, cols, mask, channels, h_row_stride, h_col_stride, COMPUTE_DTYPE)
         # Recomputed rather than saved: one more exp per element is cheaper than writing and re-reading R*C.
         sigmoid_b = tl.sigmoid(b)
         grad_a = grad_out * sigmoid_b
