@@ -43,10 +43,11 @@ def test_a_lazy_path_imports_on_use_and_a_path_without_attribute_is_refused():
         Lazy("os.path").resolve()
 
 
-def test_a_specs_code_fields_given_as_paths_become_lazy_and_its_option_fields_exclude_the_common_ones():
-    spec = ArchitectureSpec(
+def toy_spec(config_class) -> ArchitectureSpec:
+    """A spec of ``config_class`` whose code fields name builtins by import path."""
+    return ArchitectureSpec(
         name="toy",
-        config_class=f"{__name__}:ToyConfig",
+        config_class=config_class,
         variants=(),
         config_for="builtins:dict",
         builder="builtins:repr",
@@ -55,6 +56,10 @@ def test_a_specs_code_fields_given_as_paths_become_lazy_and_its_option_fields_ex
         input_dim=80,
         output="ctc",
     )
+
+
+def test_a_specs_code_fields_given_as_paths_become_lazy_and_its_option_fields_exclude_the_common_ones():
+    spec = toy_spec(config_class=f"{__name__}:ToyConfig")
 
     assert isinstance(spec.builder, Lazy) and spec.builder(1) == "1"
     assert spec.config_type is ToyConfig
@@ -69,17 +74,7 @@ class ToyWithReferenceConfig(ToyConfig):
 
 
 def test_a_specs_reference_options_are_its_config_fields_reference_defaults_unless_it_lists_them():
-    spec = ArchitectureSpec(
-        name="toy",
-        config_class=ToyWithReferenceConfig,
-        variants=(),
-        config_for="builtins:dict",
-        builder="builtins:repr",
-        peak_learning_rate="builtins:float",
-        frontend="fbank",
-        input_dim=80,
-        output="ctc",
-    )
+    spec = toy_spec(config_class=ToyWithReferenceConfig)
 
     assert spec.reference_options == {"form": ("theirs", "theirs is another function")}
     listed = dataclasses.replace(spec, reference_options={"form": ("listed", "the spec says so")})
