@@ -13,14 +13,8 @@ from asr_pipeline.models.squeezeformer import (
     squeezeformer_config,
     squeezeformer_tiny,
 )
-from tests.models.ctc_steps import (
-    assert_ctc_outputs,
-    assert_float32_log_probs_under_bf16_autocast,
-    assert_padding_is_ignored,
-    assert_wrong_feature_width_names_the_fix,
-    ctc_overfit_losses,
-    parameters_without_gradient,
-)
+from tests.models import ctc_steps
+from tests.models.ctc_steps import ctc_overfit_losses
 
 
 def tiny(**overrides) -> Squeezeformer:
@@ -43,7 +37,7 @@ def test_output_shapes_and_lengths_on_prime_lengths():
     features = torch.randn(4, 97, 20)
     lengths = torch.tensor([97, 61, 23, 5])
 
-    assert_ctc_outputs(model, features, lengths, expected=[25, 16, 6, 2], vocab_size=11)
+    ctc_steps.assert_ctc_outputs(model, features, lengths, expected=[25, 16, 6, 2], vocab_size=11)
 
 
 def test_middle_blocks_run_at_half_the_frame_rate():
@@ -75,11 +69,11 @@ def test_without_a_unet_every_block_runs_at_one_quarter():
 
 
 def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode():
-    assert_padding_is_ignored(tiny().eval(), [97, 61, 23, 5], input_dim=20)
+    ctc_steps.assert_padding_is_ignored(tiny().eval(), [97, 61, 23, 5], input_dim=20)
 
 
 def test_gradients_reach_every_parameter():
-    assert parameters_without_gradient(tiny().train(), input_dim=20) == []
+    assert ctc_steps.parameters_without_gradient(tiny().train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc():
@@ -147,8 +141,8 @@ def test_invalid_configs_are_rejected_with_a_hint(overrides, message):
 
 
 def test_wrong_feature_width_names_the_fix():
-    assert_wrong_feature_width_names_the_fix(tiny())
+    ctc_steps.assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)
+    ctc_steps.assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)

@@ -15,15 +15,8 @@ from asr_pipeline.models.w2v_bert import (
     w2v_bert_tiny,
 )
 from asr_pipeline.models.w2v_bert_spec import ACTIVATION_NAMES, W2V_BERT
-from tests.models.ctc_steps import (
-    assert_ctc_outputs,
-    assert_float32_log_probs_under_bf16_autocast,
-    assert_padding_is_ignored,
-    assert_wrong_feature_width_names_the_fix,
-    ctc_loss,
-    ctc_overfit_losses,
-    parameters_without_gradient,
-)
+from tests.models import ctc_steps
+from tests.models.ctc_steps import ctc_loss, ctc_overfit_losses
 
 POSITION_TYPES = ["relative_key", "relative", "rotary", None]
 LENGTHS = [97, 61, 23, 5]  # primes and a near-empty one; 20 ms frames
@@ -45,7 +38,9 @@ def count_parameters(config: W2VBertConfig) -> int:
 def test_output_keeps_the_20ms_frame_rate_of_the_features():
     # Stacked fbank frames arrive at 20 ms and no layer strides: T' = T for every example.
     model = w2v_bert_tiny(vocab_size=11).eval()  # input_dim 160, the w2v-bert frontend's
-    assert_ctc_outputs(model, torch.randn(4, 97, 160), torch.tensor(LENGTHS), expected=LENGTHS, vocab_size=11)
+    ctc_steps.assert_ctc_outputs(
+        model, torch.randn(4, 97, 160), torch.tensor(LENGTHS), expected=LENGTHS, vocab_size=11
+    )
 
 
 @pytest.mark.parametrize(
@@ -80,7 +75,7 @@ def test_each_adapter_layer_halves_the_frame_rate(kernel, layers, expected):
     ids=[*map(str, POSITION_TYPES), "adapter", "adapter-48-intermediate-ffn"],
 )
 def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(overrides):
-    assert_padding_is_ignored(tiny(**overrides).eval(), LENGTHS, input_dim=20)
+    ctc_steps.assert_padding_is_ignored(tiny(**overrides).eval(), LENGTHS, input_dim=20)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +88,7 @@ def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(overrides)
     ids=[*map(str, POSITION_TYPES), "adapter", "masked_spec_embed"],
 )
 def test_gradients_reach_every_parameter(overrides):
-    assert parameters_without_gradient(tiny(**overrides).train(), input_dim=20) == []
+    assert ctc_steps.parameters_without_gradient(tiny(**overrides).train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc():
@@ -245,8 +240,8 @@ def test_invalid_configs_are_rejected_with_a_hint(overrides, message):
 
 
 def test_wrong_feature_width_names_the_fix():
-    assert_wrong_feature_width_names_the_fix(tiny())
+    ctc_steps.assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)
+    ctc_steps.assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)

@@ -17,14 +17,8 @@ from asr_pipeline.models.zipformer import (
     zipformer_tiny,
 )
 from asr_pipeline.models.zipformer_spec import ZIPFORMER
-from tests.models.ctc_steps import (
-    assert_ctc_outputs,
-    assert_float32_log_probs_under_bf16_autocast,
-    assert_padding_is_ignored,
-    assert_wrong_feature_width_names_the_fix,
-    ctc_overfit_losses,
-    parameters_without_gradient,
-)
+from tests.models import ctc_steps
+from tests.models.ctc_steps import ctc_overfit_losses
 
 
 def tiny(**overrides) -> Zipformer:
@@ -47,7 +41,7 @@ def test_output_shapes_and_lengths_on_prime_lengths():
     features = torch.randn(4, 97, 20)
     lengths = torch.tensor([97, 61, 23, 9])
 
-    assert_ctc_outputs(model, features, lengths, expected=[23, 14, 4, 1], vocab_size=11)
+    ctc_steps.assert_ctc_outputs(model, features, lengths, expected=[23, 14, 4, 1], vocab_size=11)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +83,7 @@ def test_padded_batch_gives_each_example_its_own_outputs_in_eval_mode(normalizat
     # Without input normalization the loud padding reaches the front end itself. 50 Hz lengths 45, 27, 8,
     # 1 are odd, so every downsampling has a group straddling the end of each utterance.
     model = tiny(input_normalization=normalization, output_downsampling_factor=output_factor).eval()
-    assert_padding_is_ignored(model, [97, 61, 23, 9], input_dim=20)
+    ctc_steps.assert_padding_is_ignored(model, [97, 61, 23, 9], input_dim=20)
 
 
 def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
@@ -113,7 +107,7 @@ def test_downsampling_repeats_each_utterances_last_frame_like_icefall():
 
 
 def test_gradients_reach_every_parameter():
-    assert parameters_without_gradient(tiny().train(), input_dim=20) == []
+    assert ctc_steps.parameters_without_gradient(tiny().train(), input_dim=20) == []
 
 
 def test_tiny_model_overfits_one_batch_with_ctc_and_the_recipes_adamw():
@@ -273,7 +267,7 @@ def test_config_has_no_flat_size_fields():
 
 
 def test_wrong_feature_width_names_the_fix():
-    assert_wrong_feature_width_names_the_fix(tiny())
+    ctc_steps.assert_wrong_feature_width_names_the_fix(tiny())
 
 
 def test_utterances_under_nine_frames_are_refused_with_the_minimum():
@@ -301,7 +295,7 @@ def test_feature_masks_drop_only_channels_past_the_unmasked_dim_and_only_in_trai
 
 
 def test_log_probs_are_float32_under_bf16_autocast():
-    assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)
+    ctc_steps.assert_float32_log_probs_under_bf16_autocast(tiny(), input_dim=20)
 
 
 def test_spec_defaults_to_icefalls_m_and_overrides_win():
