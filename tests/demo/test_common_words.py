@@ -14,13 +14,7 @@ LISTS = {
     name: value for name, value in vars(common_words).items() if name.isupper() and isinstance(value, list)
 }
 LEFT_OUT = [
-    "lead",
-    "wind",
-    "tear",
-    "desert",
-    "record",
-    "present",
-    "object",
+    *common_words.HETERONYMS,
     "mark",
     "bill",
     "rose",

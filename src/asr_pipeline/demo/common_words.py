@@ -4,12 +4,15 @@ Written from general knowledge of the most frequent words of English conversatio
 (not copied from a frequency list). Each list is roughly most-common-first, because the bag-of-words
 shape draws from them with Zipf weights by rank. ``words.py`` merges these into its role lists.
 
-Left out on purpose: heteronyms whose sound depends on meaning (lead, wind, tear, desert, record,
-present, object), homophones of words already here where both would be common (sara/sarah), and names
-that are also common words (mark, bill, rose, will).
+Left out on purpose: heteronyms whose sound depends on meaning (``HETERONYMS``), homophones of words already
+here where both would be common (sara/sarah), and names that are also common words (mark, bill, rose, will).
 """
 
 from __future__ import annotations
+
+# espeak-ng picks one pronunciation per spelling; these would teach the model the wrong one half the time. No
+# list here, nor the demo's vocabulary (``sentences.VOCABULARY``), holds them.
+HETERONYMS = frozenset({"lead", "wind", "tear", "desert", "record", "present", "object", "bow", "wound"})
 
 
 def _words(text: str) -> list[str]:
