@@ -30,6 +30,17 @@ def row_tiles(
     return block_rows, block_cols, (triton.cdiv(num_rows, block_rows), triton.cdiv(num_cols, block_cols))
 
 
+def row_meta(block_rows: int, block_cols: int, dtype: torch.dtype, num_warps: int) -> dict:
+    """The meta-parameters of a kernel tiled by ``row_tile``, for ``kernel[grid](..., **row_meta(...))``: its
+    BLOCK_ROWS, BLOCK_C, COMPUTE_DTYPE (``compute_dtype`` of ``dtype``) and num_warps."""
+    return {
+        "BLOCK_ROWS": block_rows,
+        "BLOCK_C": block_cols,
+        "COMPUTE_DTYPE": compute_dtype(dtype),
+        "num_warps": num_warps,
+    }
+
+
 def compute_dtype(*dtypes: torch.dtype):
     """fp32 keeps half-precision inputs to a single rounding, at the store; fp64 stays fp64 for gradcheck."""
     return tl.float64 if torch.float64 in dtypes else tl.float32

@@ -61,7 +61,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype, row_tile, row_tiles
+    from asr_kernels._tiles import row_meta, row_tile, row_tiles
 
     @triton.jit
     def _load_halves(
@@ -143,10 +143,7 @@ def _glu_forward(h: Tensor) -> Tensor:
         channels,
         h_rows.stride(0),
         h_rows.stride(1),
-        BLOCK_ROWS=block_rows,
-        BLOCK_C=block_c,
-        COMPUTE_DTYPE=compute_dtype(h.dtype),
-        num_warps=_NUM_WARPS,
+        **row_meta(block_rows, block_c, h.dtype, _NUM_WARPS),
     )
     return out
 
@@ -171,10 +168,7 @@ def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
         grad_out_rows.stride(1),
         h_rows.stride(0),
         h_rows.stride(1),
-        BLOCK_ROWS=block_rows,
-        BLOCK_C=block_c,
-        COMPUTE_DTYPE=compute_dtype(h.dtype),
-        num_warps=_NUM_WARPS,
+        **row_meta(block_rows, block_c, h.dtype, _NUM_WARPS),
     )
     return grad_h
 

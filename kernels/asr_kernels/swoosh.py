@@ -84,7 +84,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype, row_tile, row_tiles
+    from asr_kernels._tiles import row_meta, row_tile, row_tiles
 
     @triton.jit
     def _exp_minus_abs(z):
@@ -194,10 +194,7 @@ def _swoosh_forward(x: Tensor, side: str, form: str) -> Tensor:
         SHIFT=shift,
         OFFSET=offset,
         SIGMOID_FORM=form == "sigmoid",
-        BLOCK_ROWS=block_rows,
-        BLOCK_C=block_c,
-        COMPUTE_DTYPE=compute_dtype(x.dtype),
-        num_warps=_NUM_WARPS,
+        **row_meta(block_rows, block_c, x.dtype, _NUM_WARPS),
     )
     return out
 
@@ -223,10 +220,7 @@ def _swoosh_backward(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tenso
         x_rows.stride(1),
         SHIFT=_SHIFT_AND_OFFSET[side][0],
         SIGMOID_FORM=form == "sigmoid",
-        BLOCK_ROWS=block_rows,
-        BLOCK_C=block_c,
-        COMPUTE_DTYPE=compute_dtype(x.dtype),
-        num_warps=_NUM_WARPS,
+        **row_meta(block_rows, block_c, x.dtype, _NUM_WARPS),
     )
     return grad_x
 
