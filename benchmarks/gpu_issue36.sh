@@ -15,7 +15,8 @@
 #      LibriSpeech-shaped synthetic shards (bench_librispeech_scale.ensure_corpus, F = 80), its events.jsonl
 #      read by bench_gpu_step.py --engine-run (time to first step, compiles, steady audio-s/s);
 #   4. Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo) eager bf16/f32;
-#   5. if time is left: compiled with the kernels on, compiled f32, and CUDA graphs (reduce-overhead).
+#   5. the kernel parity tests compiled for the GPU (tests/kernels, if the image has pytest);
+#   6. if time is left: compiled with the kernels on, compiled f32, and CUDA graphs (reduce-overhead).
 set -uo pipefail
 OUT=${OUT:-runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
@@ -80,6 +81,10 @@ python3 benchmarks/bench_gpu_step.py --engine-run /tmp/engine_run > "$OUT/engine
 
 step others 150 $BENCH --models squeezeformer:m w2v-bert:600m zipformer:demo \
   --arms eager:off:bf16:exact eager:off:f32:exact --json "$OUT/others.json"
+# The kernels' parity files with the kernels compiled for this GPU (the shared @triton.jit tile helpers of
+# asr_kernels._tiles were checked only under TRITON_INTERPRET=1 when they landed); needs pytest in the image.
+python3 -c "import pytest" 2>/dev/null && step kernels_cuda 120 env ASR_KERNELS_TEST_DEVICE=cuda \
+  python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
 step compiled_more 200 $BENCH --models zipformer:m --buckets 2 \
   --arms compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
 # CUDA graphs on the bucketed (static T) shapes: inductor's reduce-overhead mode, against step 2's default.
