@@ -37,10 +37,10 @@ def launch_finetune(
 
 
 def main(argv: list[str] | None = None) -> None:
-    import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
     from asr_pipeline.hf_finetune.trainer import FinetuneRun, pick_device
+    from asr_pipeline.training.distributed import join_process_group, teardown_distributed
     from asr_pipeline.training.lifeline import follow_launcher
 
     @record  # writes this rank's traceback to the error file torchrun reports
@@ -55,13 +55,12 @@ def main(argv: list[str] | None = None) -> None:
         options = hf_finetune_options(job["options"], args.config)
         device = pick_device(options.device, int(os.environ.get("LOCAL_RANK", "0")))
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            join_process_group(device)
         try:
             val = Path(job["val"]) if job["val"] else None
             FinetuneRun(options, Path(job["train"]), val, Path(job["run_dir"]), live=job["live"]).run()
         finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            teardown_distributed()
 
     run()
 

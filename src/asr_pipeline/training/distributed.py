@@ -64,8 +64,16 @@ def setup_distributed(config: TrainConfig) -> DistributedContext:
         device = torch.device("cpu")
         torch.set_num_threads(config.run.threads_per_rank or cpu_threads_per_rank(local_world_size))
     if world_size > 1:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        join_process_group(device)
     return DistributedContext(rank, local_rank, world_size, device)
+
+
+def join_process_group(device: torch.device) -> None:
+    """Join torchrun's process group as the rank computing on ``device``: NCCL with that GPU as this process's
+    current device (where NCCL's collectives run), gloo on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
 
 
 def teardown_distributed() -> None:
@@ -110,6 +118,7 @@ __all__ = [
     "DistributedContext",
     "all_reduce_sum",
     "gather",
+    "join_process_group",
     "maybe_inject_fault",
     "parameter_digest",
     "setup_distributed",
