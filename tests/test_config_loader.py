@@ -7,7 +7,7 @@ import yaml
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
-from asr_pipeline.config_loader import ParamsYamlConfigLoader
+from asr_pipeline.config_loader import ParamsYamlConfigLoader, read_params_file
 from asr_pipeline.options import ConfigError
 from tests.conftest import PROJECT_ROOT
 
@@ -59,3 +59,14 @@ def test_a_params_yaml_that_is_not_yaml_is_one_line_naming_the_file_and_line(tmp
 
     assert str(error.value).startswith(f"{(tmp_path / 'params.yaml').resolve()}:4: not valid YAML (")
     assert "\n" not in str(error.value)
+
+
+def test_a_named_parameters_file_is_read_or_refused_in_one_line(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("conditions: {seed: 3}\n")
+    assert read_params_file(path) == {"conditions": {"seed": 3}}
+    with pytest.raises(ConfigError, match=r"missing\.yaml: no such parameters file"):
+        read_params_file(tmp_path / "missing.yaml")
+    path.write_text("- a list\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml: expected a mapping of stage name -> parameters"):
+        read_params_file(path)

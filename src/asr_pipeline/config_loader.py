@@ -40,8 +40,14 @@ class ParamsYamlConfigLoader(OmegaConfigLoader):
 def load_params_yaml(conf_source: str | Path) -> dict[str, Any]:
     """Read ``params.yaml`` next to the ``conf/`` folder; a missing file is an empty mapping."""
     path = Path(conf_source).resolve().parent / PARAMS_FILE
+    return read_params_file(path) if path.is_file() else {}
+
+
+def read_params_file(path: str | Path) -> dict[str, Any]:
+    """A params.yaml-style file's mapping; a missing file, invalid YAML or another top level: one-line errors."""
+    path = Path(path)
     if not path.is_file():
-        return {}
+        raise ConfigError(f"{path}: no such parameters file")
     with path.open(encoding="utf-8") as handle:
         try:
             data = yaml.safe_load(handle) or {}

@@ -94,3 +94,11 @@ def test_a_condition_names_an_evaluate_split(tmp_path, capsys):
             "--evaluate", "test=t.jsonl", "--condition", "test_noisy=noisy"]  # fmt: skip
     assert main(argv) == 1
     assert "expected SPLIT=CONDITION with SPLIT one of --evaluate's (test)" in capsys.readouterr().err
+
+
+def test_a_condition_with_a_missing_params_file_is_one_line_naming_it(tmp_path, capsys):
+    argv = ["hf-finetune", "--train", "t.jsonl", "--output-dir", str(tmp_path / "o"), "--model", "m",
+            "--evaluate", "test=t.jsonl", "--condition", "test=noisy",
+            "--params", str(tmp_path / "none.yaml")]  # fmt: skip
+    assert main(argv) == 1
+    assert "none.yaml: no such parameters file" in capsys.readouterr().err

@@ -77,9 +77,9 @@ def run(args: argparse.Namespace) -> int:
         evaluate[split] = {"manifest": evaluate[split], "condition": condition}
     conditions = None
     if args.condition:
-        import yaml
+        from asr_pipeline.config_loader import read_params_file
 
-        conditions = (yaml.safe_load(Path(args.params).read_text()) or {}).get("conditions")
+        conditions = read_params_file(args.params).get("conditions")
     options = {key: value for key, (value, _) in given_overrides(args, FLAGS).items()}
     if "model" not in options:
         raise ValueError(
