@@ -21,8 +21,10 @@ bound) x audio-s/s over the matmul rate of the arm's precision measured in the s
     python benchmarks/bench_gpu_step.py --smoke     # CPU, tiny model, seconds: the script's own check
     benchmarks/gpu_issue36.sh                       # the prepared GPU session (arms in priority order)
 
-An arm is MODE:KERNELS:PRECISION:SHAPES (eager|compile : on|off : f32|tf32|bf16 : exact|buckets); kernels
-on = the Triton kernels (CUDA only), off = the PyTorch references.
+An arm is MODE:KERNELS:PRECISION:SHAPES (eager|compile|layers : on|off : f32|tf32|bf16 : exact|buckets);
+compile = the whole model compiled, layers = each repeated layer compiled on its own (``--compile-scope
+layers``: a shorter cold compile, no fusion across layers); kernels on = the Triton kernels (CUDA only),
+off = the PyTorch references.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
 
 MODES, KERNELS, PRECISIONS, SHAPES = (
-    ("eager", "compile"),
+    ("eager", "compile", "layers"),
     ("on", "off"),
     ("f32", "tf32", "bf16"),
     ("exact", "buckets"),
@@ -125,6 +127,7 @@ class Arm:
     def __init__(self, model_name: str, arm: tuple[str, str, str, str], args, device: torch.device) -> None:
         self.model_name, self.arm, self.device = model_name, arm, device
         self.mode, kernels, self.precision, self.shapes = arm
+        self.marks = "buckets" if self.shapes == "buckets" else "auto"  # training.compile's shape modes
         self.kernels = "triton" if kernels == "on" else "reference"
         torch._dynamo.reset()
         torch.manual_seed(0)
@@ -135,16 +138,17 @@ class Arm:
         ).to(device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.runner = self.model
-        if self.mode == "compile":
-            self.runner = compile_model(self.model, backend=args.backend, mode=args.compile_mode)
+        if self.mode != "eager":  # compile: the whole model; layers: each repeated layer (regional)
+            scope = "model" if self.mode == "compile" else "layers"
+            self.runner = compile_model(
+                self.model, backend=args.backend, mode=args.compile_mode, scope=scope, shapes=self.marks
+            )
         self.batches = make_batches(model_name, args, device, self.shapes)
 
     def step(self, batch: dict) -> None:
         with use_kernels(self.kernels):
-            if self.mode == "compile":
-                mark_batch_shapes(
-                    batch["features"], batch["lengths"], "buckets" if self.shapes == "buckets" else "auto"
-                )
+            if self.mode != "eager":
+                mark_batch_shapes(batch["features"], batch["lengths"], self.marks)
             train_step(self.runner, self.optimizer, batch, self.precision, self.device)
 
     def synchronize(self) -> None:

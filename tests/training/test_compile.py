@@ -16,10 +16,19 @@ import textwrap
 
 import pytest
 import torch
+from torch import nn
 
 from asr_pipeline.data.batching import TimeBuckets
-from asr_pipeline.models.zipformer import zipformer_tiny
-from asr_pipeline.training.compile import CompileCache, compile_counts, compile_model, mark_batch_shapes
+from asr_pipeline.models.zipformer import zipformer_demo, zipformer_tiny
+from asr_pipeline.training.compile import (
+    CompileCache,
+    CompileCounts,
+    compile_counts,
+    compile_model,
+    mark_batch_shapes,
+    mark_layer_inputs,
+    repeated_layers,
+)
 
 
 def padded_batch(batch: int, frames: int, longest: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,3 +123,91 @@ def test_a_second_run_compiles_from_the_artifacts_the_first_run_saved(tmp_path):
 
     assert not first["loaded"] and first["saved"] > 0 and first["misses"] > 0
     assert second["loaded"] and second["misses"] == 0 and second["hits"] == first["misses"]
+
+
+def test_the_repeated_layers_are_the_items_of_the_innermost_module_lists():
+    model = zipformer_demo(vocab_size=11)
+
+    sites = repeated_layers(model)
+
+    # the encoder layers inside each stack's list, not the stacks (their list holds lists)
+    assert [modules[index] for modules, index in sites] == [
+        layer for stack in model.stacks for layer in stack.layers
+    ]
+
+
+def test_the_layers_scope_refuses_a_model_without_repeated_layers_and_an_unknown_scope():
+    with pytest.raises(ValueError, match="compile scope 'model'"):
+        compile_model(nn.Sequential(nn.Linear(4, 4)), backend="aot_eager", scope="layers")
+    with pytest.raises(ValueError, match="model, layers"):
+        compile_model(nn.Linear(4, 4), scope="blocks")  # type: ignore[arg-type]
+
+
+def test_a_layers_inputs_are_marked_batch_dynamic_and_otherwise_static_in_buckets():
+    x, lengths, positions = (
+        torch.zeros(3, 20, 8),
+        torch.ones(3),
+        torch.zeros(39, 4),
+    )  # (B, T', D), (B,), (2T'-1, P)
+
+    mark_layer_inputs((x, positions, lengths), "buckets")
+
+    assert x._dynamo_weak_dynamic_indices == {0} and x._dynamo_static_indices == {1, 2}
+    assert lengths._dynamo_weak_dynamic_indices == {0}
+    assert positions._dynamo_static_indices == {0, 1}  # no batch axis
+    untouched = torch.zeros(3, 20, 8)
+    mark_layer_inputs((untouched,), "auto")
+    assert not hasattr(untouched, "_dynamo_static_indices")
+
+
+@pytest.mark.slow
+def test_layer_by_layer_compiling_trains_as_eager_shares_graphs_and_leaves_the_model_eager():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    # no dropout or feature masks: nothing random, so eager and compiled see the same numbers
+    model = zipformer_demo(vocab_size=11, dropout=0.0, feature_mask_prob=0.0).train()
+    layers = [layer for stack in model.stacks for layer in stack.layers]
+    compiled = compile_model(model, backend="aot_eager", scope="layers", shapes="buckets")
+    # a layer's graph depends on its widths and frame rate: 9 layers, 6 graphs
+    distinct = {
+        (tuple(p.shape for p in layer.parameters()), stack.factor)
+        for stack in model.stacks
+        for layer in stack.layers
+    }
+    before = compile_counts()
+
+    results = []
+    for module in (model, compiled):
+        model.zero_grad()
+        features, lengths = padded_batch(3, 96, 90, seed=1)
+        log_probs, out_lengths = module(features, lengths)
+        log_probs.sum().backward()
+        results.append((log_probs.detach(), out_lengths, [p.grad.clone() for p in model.parameters()]))
+    counts = compile_counts() - before
+    (eager, eager_lengths, eager_grads), (ours, our_lengths, our_grads) = results
+
+    assert torch.equal(our_lengths, eager_lengths)
+    valid = torch.arange(eager.size(1)) < eager_lengths[:, None]  # (B, T'') real output frames
+    torch.testing.assert_close(ours[valid], eager[valid], rtol=1e-5, atol=1e-5)
+    for ours_grad, eager_grad in zip(our_grads, eager_grads, strict=True):
+        torch.testing.assert_close(ours_grad, eager_grad, rtol=1e-4, atol=1e-5)
+    # a graph per distinct layer, and per input kind: the first layer of a stack takes a view (dynamo
+    # guards on its base), the next ones take a layer's output
+    assert counts.graph_breaks == 0 and counts.compiles <= 2 * len(distinct), counts
+    assert counts.compiles < len(layers)
+    # the model's own lists hold its eager layers again (validation and checkpoints use them)
+    assert [layer for stack in model.stacks for layer in stack.layers] == layers
+    assert not any("_orig_mod" in name for name in model.state_dict())
+    assert compiled.config is model.config  # the model's attributes, as through torch.compile's wrapper
+
+    # other batch sizes in the same bucket compile nothing more; a second bucket length as much again
+    def train_on(shapes: list[tuple[int, int]]) -> CompileCounts:
+        for seed, (batch, frames) in enumerate(shapes):
+            features, lengths = padded_batch(batch, frames, frames - 5, seed)
+            mark_batch_shapes(features, lengths, "buckets")
+            compiled(features, lengths)[0].sum().backward()
+        return compile_counts() - before
+
+    assert train_on([(2, 96), (5, 96)]).compiles == counts.compiles
+    later = train_on([(4, 48), (3, 48), (2, 96)])
+    assert later.graph_breaks == 0 and later.compiles == 2 * counts.compiles

@@ -59,6 +59,14 @@ def test_a_compiled_run_on_bucketed_batches_compiles_once_per_bucket_and_trains_
     run(zipformer_run(corpus, tokenizer_path, earlier, compile_cache=str(earlier / "cache"), **options))
     run(zipformer_run(corpus, tokenizer_path, compiled_dir, compile_cache=str(tmp_path / "cache"), **options))
     run(zipformer_run(corpus, tokenizer_path, eager_dir))
+    # each repeated layer compiled on its own (regional), sharing the cache folder
+    layers_dir = tmp_path / "layers"
+    layer_options = {**options, "compile_scope": "layers"}
+    run(
+        zipformer_run(
+            corpus, tokenizer_path, layers_dir, compile_cache=str(tmp_path / "cache"), **layer_options
+        )
+    )
 
     batching = events(compiled_dir, "data")[0]["values"]["batching"]
     assert batching["time_buckets"] == BUCKETS
@@ -77,4 +85,10 @@ def test_a_compiled_run_on_bucketed_batches_compiles_once_per_bucket_and_trains_
     eager_losses = [e["values"]["loss"] for e in events(eager_dir, "train")]
     assert len(compiled_losses) == len(eager_losses) >= 3
     assert compiled_losses == pytest.approx(eager_losses, rel=1e-4)
+    *_, layered_epoch1, layered_epoch2 = [e["values"] for e in events(layers_dir, "compile")]
+    assert layered_epoch2["scope"] == "layers" and steady["scope"] == "model"
+    assert layered_epoch2["graph_breaks"] == 0
+    assert layered_epoch2["compiles"] == layered_epoch1["compiles"]  # the second epoch compiled nothing new
+    layer_losses = [e["values"]["loss"] for e in events(layers_dir, "train")]
+    assert layer_losses == pytest.approx(eager_losses, rel=1e-4)
     assert events(eager_dir, "compile") == []

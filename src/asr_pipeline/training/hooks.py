@@ -261,16 +261,18 @@ class CompileHook(TrainingHook):
     batches, else left to dynamo ("auto"). The compile cache (``run.compile_cache``) is in force from the
     first model to the end of the run: loaded before the first compile, saved (rank 0) after every epoch
     that compiled. A run starts from a clean dynamo (``torch._dynamo.reset``), as in a process of its own.
+    ``run.compile_scope`` "layers" compiles each repeated layer, not the whole model
+    (``training.compile.LayerCompiled``).
 
     Events ("compile"): after the first optimizer step (``phase`` "first_step"; ``first_step_sec``: from
     the Trainer's start, before the model is built, to the end of that step) and after every epoch
     (``phase`` "epoch", ``saved_bytes``); both carry ``CompileCounts`` since the run started and the
-    settings (``mode``, ``backend``, ``shapes``, ``cache_dir``, ``cache_loaded``).
+    settings (``mode``, ``scope``, ``backend``, ``shapes``, ``cache_dir``, ``cache_loaded``).
     """
 
     def __init__(self, config: TrainConfig) -> None:
         run = config.run
-        self.mode, self.backend = str(run.compile), run.compile_backend
+        self.mode, self.backend, self.scope = str(run.compile), run.compile_backend, run.compile_scope
         self.shapes = "buckets" if config.data.pad_to_buckets is not None else "auto"
         self.cache = CompileCache(run.compile_cache or default_cache_dir())
         self.started = time.perf_counter()
@@ -289,7 +291,9 @@ class CompileHook(TrainingHook):
             self.in_force.enter_context(self.cache.active())
             self.cache_loaded = self.cache.load()
             self.before = compile_counts()
-        trainer.forward_module = compile_model(trainer.model, backend=self.backend, mode=self.mode)  # type: ignore[attr-defined]
+        trainer.forward_module = compile_model(  # type: ignore[attr-defined]
+            trainer.model, backend=self.backend, mode=self.mode, scope=self.scope, shapes=self.shapes
+        )
         return None
 
     def on_batch(self, trainer: TrainerView, batch: Batch) -> None:
@@ -319,6 +323,7 @@ class CompileHook(TrainingHook):
         return {
             "phase": phase,
             "mode": self.mode,
+            "scope": self.scope,
             "backend": self.backend,
             "shapes": self.shapes,
             "cache_dir": str(self.cache.folder),

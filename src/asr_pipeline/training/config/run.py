@@ -12,6 +12,9 @@ from asr_pipeline.training.config.checks import non_negative, positive
 # torch.compile's own mode names, and "off" for the eager model (training.compile).
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
+# What it compiles: the whole forward, or each repeated layer on its own (training.compile.LayerCompiled).
+CompileScope = Literal["model", "layers"]
+COMPILE_SCOPES: tuple[str, ...] = get_args(CompileScope)
 _SWITCH_WORDS = {"true": True, "on": True, "yes": True, "false": False, "no": False}
 
 
@@ -77,6 +80,11 @@ class RunConfig:
         flag="--compile",
         metavar="MODE",
         parse=compile_mode,
+    )
+    compile_scope: CompileScope = setting(
+        "model",
+        help="what --compile compiles: model = the whole forward (the most fusion); layers = each repeated layer on its own, layers of one shape sharing a graph (a cold compile traces Zipformer-M's 4 distinct layers, not its 16), the glue between them eager",
+        flag="--compile-scope",
     )
     compile_backend: str = setting(
         "inductor",
