@@ -24,11 +24,13 @@
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
 #   cudagraphs    CUDA graphs (inductor's reduce-overhead) on the layer-compiled step;
+#   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
+#                 size per bucket but the last, so a few graphs are recorded);
 #   compiled_more the whole model compiled with the kernels on, and in f32.
 set -uo pipefail
 OUT=${OUT:-runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_cuda others cudagraphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_cuda others cudagraphs engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -94,16 +96,19 @@ ensure_corpus(Path('/tmp/corpus'), 4, 512, 80, 0)" > "$OUT/corpus.log" 2>&1 ;;
 esac
 TRAIN="python3 -m asr_pipeline.cli train --train-manifest /tmp/corpus/corpus-v1-F80-rows512-seed0
   --architecture zipformer --variant m --vocab-size 500 --backend cuda --precision bf16
-  --compile default --compile-scope layers --pad-to-buckets 2 --compile-cache /tmp/compile_cache
+  --compile-scope layers --pad-to-buckets 2 --compile-cache /tmp/compile_cache
   --max-audio-duration-sec 16 --adaptive-batch-budget 128000 --adaptive-batch-max-samples 256
   --lr-warmup-steps 20 --log-every 5 --no-dvclive"
-step engine 150 $TRAIN --epochs 3 --output-dir /tmp/engine_run
-step engine_warm 75 $TRAIN --epochs 1 --output-dir /tmp/engine_warm
-for run in engine_run engine_warm; do
+step engine 150 $TRAIN --compile default --epochs 3 --output-dir /tmp/engine_run
+step engine_warm 75 $TRAIN --compile default --epochs 1 --output-dir /tmp/engine_warm
+copy_engine_figures() {
+for run in engine_run engine_warm engine_graphs; do
   [ -f /tmp/$run/events.jsonl ] || continue
   cp /tmp/$run/events.jsonl "$OUT/${run}_events.jsonl"
   python3 benchmarks/bench_gpu_step.py --engine-run /tmp/$run > "$OUT/$run.json" 2>&1
 done
+}
+copy_engine_figures
 
 python3 -c "import pytest" 2>/dev/null || { echo "no pytest in the image: kernels_cuda skipped"; SKIPPED="$SKIPPED kernels_cuda"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
@@ -112,6 +117,8 @@ step others 120 $BENCH --models squeezeformer:m w2v-bert:600m zipformer:demo \
 # CUDA graphs on the one padded shape: inductor's reduce-overhead mode, against layers_m's default.
 step cudagraphs 120 $BENCH --models zipformer:m --compile-mode reduce-overhead \
   --arms layers:off:bf16:buckets --json "$OUT/cudagraphs.json"
+step engine_graphs 150 $TRAIN --compile reduce-overhead --epochs 3 --output-dir /tmp/engine_graphs
+copy_engine_figures
 step compiled_more 240 $BENCH --models zipformer:m \
   --arms compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
 
@@ -120,7 +127,7 @@ for name in eager_m compiled_m layers_m others cudagraphs compiled_more; do
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
-cat "$OUT/engine_run.json" "$OUT/engine_warm.json" 2>/dev/null
+cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"
 exit 0
