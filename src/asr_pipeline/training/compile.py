@@ -105,8 +105,7 @@ class LayerCompiled(nn.Module):
     Shapes. A layer's inputs are made inside the model, so the marks on the model's batch do not reach
     them; each call marks them as ``shapes`` says (``mark_layer_inputs``): with "buckets", batch sizes
     vary and every other size is static, as in a whole compiled model (left to dynamo, the second stack's
-    other width and frame rate would make every size dynamic: on the dev box's CPU that step of
-    Zipformer-M was 3.1x slower than with static sizes).
+    other width and frame rate would make every size of the layer's graph dynamic, its kernels generic).
 
     ``model`` itself stays eager, for validation and checkpoints: its lists hold the compiled wrappers only
     while this module's forward runs. Dynamo keeps one cache per code object, which every layer of the
