@@ -5,6 +5,8 @@
 #                                                  # lacks (kenlm, flashlight-text, soundfile + cffi) from .venv
 #   bash benchmarks/gpu_issue36.sh                 # THERE (device `run`, carry [".gpu"], timeout_s 600)
 #   bash benchmarks/gpu_issue36.sh run STEP...     # THERE, only these steps (what an earlier call skipped)
+#   REHEARSE=1 bash benchmarks/gpu_issue36.sh      # HERE, in this .venv: every step on the CPU with the tiny
+#                                                  # Zipformer and aot_eager, in minutes: the script's own check
 #
 # There, each step under its own `timeout`, skipped once the 9 minutes (BUDGET_SEC) would be passed (the
 # summary names the skipped ones, for a later call); logs and JSON under $OUT (default runs/gpu_issue36),
@@ -16,10 +18,10 @@
 #   layers_m      each repeated layer compiled on its own (--compile-scope layers: a shorter cold compile),
 #                 bf16, kernels off, and its profile;
 #   engine        `asr-pipeline train` Zipformer-M bf16 --compile default --compile-scope layers
-#                 --pad-to-buckets 2 on LibriSpeech-shaped synthetic shards (1-16 s, F = 80), its
+#                 --pad-to-buckets 1280,1600 on LibriSpeech-shaped synthetic shards (1-16 s, F = 80), its
 #                 events.jsonl read by bench_gpu_step.py --engine-run (time to first step, compiles,
 #                 steady audio-s/s);
-#   engine_warm   the same run again for one epoch: the time to the first step on a warm compile cache;
+#   engine_warm   the same settings on 64 other utterances: the time to the first step on a warm cache;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
@@ -28,7 +30,18 @@
 #                 size per bucket but the last, so a few graphs are recorded);
 #   compiled_more the whole model compiled with the kernels on, and in f32.
 set -uo pipefail
-OUT=${OUT:-runs/gpu_issue36}
+REHEARSE=${REHEARSE:-}
+# Where the step's files go, and the sizes: the GPU's, or the rehearsal's (CPU, tiny model, aot_eager).
+if [ -n "$REHEARSE" ]; then
+  ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32
+  SIZES="--batch-frames 400 --lengths 80 100 --backend aot_eager" MODEL="--variant tiny --backend cpu --compile-backend aot_eager"
+  BUDGET_SEC=${BUDGET_SEC:-900}
+else
+  ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512
+  SIZES="--batch-frames 128000 --lengths 800 1000" MODEL="--variant m --backend cuda"
+  BUDGET_SEC=${BUDGET_SEC:-540}
+fi
+OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
 ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_cuda others cudagraphs engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
@@ -47,15 +60,18 @@ for name in $STEPS; do
 done
 
 START=$(date +%s)
-BUDGET_SEC=${BUDGET_SEC:-540}
-mkdir -p "$OUT" /tmp/site
+mkdir -p "$OUT" $ROOT/site
 export PYTHONUNBUFFERED=1 KEDRO_DISABLE_TELEMETRY=1 DVC_NO_ANALYTICS=1
-export TORCHINDUCTOR_CACHE_DIR=/tmp/compile_cache/inductor # the engine's --compile-cache /tmp/compile_cache too
-unset TRITON_INTERPRET                                      # the kernels compile for the GPU
-tar -xJf "$SITE" -C /tmp/site || { echo "no $SITE: run 'bash benchmarks/gpu_issue36.sh prepare' here first"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD/src:$PWD/kernels
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed (PYTHONPATH has src/ and kernels/)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+export TORCHINDUCTOR_CACHE_DIR=$ROOT/compile_cache/inductor # the engine's --compile-cache $ROOT/compile_cache too
+unset TRITON_INTERPRET                                       # the kernels compile for the GPU
+if [ -n "$REHEARSE" ]; then
+  . .venv/bin/activate && export PYTHONPATH=$PWD/src:$PWD/kernels
+else
+  tar -xJf "$SITE" -C $ROOT/site || { echo "no $SITE: run 'bash benchmarks/gpu_issue36.sh prepare' here first"; exit 1; }
+  export PYTHONPATH=$ROOT/site:$PWD/src:$PWD/kernels
+  python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed (PYTHONPATH has src/ and kernels/)"
+fi
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU (rehearsal)"; } | tee "$OUT/device.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" \
   | tee -a "$OUT/device.txt"
 
@@ -76,14 +92,14 @@ step() {
   echo "rc=$? after $(( $(date +%s) - START ))s"; grep -v -i "warn" "$OUT/$name.log" | tail -n 6
 }
 # 128 utterances of <= 10 s per batch (4 lengths, 8-10 s), padded to one length (1,000 frames): one compile
-BENCH="python3 benchmarks/bench_gpu_step.py --batch-frames 128000 --lengths 800 1000 --batches 4 --buckets 1 --repeats 3"
+BENCH="python3 benchmarks/bench_gpu_step.py $SIZES --batches 4 --buckets 1 --repeats 3"
 
-step eager_m 100 $BENCH --models zipformer:m \
+step eager_m 100 $BENCH --models $M \
   --arms eager:off:bf16:buckets eager:on:bf16:buckets eager:off:f32:buckets eager:on:f32:buckets \
   --largest-batch eager:off:bf16:buckets --json "$OUT/eager_m.json"
-step compiled_m 240 $BENCH --models zipformer:m --arms compile:off:bf16:buckets \
+step compiled_m 240 $BENCH --models $M --arms compile:off:bf16:buckets \
   --profile compile:off:bf16:buckets --profile-out "$OUT/profile_compiled_bf16.txt" --json "$OUT/compiled_m.json"
-step layers_m 150 $BENCH --models zipformer:m --arms layers:off:bf16:buckets \
+step layers_m 150 $BENCH --models $M --arms layers:off:bf16:buckets \
   --profile layers:off:bf16:buckets --profile-out "$OUT/profile_layers_bf16.txt" --json "$OUT/layers_m.json"
 
 # The engine: synthetic LibriSpeech-shaped shards (4 x 512 utterances, 1-16 s kept), one process, bf16.
@@ -92,34 +108,40 @@ case " $STEPS " in *" engine"*)
 import sys; sys.path.insert(0, 'benchmarks')
 from pathlib import Path
 from bench_librispeech_scale import ensure_corpus
-ensure_corpus(Path('/tmp/corpus'), 4, 512, 80, 0)" > "$OUT/corpus.log" 2>&1 ;;
+ensure_corpus(Path('$ROOT/corpus'), 4, $ROWS, 80, 0)
+ensure_corpus(Path('$ROOT/corpus'), 1, 64, 80, 1)  # engine_warm's: the same bucket lengths, a few steps" > "$OUT/corpus.log" 2>&1 ;;
 esac
-TRAIN="python3 -m asr_pipeline.cli train --train-manifest /tmp/corpus/corpus-v1-F80-rows512-seed0
-  --architecture zipformer --variant m --vocab-size 500 --backend cuda --precision bf16
-  --compile-scope layers --pad-to-buckets 2 --compile-cache /tmp/compile_cache
+# Bucket lengths given, not derived from each corpus's longest utterance, so the warm run's small corpus
+# meets the graphs the first run compiled.
+TRAIN="python3 -m asr_pipeline.cli train --architecture zipformer $MODEL --vocab-size 500 --precision bf16
+  --compile-scope layers --pad-to-buckets 1280,1600 --compile-cache $ROOT/compile_cache
   --max-audio-duration-sec 16 --adaptive-batch-budget 128000 --adaptive-batch-max-samples 256
   --lr-warmup-steps 20 --log-every 5 --no-dvclive"
-step engine 150 $TRAIN --compile default --epochs 3 --output-dir /tmp/engine_run
-step engine_warm 75 $TRAIN --compile default --epochs 1 --output-dir /tmp/engine_warm
+CORPUS=$ROOT/corpus/corpus-v1-F80-rows$ROWS-seed0
+step engine 150 $TRAIN --train-manifest $CORPUS --compile default --epochs 3 --output-dir $ROOT/engine_run
+step engine_warm 75 $TRAIN --train-manifest $ROOT/corpus/corpus-v1-F80-rows64-seed1 --compile default --epochs 1 \
+  --output-dir $ROOT/engine_warm
 copy_engine_figures() {
 for run in engine_run engine_warm engine_graphs; do
-  [ -f /tmp/$run/events.jsonl ] || continue
-  cp /tmp/$run/events.jsonl "$OUT/${run}_events.jsonl"
-  python3 benchmarks/bench_gpu_step.py --engine-run /tmp/$run > "$OUT/$run.json" 2>&1
+  [ -f $ROOT/$run/events.jsonl ] || continue
+  cp $ROOT/$run/events.jsonl "$OUT/${run}_events.jsonl"
+  python3 benchmarks/bench_gpu_step.py --engine-run $ROOT/$run > "$OUT/$run.json" 2>&1
 done
 }
 copy_engine_figures
 
+[ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
 python3 -c "import pytest" 2>/dev/null || { echo "no pytest in the image: kernels_cuda skipped"; SKIPPED="$SKIPPED kernels_cuda"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
-step others 120 $BENCH --models squeezeformer:m w2v-bert:600m zipformer:demo \
+step others 120 $BENCH --models $OTHERS \
   --arms eager:off:bf16:buckets eager:off:f32:buckets --json "$OUT/others.json"
 # CUDA graphs on the one padded shape: inductor's reduce-overhead mode, against layers_m's default.
-step cudagraphs 120 $BENCH --models zipformer:m --compile-mode reduce-overhead \
+step cudagraphs 120 $BENCH --models $M --compile-mode reduce-overhead \
   --arms layers:off:bf16:buckets --json "$OUT/cudagraphs.json"
-step engine_graphs 150 $TRAIN --compile reduce-overhead --epochs 3 --output-dir /tmp/engine_graphs
+step engine_graphs 150 $TRAIN --train-manifest $CORPUS --compile reduce-overhead --epochs 3 \
+  --output-dir $ROOT/engine_graphs
 copy_engine_figures
-step compiled_more 240 $BENCH --models zipformer:m \
+step compiled_more 240 $BENCH --models $M \
   --arms compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
 
 echo; echo "=== summary ($(( $(date +%s) - START ))s; device: $(head -n 1 "$OUT/device.txt"))"
