@@ -201,9 +201,19 @@ def profile_table(arm: Arm, steps: int = 3, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60)
 
 
+def memory_cap(device: torch.device, gib: float) -> float:
+    """Hold this process to ``gib`` GiB of the GPU's memory (``torch.cuda.set_per_process_memory_fraction``),
+    so that a larger card answers for a smaller one; returns the fraction set (1.0: the card is no larger)."""
+    fraction = min(1.0, gib * 2**30 / torch.cuda.get_device_properties(device).total_memory)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return fraction
+
+
 def largest_batch(arm: Arm, args) -> dict:
-    """The most padded frames per batch the arm's step fits, at the longest length (its top bucket)."""
+    """The most padded frames per batch the arm's step fits, at the longest length (its top bucket), in
+    ``--largest-memory-gib`` of the GPU's memory."""
     frames = args.lengths[1]
+    fraction = memory_cap(arm.device, args.largest_memory_gib)
 
     def fits(batch_frames: int) -> bool:
         batch = synthetic_batch(batch_frames, frames, arm.device, architecture=parse_model(arm.model_name)[0])
@@ -218,16 +228,20 @@ def largest_batch(arm: Arm, args) -> dict:
             del batch
             torch.cuda.empty_cache()
 
-    best = largest_fitting(fits, args.batch_frames, args.largest_limit)
-    batch_frames = best or args.batch_frames
-    torch.cuda.reset_peak_memory_stats(arm.device)
-    fits(batch_frames)
+    try:
+        best = largest_fitting(fits, args.batch_frames, args.largest_limit)
+        torch.cuda.reset_peak_memory_stats(arm.device)
+        fits(best or args.batch_frames)
+    finally:  # the later arms have the whole card again
+        torch.cuda.set_per_process_memory_fraction(1.0, arm.device)
     return {
         "model": arm.model_name,
         "arm": arm_name(arm.arm),
         "largest_batch_frames": best,
         "utterances": best // frames,
         "peak_gib": torch.cuda.max_memory_allocated(arm.device) / 2**30,
+        "memory_gib": args.largest_memory_gib,
+        "memory_fraction": fraction,
     }
 
 
@@ -290,6 +304,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--profile-out", default="profile.txt")
     parser.add_argument("--largest-batch", type=parse_arm, help="also search this arm's largest batch (CUDA)")
     parser.add_argument("--largest-limit", type=int, default=4_096_000, help="padded frames searched up to")
+    parser.add_argument(
+        "--largest-memory-gib",
+        type=float,
+        default=79.6,
+        help="GPU memory the largest batch must fit in (default: an H100 80GB's 81,559 MiB, also on an H200)",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="CPU, tiny model and batches: a check in seconds"
     )
