@@ -121,12 +121,13 @@ CORPUS=$ROOT/corpus/corpus-v1-F80-rows$ROWS-seed0
 step engine 150 $TRAIN --train-manifest $CORPUS --compile default --epochs 3 --output-dir $ROOT/engine_run
 step engine_warm 75 $TRAIN --train-manifest $ROOT/corpus/corpus-v1-F80-rows64-seed1 --compile default --epochs 1 \
   --output-dir $ROOT/engine_warm
+# each engine run's events and the figures bench_gpu_step.py reads from them, into $OUT
 copy_engine_figures() {
-for run in engine_run engine_warm engine_graphs; do
-  [ -f $ROOT/$run/events.jsonl ] || continue
-  cp $ROOT/$run/events.jsonl "$OUT/${run}_events.jsonl"
-  python3 benchmarks/bench_gpu_step.py --engine-run $ROOT/$run > "$OUT/$run.json" 2>&1
-done
+  for run in engine_run engine_warm engine_graphs; do
+    [ -f $ROOT/$run/events.jsonl ] || continue
+    cp $ROOT/$run/events.jsonl "$OUT/${run}_events.jsonl"
+    python3 benchmarks/bench_gpu_step.py --engine-run $ROOT/$run > "$OUT/$run.json" 2>&1
+  done
 }
 copy_engine_figures
 
