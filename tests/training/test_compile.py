@@ -26,7 +26,7 @@ from asr_pipeline.training.compile import (
     compile_counts,
     compile_model,
     mark_batch_shapes,
-    mark_layer_inputs,
+    mark_input_shapes,
     repeated_layers,
 )
 
@@ -150,13 +150,13 @@ def test_a_layers_inputs_are_marked_batch_dynamic_and_otherwise_static_in_bucket
         torch.zeros(39, 4),
     )  # (B, T', D), (B,), (2T'-1, P)
 
-    mark_layer_inputs((x, positions, lengths), "buckets")
+    mark_input_shapes((x, positions, lengths), "buckets")
 
     assert x._dynamo_weak_dynamic_indices == {0} and x._dynamo_static_indices == {1, 2}
     assert lengths._dynamo_weak_dynamic_indices == {0}
     assert positions._dynamo_static_indices == {0, 1}  # no batch axis
     untouched = torch.zeros(3, 20, 8)
-    mark_layer_inputs((untouched,), "auto")
+    mark_input_shapes((untouched,), "auto")
     assert not hasattr(untouched, "_dynamo_static_indices")
 
 

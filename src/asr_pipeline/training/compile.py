@@ -103,7 +103,7 @@ class LayerCompiled(nn.Module):
     and upsampling, output) runs eagerly, and no fusion crosses a layer's edge.
 
     Shapes. A layer's inputs are made inside the model, so the marks on the model's batch do not reach
-    them; each call marks them as ``shapes`` says (``mark_layer_inputs``): with "buckets", batch sizes
+    them; each call marks them as ``shapes`` says (``mark_input_shapes``): with "buckets", batch sizes
     vary and every other size is static, as in a whole compiled model (left to dynamo, the second stack's
     other width and frame rate would make every size of the layer's graph dynamic, its kernels generic).
 
@@ -117,8 +117,7 @@ class LayerCompiled(nn.Module):
         self, model: nn.Module, compile_layer: Callable[[nn.Module], nn.Module], shapes: Shapes = "auto"
     ) -> None:
         super().__init__()
-        if shapes not in SHAPE_MODES:
-            raise ValueError(f"compile shapes must be one of {', '.join(SHAPE_MODES)}; got {shapes!r}")
+        _check_shapes(shapes)
         self.model = model
         self.sites = repeated_layers(model)
         if not self.sites:
@@ -156,36 +155,15 @@ class LayerCompiled(nn.Module):
 
 
 class _Marked(nn.Module):
-    """A compiled layer whose inputs are marked (``mark_layer_inputs``) before each call."""
+    """A compiled layer whose inputs are marked (``mark_input_shapes``) before each call."""
 
     def __init__(self, layer: nn.Module, shapes: Shapes) -> None:
         super().__init__()
         self.layer, self.shapes = layer, shapes
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        mark_layer_inputs(args, self.shapes)
+        mark_input_shapes(args, self.shapes)
         return self.layer(*args, **kwargs)
-
-
-def mark_layer_inputs(args: tuple[Any, ...], shapes: Shapes) -> None:
-    """Mark a layer call's tensors as ``mark_batch_shapes`` marks a batch. The batch size is the first
-    tensor's first size; a tensor whose first size equals it is batch-first (x, lengths, a mask), any
-    other (relative positions) has no batch axis. "buckets": the batch axis dynamic, every other size
-    static; "dynamic": the batch and time axes of batch-first tensors dynamic; "auto": no marks."""
-    tensors = [arg for arg in args if isinstance(arg, Tensor)]
-    if shapes == "auto" or not tensors:
-        return
-    batch = tensors[0].size(0)
-    for tensor in tensors:
-        batch_first = tensor.dim() > 0 and tensor.size(0) == batch
-        if batch_first:
-            torch._dynamo.maybe_mark_dynamic(tensor, 0)
-        if shapes == "dynamic":
-            if batch_first and tensor.dim() > 1:
-                torch._dynamo.maybe_mark_dynamic(tensor, 1)
-            continue
-        for dim in range(1 if batch_first else 0, tensor.dim()):
-            torch._dynamo.mark_static(tensor, dim)
 
 
 def default_cache_dir() -> Path:
@@ -203,17 +181,35 @@ def mark_batch_shapes(features: Tensor, lengths: Tensor, shapes: Shapes) -> None
     a model that branches on T, as Zipformer's upsampling does on T' modulo 8, still adds guards).
     ``auto``: dynamo's default, each size static until it changes once, then dynamic.
     """
+    mark_input_shapes((features, lengths), shapes)
+
+
+def _check_shapes(shapes: str) -> None:
     if shapes not in SHAPE_MODES:
         raise ValueError(f"compile shapes must be one of {', '.join(SHAPE_MODES)}; got {shapes!r}")
-    if shapes == "auto":
+
+
+def mark_input_shapes(args: tuple[Any, ...], shapes: Shapes) -> None:
+    """Mark the tensors of a compiled call (a batch's features and lengths, or a layer's inputs) as
+    ``mark_batch_shapes`` says. The batch size is the first tensor's first size; a tensor whose first size
+    equals it is batch-first (x, lengths, a mask), any other (relative positions) has no batch axis.
+    "buckets": the batch axis dynamic, every other size static; "dynamic": the batch and time axes of
+    batch-first tensors dynamic; "auto": no marks."""
+    _check_shapes(shapes)
+    tensors = [arg for arg in args if isinstance(arg, Tensor)]
+    if shapes == "auto" or not tensors:
         return
-    # maybe_: a batch of one stays specialised rather than failing the mark
-    torch._dynamo.maybe_mark_dynamic(features, 0)
-    torch._dynamo.maybe_mark_dynamic(lengths, 0)
-    if shapes == "buckets":
-        torch._dynamo.mark_static(features, 1)
-    else:
-        torch._dynamo.maybe_mark_dynamic(features, 1)
+    batch = tensors[0].size(0)
+    for tensor in tensors:
+        batch_first = tensor.dim() > 0 and tensor.size(0) == batch
+        if batch_first:  # maybe_: a batch of one stays specialised rather than failing the mark
+            torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        if shapes == "dynamic":
+            if batch_first and tensor.dim() > 1:
+                torch._dynamo.maybe_mark_dynamic(tensor, 1)
+            continue
+        for dim in range(1 if batch_first else 0, tensor.dim()):
+            torch._dynamo.mark_static(tensor, dim)
 
 
 @dataclass(frozen=True)
@@ -340,6 +336,6 @@ __all__ = [
     "compile_model",
     "default_cache_dir",
     "mark_batch_shapes",
-    "mark_layer_inputs",
+    "mark_input_shapes",
     "repeated_layers",
 ]
