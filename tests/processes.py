@@ -1,29 +1,16 @@
-"""Helpers for tests that kill processes: wait for any pid to exit, list a process's descendants."""
+"""Helpers for tests that kill processes: list a process's descendants, hold a run dir's lock elsewhere
+(waiting for any pid to exit is ``training.lifeline.wait_exited``)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import select
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    """Whether process ``pid`` (not necessarily our child) exits within ``timeout`` seconds: a pidfd becomes
-    readable when it does, so nothing polls."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([pidfd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(pidfd)
+from asr_pipeline.training.lifeline import parent_of
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -33,12 +20,12 @@ def descendants(pid: int) -> dict[int, str]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_bytes()
             commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        parents[int(entry.name)] = int(stat.rsplit(b")", 1)[1].split()[1])
+        parent = parent_of(int(entry.name))
+        if parent is not None:
+            parents[int(entry.name)] = parent
     found: dict[int, str] = {}
     frontier = {pid}
     while frontier:

@@ -17,8 +17,9 @@ from typing import NamedTuple
 import pytest
 
 from asr_pipeline.cli import main
+from asr_pipeline.training.lifeline import wait_exited
 from tests.factories import NUM_BINS
-from tests.processes import descendants, lock_held_elsewhere, wait_gone
+from tests.processes import descendants, lock_held_elsewhere
 
 DEADLINE_SEC = 30.0
 
@@ -157,7 +158,7 @@ def test_a_killed_train_command_leaves_no_worker_running_and_no_lock(running_job
         os.kill(running_job.launcher.pid, signal.SIGKILL)
     running_job.launcher.wait()
 
-    survivors = {pid: cmd for pid, cmd in running_job.processes.items() if not wait_gone(pid, DEADLINE_SEC)}
+    survivors = {pid: cmd for pid, cmd in running_job.processes.items() if not wait_exited(pid, DEADLINE_SEC)}
     assert survivors == {}, f"still running {DEADLINE_SEC} s after the kill"
     from asr_pipeline.training.run_dir import locked_run_dir
 

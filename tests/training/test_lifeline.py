@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
 import textwrap
 
-from asr_pipeline.training.lifeline import LAUNCHER_PID_ENV, ORPHANED_EXIT, parent_of
-from tests.processes import wait_gone
+import pytest
+
+from asr_pipeline.training.lifeline import LAUNCHER_PID_ENV, ORPHANED_EXIT, parent_of, wait_exited
 
 DEADLINE_SEC = 20.0
 
@@ -48,7 +50,7 @@ def test_a_command_started_through_the_lifeline_dies_when_its_parent_is_killed()
         assert parent_of(child) == parent.pid
         parent.kill()
         parent.wait()
-        assert wait_gone(child, DEADLINE_SEC), f"the command {child} outlived its killed parent"
+        assert wait_exited(child, DEADLINE_SEC), f"the command {child} outlived its killed parent"
     finally:
         kill(child)
 
@@ -115,8 +117,10 @@ def test_a_rank_exits_when_its_launcher_is_killed_even_if_its_own_parent_lives_o
         assert parent_of(rank) == middle and parent_of(middle) == launcher.pid
         launcher.kill()
         launcher.wait()
-        assert wait_gone(rank, DEADLINE_SEC), f"rank {rank} outlived its killed launcher"
-        assert not wait_gone(middle, 0.2), "the middle process has no guard: only the watchdog ended the rank"
+        assert wait_exited(rank, DEADLINE_SEC), f"rank {rank} outlived its killed launcher"
+        assert not wait_exited(middle, 0.2), (
+            "the middle process has no guard: only the watchdog ended the rank"
+        )
     finally:
         kill(rank)
         kill(middle)
@@ -136,7 +140,7 @@ def test_a_rank_dies_with_its_parent_by_the_parent_death_signal():
     launcher, parent, rank = start_chain()
     try:
         kill(parent)
-        assert wait_gone(rank, DEADLINE_SEC), f"rank {rank} outlived its killed parent"
+        assert wait_exited(rank, DEADLINE_SEC), f"rank {rank} outlived its killed parent"
     finally:
         kill(rank)
         launcher.kill()
@@ -157,3 +161,24 @@ def test_parent_of_names_a_live_process_parent_and_none_for_a_gone_one():
 
     assert parent_of(os.getpid()) == os.getppid()
     assert parent_of(gone.pid) is None
+
+
+def test_wait_exited_sees_an_exit_even_when_the_pidfd_is_numbered_past_1024():
+    # A long test session (or a launcher with many shards open) holds over a thousand descriptors: select()
+    # refuses descriptor 1024 and up, which failed CI once; poll does not.
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        pytest.skip(f"the descriptor limit ({soft}) is below 1100")
+    held = []
+    with open(os.devnull) as null:
+        while not held or held[-1] < 1030:
+            held.append(os.dup(null.fileno()))
+        try:
+            sleeper = subprocess.Popen(["sleep", "0.2"])
+            assert not wait_exited(sleeper.pid, 0.0)
+            assert wait_exited(sleeper.pid, DEADLINE_SEC)
+            sleeper.wait()
+            assert wait_exited(sleeper.pid, 0.0)  # reaped: no such process
+        finally:
+            for fd in held:
+                os.close(fd)

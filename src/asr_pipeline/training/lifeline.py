@@ -94,19 +94,29 @@ def follow_launcher(environ: Mapping[str, str] = os.environ) -> threading.Thread
     return watchdog
 
 
+def wait_exited(pid: int, timeout: float | None = None) -> bool:
+    """Whether process ``pid`` (any process, not only a child) has exited within ``timeout`` seconds (None:
+    wait for it). A pidfd becomes readable when the process exits, so nothing polls, and a reused pid cannot
+    fool it. OSError (AttributeError before Python 3.9) where pidfds are unavailable (not Linux >= 5.3)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        waiter = select.poll()  # poll, not select: a pidfd may be numbered past select's 1024
+        waiter.register(pidfd, select.POLLIN)
+        return bool(waiter.poll(None if timeout is None else timeout * 1000))
+    finally:
+        os.close(pidfd)
+
+
 def _watch(launcher: int) -> None:
     """Block until ``launcher`` exits, then end this process."""
     try:
-        pidfd = os.pidfd_open(launcher)
-    except ProcessLookupError:
-        _orphaned(f"its launcher {launcher} is gone")
+        wait_exited(launcher)
     except (AttributeError, OSError):  # no pidfd (not Linux >= 5.3): poll
         while _alive(launcher):
             time.sleep(1.0)
-        _orphaned(f"its launcher {launcher} is gone")
-    waiter = select.poll()  # poll, not select: a pidfd may be numbered past select's 1024
-    waiter.register(pidfd, select.POLLIN)
-    waiter.poll()  # readable once the process has exited
     _orphaned(f"its launcher {launcher} exited")
 
 
