@@ -3,7 +3,9 @@ checkout of someone else's, say) the logger writes its files without DVC integra
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -68,6 +70,34 @@ def test_inside_a_dvc_project_the_logger_keeps_its_dvc_integration(foreign_repo,
     assert logger.dvc_integration
     assert (foreign_repo / "runs" / "x" / DVCLIVE_DIR / "metrics.json").is_file()
     assert git(foreign_repo, "diff", "--cached", "--name-only") == ""
+
+
+def test_a_closed_logger_leaves_no_descriptor_of_the_dvc_project_open(foreign_repo, monkeypatch):
+    # One process may train many times (a Kedro session, the test suite): a run's DVC repository (state
+    # databases, Git pack files) must not stay open after it, or a long process runs out of descriptors.
+    from dvc.repo import Repo
+
+    Repo.init(str(foreign_repo)).close()
+    monkeypatch.chdir(foreign_repo)
+
+    def run(name: str) -> None:
+        logger = DVCLiveLogger(foreign_repo / "runs" / name)
+        logger.on_event("train", 10, 0, TRAIN_VALUES)
+        logger.close()
+        assert logger.dvc_integration
+
+    run("first")  # imports and process-wide caches: not a run's
+    before = _open_descriptors()
+    run("second")
+    assert _open_descriptors() == before
+
+
+def _open_descriptors() -> dict[int, str]:
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, gone by now
+            found[int(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+    return found
 
 
 def test_the_dvc_project_is_the_nearest_folder_above_holding_dvc(tmp_path):

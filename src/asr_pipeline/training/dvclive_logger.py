@@ -101,6 +101,11 @@ class DVCLiveLogger:
 
     def close(self) -> None:
         self.live.end()
+        # DVCLive never closes the DVC repository it opened: its state databases and Git pack files would stay
+        # open for the life of the process (12 descriptors per run in a process that trains many times).
+        repo = getattr(self.live, "_dvc_repo", None)
+        if repo is not None:
+            repo.close()
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:
