@@ -99,8 +99,11 @@ def edit_params(project: Path, overrides: dict) -> None:
 
 def copy_project(project: Path, params: dict) -> Path:
     """This project's tracked and untracked-unignored files in ``project``, with ``params`` merged into
-    params.yaml, committed in a fresh git repository."""
-    files = run(["git", "ls-files", "-co", "--exclude-standard"], PROJECT_ROOT).stdout.split()
+    params.yaml, committed in a fresh git repository. Not what a local ``make demo`` left untracked: its
+    ``dvc.lock`` and ``data/metrics`` results would make the copy a run project, not this commit's."""
+    tracked = run(["git", "ls-files", "-c"], PROJECT_ROOT).stdout.split()
+    untracked = run(["git", "ls-files", "-o", "--exclude-standard"], PROJECT_ROOT).stdout.split()
+    files = tracked + [name for name in untracked if name != "dvc.lock" and not name.startswith("data/")]
     for name in files:
         if (PROJECT_ROOT / name).is_file():
             (project / name).parent.mkdir(parents=True, exist_ok=True)
