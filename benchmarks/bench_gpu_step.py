@@ -21,10 +21,13 @@ bound) x audio-s/s over the matmul rate of the arm's precision measured in the s
     python benchmarks/bench_gpu_step.py --smoke     # CPU, tiny model, seconds: the script's own check
     benchmarks/gpu_issue36.sh                       # the prepared GPU session (arms in priority order)
 
-An arm is MODE:KERNELS:PRECISION:SHAPES (eager|compile|layers : on|off : f32|tf32|bf16 : exact|buckets);
-compile = the whole model compiled, layers = each repeated layer compiled on its own (``--compile-scope
-layers``: a shorter cold compile, no fusion across layers); kernels on = the Triton kernels (CUDA only),
-off = the PyTorch references.
+An arm is MODE:KERNELS:PRECISION:SHAPES (eager|compile|layers : on|off|auto|OP : f32|tf32|bf16 :
+exact|buckets); compile = the whole model compiled, layers = each repeated layer compiled on its own
+(``--compile-scope layers``: a shorter cold compile, no fusion across layers); kernels on = every op's Triton
+kernel (CUDA only), off = the PyTorch references, auto = the kernels ``asr_kernels.AUTO_KERNELS`` names (a
+run's default), OP (an ``asr_kernels.OPS`` name) = that op's kernel alone. ``--per-op ARM`` times ARM once per
+op with that op's kernel alone and prints each op's ratio to ARM with the kernels off: the model-level
+evidence ``AUTO_KERNELS`` is set from.
 """
 
 from __future__ import annotations
@@ -56,14 +59,14 @@ from training_step import (
     train_step,
 )
 
-from asr_kernels import use_kernels
+from asr_kernels import AUTO_KERNELS, OPS, use_kernels
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
 
 MODES, KERNELS, PRECISIONS, SHAPES = (
     ("eager", "compile", "layers"),
-    ("on", "off"),
+    ("on", "off", "auto", *OPS),
     ("f32", "tf32", "bf16"),
     ("exact", "buckets"),
 )
@@ -81,6 +84,20 @@ def parse_arm(text: str) -> tuple[str, str, str, str]:
 
 def arm_name(arm: tuple[str, str, str, str]) -> str:
     return ":".join(arm)
+
+
+def arms_to_time(args, cuda: bool) -> list[tuple[str, str, str, str]]:
+    """``--arms`` (default: every combination of ``--modes``, ``--kernels``, ``--precisions``, ``--shapes``),
+    then ``--per-op``'s arm with the kernels off (unless listed) and with each op's kernel alone. Off CUDA only
+    the arms with the kernels off and without tf32: the Triton kernels run only interpreted on a CPU."""
+    arms = list(args.arms or itertools.product(args.modes, args.kernels, args.precisions, args.shapes))
+    if args.per_op:
+        mode, _, precision, shapes = args.per_op
+        baseline = (mode, "off", precision, shapes)
+        arms += ([] if baseline in arms else [baseline]) + [(mode, op, precision, shapes) for op in OPS]
+    if not cuda:
+        arms = [arm for arm in arms if arm[1] == "off" and arm[2] != "tf32"]
+    return arms
 
 
 def make_batches(model_name: str, args, device: torch.device, shapes: str) -> list[dict]:
@@ -128,7 +145,10 @@ class Arm:
         self.model_name, self.arm, self.device = model_name, arm, device
         self.mode, kernels, self.precision, self.shapes = arm
         self.marks = "buckets" if self.shapes == "buckets" else "auto"  # training.compile's shape modes
-        self.kernels = "triton" if kernels == "on" else "reference"
+        # (choice, only): on = every kernel, off = none, auto = AUTO_KERNELS, an op name = that kernel alone
+        self.kernels = {"on": ("triton", None), "off": ("reference", None), "auto": ("auto", None)}.get(
+            kernels, ("triton", (kernels,))
+        )
         torch._dynamo.reset()
         torch.manual_seed(0)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
@@ -146,7 +166,7 @@ class Arm:
         self.batches = make_batches(model_name, args, device, self.shapes)
 
     def step(self, batch: dict) -> None:
-        with use_kernels(self.kernels):
+        with use_kernels(*self.kernels):
             if self.mode != "eager":
                 mark_batch_shapes(batch["features"], batch["lengths"], self.marks)
             train_step(self.runner, self.optimizer, batch, self.precision, self.device)
@@ -257,11 +277,13 @@ def engine_throughput(run_dir: str) -> dict:
         e["values"]["audio_seconds_per_sec"] for e in windows[1:]
     ]
     data = read_events(run_dir, "data")[0]["values"]["batching"]
+    kernels = read_events(run_dir, "kernels")
     last = compile_events[-1] if compile_events else {}
     return {
         "run_dir": run_dir,
         "first_step_sec": compile_events[0]["first_step_sec"] if compile_events else None,
         **{k: last.get(k) for k in ("compiles", "recompiles", "graph_breaks", "compile_sec")},
+        "kernels": kernels[-1]["values"] if kernels else None,  # the ops whose Triton kernel ran
         "time_buckets": data.get("time_buckets"),
         "padding_fraction": data["epoch0"].get("padding_fraction"),
         "steady_audio_sec_per_sec": statistics.median(steady) if steady else None,
@@ -269,13 +291,45 @@ def engine_throughput(run_dir: str) -> dict:
     }
 
 
+def kernel_verdicts(rows: list[dict]) -> list[dict]:
+    """Each row whose kernels are not "off", against the row of the same model, mode, precision and shapes with
+    the kernels off: ``speedup`` = reference step ms / this step ms (> 1: the kernel(s) pay), and what
+    ``auto`` runs today for a single op (``AUTO_KERNELS``: "eager", "eager+compiled" or "reference")."""
+    reference = {}
+    for row in rows:
+        mode, kernels, precision, shapes = row["arm"].split(":")
+        if kernels == "off":
+            reference[row["model"], mode, precision, shapes] = row["step_ms_median"]
+    verdicts = []
+    for row in rows:
+        mode, kernels, precision, shapes = row["arm"].split(":")
+        baseline = reference.get((row["model"], mode, precision, shapes))
+        if kernels == "off" or baseline is None:
+            continue
+        auto = {True: "eager+compiled", False: "eager"}.get(AUTO_KERNELS.get(kernels), "reference")
+        verdicts.append({
+            "model": row["model"], "arm": row["arm"], "step_ms": row["step_ms_median"], "reference_ms": baseline,
+            "speedup": baseline / row["step_ms_median"], "auto_today": auto if kernels in OPS else "",
+        })  # fmt: skip
+    return verdicts
+
+
+def print_verdicts(verdicts: list[dict]) -> None:
+    header = f"{'model':>15} {'arm':>40} | {'step ms':>8} {'ref ms':>8} {'speedup':>7} | auto today"
+    print_table(header, (
+        f"{v['model']:>15} {v['arm']:>40} | {v['step_ms']:8.1f} {v['reference_ms']:8.1f} {v['speedup']:7.2f}x | "
+        f"{v['auto_today']}"
+        for v in verdicts
+    ))  # fmt: skip
+
+
 def print_rows(rows: list[dict]) -> None:
     header = (
-        f"{'model':>15} {'arm':>26} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
+        f"{'model':>15} {'arm':>40} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
         f"{'first s':>7} {'compiles':>8} {'recomp':>6} {'breaks':>6} {'timed recomp':>12}"
     )
     print_table(header, (
-        f"{r['model']:>15} {r['arm']:>26} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
+        f"{r['model']:>15} {r['arm']:>40} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
         f"{r['mfu']:6.1%} {r['peak_gib']:8.2f} | {r['first_pass_sec']:7.1f} {r['compiles']:>8} "
         f"{r['recompiles']:>6} {r['graph_breaks']:>6} {r['timed_recompiles']:>12}"
         for r in rows
@@ -289,7 +343,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--arms", nargs="+", type=parse_arm, help="default: every combination of the next four"
     )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=["off", "on", "auto"])
+    parser.add_argument(
+        "--per-op",
+        type=parse_arm,
+        help="also time this arm with each op's kernel alone (its KERNELS ignored)",
+    )
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=["f32", "bf16"])
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--batch-frames", type=int, default=128_000, help="padded 10 ms frames per batch")
@@ -327,9 +386,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.models, args.batch_frames, args.lengths = ["zipformer:tiny"], 400, [80, 160]
         args.batches, args.buckets, args.repeats, args.backend = 2, 2, 1, "aot_eager"
         torch.set_num_threads(1)
-    arms = args.arms or list(itertools.product(args.modes, args.kernels, args.precisions, args.shapes))
-    if not cuda:  # the Triton kernels run only interpreted on a CPU: a correctness tool, not timed
-        arms = [arm for arm in arms if arm[1] == "off" and arm[2] != "tf32"]
+    arms = arms_to_time(args, cuda)
     rates = {}
     if cuda:
         rates = matmul_rates(device)
@@ -375,12 +432,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(
-                {"rates_tflops": {k: v / 1e12 for k, v in rates.items()}, "rows": rows, **report},
+                {
+                    "rates_tflops": {k: v / 1e12 for k, v in rates.items()},
+                    "rows": rows,
+                    "kernel_verdicts": kernel_verdicts(rows),
+                    **report,
+                },
                 handle,
                 indent=1,
             )
     print()
     print_rows(rows)
+    verdicts = kernel_verdicts(rows)
+    if verdicts:
+        print()
+        print_verdicts(verdicts)
     return rows
 
 

@@ -13,7 +13,8 @@
 # the short table printed last. A cold compile of the whole Zipformer-M took 188 s on an H200 when the
 # issue was filed, so every bench arm uses ONE padded length (128 x <= 10 s, the issue's table) and every
 # step shares one compile cache (/tmp/compile_cache). The steps, in priority order:
-#   eager_m       Zipformer-M eager, f32/bf16 x kernels on/off, and the largest bf16 batch that fits;
+#   eager_m       Zipformer-M eager, f32/bf16 x kernels on/off, bf16 with auto's kernels (AUTO_KERNELS), and
+#                 the largest bf16 batch that fits;
 #   compiled_m    the whole model compiled, bf16, kernels off, and its profile (top 15 kernels, "before");
 #   layers_m      each repeated layer compiled on its own (--compile-scope layers: a shorter cold compile),
 #                 bf16, kernels off, and its profile;
@@ -22,13 +23,16 @@
 #                 events.jsonl read by bench_gpu_step.py --engine-run (time to first step, compiles,
 #                 steady audio-s/s);
 #   engine_warm   the same settings on 64 other utterances: the time to the first step on a warm cache;
+#   kernels_ops   Zipformer-M eager bf16 with each op's kernel alone against the references (--per-op): which
+#                 kernels pay at the model level, the evidence asr_kernels.AUTO_KERNELS is set from;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
 #   cudagraphs    CUDA graphs (inductor's reduce-overhead) on the layer-compiled step;
 #   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
 #                 size per bucket but the last, so a few graphs are recorded);
-#   compiled_more the whole model compiled with the kernels on, and in f32.
+#   compiled_more layer-compiled with auto's kernels (a run's default kernels), the whole model compiled with
+#                 every kernel on, and in f32.
 set -uo pipefail
 REHEARSE=${REHEARSE:-}
 # Where the step's files go, and the sizes: the GPU's, or the rehearsal's (CPU, tiny model, aot_eager).
@@ -43,7 +47,7 @@ else
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_cuda others cudagraphs engine_graphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -95,7 +99,7 @@ step() {
 BENCH="python3 benchmarks/bench_gpu_step.py $SIZES --batches 4 --buckets 1 --repeats 3"
 
 step eager_m 100 $BENCH --models $M \
-  --arms eager:off:bf16:buckets eager:on:bf16:buckets eager:off:f32:buckets eager:on:f32:buckets \
+  --arms eager:off:bf16:buckets eager:on:bf16:buckets eager:auto:bf16:buckets eager:off:f32:buckets eager:on:f32:buckets \
   --largest-batch eager:off:bf16:buckets --json "$OUT/eager_m.json"
 step compiled_m 240 $BENCH --models $M --arms compile:off:bf16:buckets \
   --profile compile:off:bf16:buckets --profile-out "$OUT/profile_compiled_bf16.txt" --json "$OUT/compiled_m.json"
@@ -131,6 +135,7 @@ copy_engine_figures() {
 }
 copy_engine_figures
 
+step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --json "$OUT/kernels_ops.json"
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
 python3 -c "import pytest" 2>/dev/null || { echo "no pytest in the image: kernels_cuda skipped"; SKIPPED="$SKIPPED kernels_cuda"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
@@ -143,10 +148,10 @@ step engine_graphs 150 $TRAIN --train-manifest $CORPUS --compile reduce-overhead
   --output-dir $ROOT/engine_graphs
 copy_engine_figures
 step compiled_more 240 $BENCH --models $M \
-  --arms compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
+  --arms layers:auto:bf16:buckets compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
 
 echo; echo "=== summary ($(( $(date +%s) - START ))s; device: $(head -n 1 "$OUT/device.txt"))"
-for name in eager_m compiled_m layers_m others cudagraphs compiled_more; do
+for name in eager_m compiled_m layers_m kernels_ops others cudagraphs compiled_more; do
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null

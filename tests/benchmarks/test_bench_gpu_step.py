@@ -55,8 +55,49 @@ def test_the_smoke_run_times_a_bucketed_arm_and_writes_its_profile(bench, tmp_pa
 
 def test_an_arm_names_mode_kernels_precision_and_shapes(bench):
     assert bench.parse_arm("compile:off:bf16:buckets") == ("compile", "off", "bf16", "buckets")
-    with pytest.raises(Exception, match="MODE:KERNELS:PRECISION:SHAPES"):
-        bench.parse_arm("compile:bf16")
+    assert bench.parse_arm("eager:relative_shift:bf16:exact")[1] == "relative_shift"  # that kernel alone
+    assert bench.parse_arm("layers:auto:f32:buckets")[1] == "auto"
+    for wrong in ("compile:bf16", "eager:swish:bf16:exact"):
+        with pytest.raises(Exception, match="MODE:KERNELS:PRECISION:SHAPES"):
+            bench.parse_arm(wrong)
+
+
+def test_per_op_times_the_arm_once_per_op_beside_its_reference(bench):
+    from asr_kernels import OPS
+
+    args = bench.argparse.Namespace(
+        arms=[("eager", "on", "bf16", "buckets")], per_op=("eager", "auto", "bf16", "buckets")
+    )
+    arms = bench.arms_to_time(args, cuda=True)
+    assert arms[:2] == [("eager", "on", "bf16", "buckets"), ("eager", "off", "bf16", "buckets")]
+    assert [arm[1] for arm in arms[2:]] == list(OPS)
+    assert bench.arms_to_time(args, cuda=False) == [("eager", "off", "bf16", "buckets")]
+
+
+def test_the_verdicts_compare_each_kernel_arm_with_the_reference_of_its_model_mode_and_precision(bench):
+    def row(arm: str, ms: float, model: str = "zipformer:m") -> dict:
+        return {"model": model, "arm": arm, "step_ms_median": ms}
+
+    rows = [
+        row("eager:off:bf16:buckets", 300.0),
+        row("eager:relative_shift:bf16:buckets", 250.0),
+        row("eager:glu:bf16:buckets", 330.0),
+        row("eager:on:bf16:buckets", 360.0),
+        row("eager:on:f32:buckets", 200.0),  # no f32 reference: no verdict
+        row("eager:glu:bf16:buckets", 100.0, model="squeezeformer:m"),  # another model's: none either
+    ]
+    verdicts = {v["arm"]: v for v in bench.kernel_verdicts(rows)}
+
+    assert set(verdicts) == {
+        "eager:relative_shift:bf16:buckets",
+        "eager:glu:bf16:buckets",
+        "eager:on:bf16:buckets",
+    }
+    assert verdicts["eager:relative_shift:bf16:buckets"]["speedup"] == pytest.approx(1.2)
+    assert verdicts["eager:relative_shift:bf16:buckets"]["auto_today"] == "eager+compiled"
+    assert verdicts["eager:glu:bf16:buckets"]["speedup"] == pytest.approx(300 / 330)
+    assert verdicts["eager:glu:bf16:buckets"]["auto_today"] == "reference"
+    assert verdicts["eager:on:bf16:buckets"]["auto_today"] == ""
 
 
 @pytest.mark.parametrize(("edge", "found"), [(1000, 1000), (1, 0), (100, 100), (5000, 4096)])
@@ -79,6 +120,7 @@ def test_the_engine_figures_come_from_the_runs_compile_and_later_train_events(be
 
     log = EventLog(tmp_path / "events.jsonl", enabled=True, append=False)
     batching = {"time_buckets": [800, 1024], "epoch0": {"padding_fraction": 0.12}}
+    log.write("kernels", 0, 0, {"choice": "auto", "eager": ["relative_shift"], "compiled": []})
     log.write("data", 0, 0, {"batching": batching})
     log.write("compile", 1, 0, {"first_step_sec": 95.0, "compiles": 1, "recompiles": 0, "graph_breaks": 0})
     for step, epoch, rate in [
@@ -98,3 +140,4 @@ def test_the_engine_figures_come_from_the_runs_compile_and_later_train_events(be
     assert (figures["compiles"], figures["recompiles"], figures["graph_breaks"]) == (2, 1, 0)
     assert figures["steady_audio_sec_per_sec"] == 7200.0  # the median of epoch 2's windows, compiles done
     assert figures["time_buckets"] == [800, 1024] and figures["padding_fraction"] == 0.12
+    assert figures["kernels"]["eager"] == ["relative_shift"]

@@ -13,7 +13,7 @@ from asr_pipeline.training.worker import FAIL_RANK_ENV, parameter_digest
 
 from .conftest import tiny_config
 
-EVENT_TYPES = {"data", "train", "validation", "epoch", "checkpoint", "summary"}
+EVENT_TYPES = {"kernels", "data", "train", "validation", "epoch", "checkpoint", "summary"}
 
 
 @pytest.fixture(scope="module")

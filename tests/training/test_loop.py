@@ -25,8 +25,11 @@ def test_a_one_epoch_run_writes_its_metrics_checkpoint_and_events_in_order(corpu
     final = run(config)
 
     kinds = [event["type"] for event in events(tmp_path / "run")]
-    # the data report first, steps logged during the epoch, then its validation, the epoch, the summary
-    assert kinds[0] == "data" and kinds[-1] == "summary"
+    # the kernels in force and the data report first, steps logged during the epoch, then its validation, the
+    # epoch, the summary
+    assert kinds[:2] == ["kernels", "data"] and kinds[-1] == "summary"
+    kernels = events(tmp_path / "run", "kernels")[0]["values"]
+    assert kernels == {"choice": "auto", "eager": [], "compiled": []}  # auto on the CPU: every reference
     assert kinds.index("train") < kinds.index("validation") < kinds.index("epoch") < kinds.index("summary")
     assert "lr_control" not in kinds and "grow" not in kinds  # no hook that was not asked for
     on_disk = json.loads((tmp_path / "run" / METRICS_FILE).read_text())

@@ -4,7 +4,7 @@ Rank 0 writes one JSON object per line to the run dir; the other ranks write not
 appends to the log it resumes from. Every event is::
 
     {"type": "init"|"pretrained"|"init_from"|"dry_run"|"data"|"train"|"validation"|"lr_control"|"epoch"|"checkpoint"
-             |"schedule"|"grow"|"deterministic"|"compile"|"summary"
+             |"schedule"|"grow"|"deterministic"|"kernels"|"compile"|"summary"
              |"abort",
      "step": int, "epoch": int, "time": unix seconds, "values": {...}}
 
@@ -23,6 +23,9 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     ``loss`` (per target token over every rank's first batch), ``tokens``, ``utterances``.
 ``deterministic``, once per start, only with ``run.deterministic``: the settings in force
     (``training.determinism.settings``).
+``kernels``, once per start, before ``data``: ``choice`` (``run.kernels``) and the ops whose Triton kernel it
+    runs on this device (``asr_kernels.kernel_ops``): ``eager`` and ``compiled`` (inside a torch.compile
+    graph); a call the kernel does not cover (a dtype it leaves out) still takes the reference.
 ``data``, once per start (a resumed run writes another), before training; rank 0's view
     ``train``: ``kind`` ("shards" or "raw"), ``selection`` (``data.dataset.SelectionReport``),
     ``skipped``, ``skipped_by_reason``, ``first_skipped`` (raw manifest records left out while indexing);

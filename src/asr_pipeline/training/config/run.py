@@ -64,11 +64,12 @@ class RunConfig:
         help="training precision: bf16/f16 autocast the forward pass (f16 with a checkpointed gradient scaler); weights stay float32",
         flag="--precision",
     )
-    # Whose code runs the models' hot-spot ops (asr_kernels): auto = the Triton kernels on CUDA, the
+    # Whose code runs the models' hot-spot ops (asr_kernels): auto = on CUDA the Triton kernels measured to
+    # pay (asr_kernels.AUTO_KERNELS; inside torch.compile only those beating the compiled reference), the
     # PyTorch references elsewhere; reference or triton force one (triton on a CPU needs TRITON_INTERPRET=1).
     kernels: Literal["auto", "reference", "triton"] = setting(
         "auto",
-        help="the models' hot-spot ops: auto = Triton kernels on CUDA, PyTorch references elsewhere; reference or triton forces one",
+        help="the models' hot-spot ops: auto = the Triton kernels that pay on CUDA (asr_kernels.AUTO_KERNELS), PyTorch references elsewhere; reference or triton forces every op",
         flag="--kernels",
     )
     # torch.compile of the training forward (+ backward through AOTAutograd); validation and the dry run
