@@ -87,10 +87,12 @@ def arm_name(arm: tuple[str, str, str, str]) -> str:
 
 
 def arms_to_time(args, cuda: bool) -> list[tuple[str, str, str, str]]:
-    """``--arms`` (default: every combination of ``--modes``, ``--kernels``, ``--precisions``, ``--shapes``),
-    then ``--per-op``'s arm with the kernels off (unless listed) and with each op's kernel alone. Off CUDA only
-    the arms with the kernels off and without tf32: the Triton kernels run only interpreted on a CPU."""
-    arms = list(args.arms or itertools.product(args.modes, args.kernels, args.precisions, args.shapes))
+    """``--arms`` (without them and ``--per-op``: every combination of ``--modes``, ``--kernels``,
+    ``--precisions``, ``--shapes``), then ``--per-op``'s arm with the kernels off (unless listed) and with each
+    op's kernel alone. Off CUDA only the arms with the kernels off and without tf32: the Triton kernels run
+    only interpreted on a CPU."""
+    every = itertools.product(args.modes, args.kernels, args.precisions, args.shapes)
+    arms = list(args.arms or ([] if args.per_op else every))
     if args.per_op:
         mode, _, precision, shapes = args.per_op
         baseline = (mode, "off", precision, shapes)

@@ -65,13 +65,21 @@ def test_an_arm_names_mode_kernels_precision_and_shapes(bench):
 def test_per_op_times_the_arm_once_per_op_beside_its_reference(bench):
     from asr_kernels import OPS
 
+    defaults = {"modes": ["eager"], "kernels": ["off", "on"], "precisions": ["f32"], "shapes": ["exact"]}
     args = bench.argparse.Namespace(
-        arms=[("eager", "on", "bf16", "buckets")], per_op=("eager", "auto", "bf16", "buckets")
+        arms=[("eager", "on", "bf16", "buckets")], per_op=("eager", "auto", "bf16", "buckets"), **defaults
     )
     arms = bench.arms_to_time(args, cuda=True)
     assert arms[:2] == [("eager", "on", "bf16", "buckets"), ("eager", "off", "bf16", "buckets")]
     assert [arm[1] for arm in arms[2:]] == list(OPS)
     assert bench.arms_to_time(args, cuda=False) == [("eager", "off", "bf16", "buckets")]
+    args.arms = None  # --per-op alone: its arms only, not every combination of the defaults
+    assert [arm[1] for arm in bench.arms_to_time(args, cuda=True)] == ["off", *OPS]
+    args.per_op = None
+    assert bench.arms_to_time(args, cuda=True) == [
+        ("eager", "off", "f32", "exact"),
+        ("eager", "on", "f32", "exact"),
+    ]
 
 
 def test_the_verdicts_compare_each_kernel_arm_with_the_reference_of_its_model_mode_and_precision(bench):
