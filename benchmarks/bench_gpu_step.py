@@ -59,7 +59,7 @@ from training_step import (
     train_step,
 )
 
-from asr_kernels import AUTO_KERNELS, OPS, use_kernels
+from asr_kernels import OPS, auto_runs_kernel, use_kernels
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
@@ -295,8 +295,8 @@ def engine_throughput(run_dir: str) -> dict:
 
 def kernel_verdicts(rows: list[dict]) -> list[dict]:
     """Each row whose kernels are not "off", against the row of the same model, mode, precision and shapes with
-    the kernels off: ``speedup`` = reference step ms / this step ms (> 1: the kernel(s) pay), and what
-    ``auto`` runs today for a single op (``AUTO_KERNELS``: "eager", "eager+compiled" or "reference")."""
+    the kernels off: ``speedup`` = reference step ms / this step ms (> 1: the kernel(s) pay), and for a single
+    op what ``auto`` runs for it today in the arm's mode ("kernel" or "reference": ``AUTO_KERNELS``)."""
     reference = {}
     for row in rows:
         mode, kernels, precision, shapes = row["arm"].split(":")
@@ -308,10 +308,12 @@ def kernel_verdicts(rows: list[dict]) -> list[dict]:
         baseline = reference.get((row["model"], mode, precision, shapes))
         if kernels == "off" or baseline is None:
             continue
-        auto = {True: "eager+compiled", False: "eager"}.get(AUTO_KERNELS.get(kernels), "reference")
+        auto = ""
+        if kernels in OPS:
+            auto = "kernel" if auto_runs_kernel(kernels, compiling=mode != "eager") else "reference"
         verdicts.append({
             "model": row["model"], "arm": row["arm"], "step_ms": row["step_ms_median"], "reference_ms": baseline,
-            "speedup": baseline / row["step_ms_median"], "auto_today": auto if kernels in OPS else "",
+            "speedup": baseline / row["step_ms_median"], "auto_today": auto,
         })  # fmt: skip
     return verdicts
 
@@ -431,13 +433,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             del runner
             if cuda:
                 torch.cuda.empty_cache()
+    verdicts = kernel_verdicts(rows)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(
                 {
                     "rates_tflops": {k: v / 1e12 for k, v in rates.items()},
                     "rows": rows,
-                    "kernel_verdicts": kernel_verdicts(rows),
+                    "kernel_verdicts": verdicts,
                     **report,
                 },
                 handle,
@@ -445,7 +448,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
             )
     print()
     print_rows(rows)
-    verdicts = kernel_verdicts(rows)
     if verdicts:
         print()
         print_verdicts(verdicts)

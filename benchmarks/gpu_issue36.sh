@@ -98,7 +98,7 @@ step() {
 # 128 utterances of <= 10 s per batch (4 lengths, 8-10 s), padded to one length (1,000 frames): one compile
 BENCH="python3 benchmarks/bench_gpu_step.py $SIZES --batches 4 --buckets 1 --repeats 3"
 
-step eager_m 100 $BENCH --models $M \
+step eager_m 120 $BENCH --models $M \
   --arms eager:off:bf16:buckets eager:on:bf16:buckets eager:auto:bf16:buckets eager:off:f32:buckets eager:on:f32:buckets \
   --largest-batch eager:off:bf16:buckets --json "$OUT/eager_m.json"
 step compiled_m 240 $BENCH --models $M --arms compile:off:bf16:buckets \
@@ -135,7 +135,7 @@ copy_engine_figures() {
 }
 copy_engine_figures
 
-step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --json "$OUT/kernels_ops.json"
+step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --deadline 95 --json "$OUT/kernels_ops.json"
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
 python3 -c "import pytest" 2>/dev/null || { echo "no pytest in the image: kernels_cuda skipped"; SKIPPED="$SKIPPED kernels_cuda"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"

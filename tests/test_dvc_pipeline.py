@@ -103,7 +103,9 @@ def copy_project(project: Path, params: dict) -> Path:
     ``dvc.lock`` and ``data/metrics`` results would make the copy a run project, not this commit's."""
     tracked = run(["git", "ls-files", "-c"], PROJECT_ROOT).stdout.split()
     untracked = run(["git", "ls-files", "-o", "--exclude-standard"], PROJECT_ROOT).stdout.split()
-    files = tracked + [name for name in untracked if name != "dvc.lock" and not name.startswith("data/")]
+    files = tracked + [
+        name for name in untracked if name != "dvc.lock" and not name.startswith("data/metrics/")
+    ]
     for name in files:
         if (PROJECT_ROOT / name).is_file():
             (project / name).parent.mkdir(parents=True, exist_ok=True)

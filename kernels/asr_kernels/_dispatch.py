@@ -113,7 +113,8 @@ def check_kernel_choice(choice: str) -> str:
 
 
 def set_kernels(choice: str) -> None:
-    """Sets the process-wide choice (``auto``, ``reference`` or ``triton``)."""
+    """Sets the process-wide choice (``auto``, ``reference`` or ``triton``); inside ``use_kernels(only=...)`` the
+    narrowing to its ops stays until the block ends."""
     global _choice
     _choice = check_kernel_choice(choice)
 
@@ -123,10 +124,13 @@ def kernels_choice() -> str:
 
 
 def check_ops(ops: Iterable[str]) -> frozenset[str]:
-    unknown = sorted(set(ops) - set(OPS))
+    if isinstance(ops, str):
+        raise TypeError(f"ops must be a collection of op names, got the string {ops!r}")
+    named = frozenset(ops)
+    unknown = sorted(named - set(OPS))
     if unknown:
         raise ValueError(f"unknown kernel op(s) {', '.join(unknown)}; the ops are {', '.join(OPS)}")
-    return frozenset(ops)
+    return named
 
 
 @contextmanager
@@ -162,10 +166,11 @@ def auto_runs_kernel(op: str, compiling: bool) -> bool:
     return op in AUTO_KERNELS and (AUTO_KERNELS[op] or not compiling)
 
 
-def kernel_ops(device: str, compiling: bool = False) -> tuple[str, ...]:
-    """The ops whose Triton kernel the current choice runs on a ``device`` ("cuda", "cpu", ...) tensor the
-    kernel covers, in eager or inside a torch.compile trace: what a run records of its choice."""
-    return tuple(op for op in OPS if _picks_kernel(op, device == "cuda", compiling))
+def kernel_ops(device: str | torch.device, compiling: bool = False) -> tuple[str, ...]:
+    """The ops whose Triton kernel the current choice runs on a ``device`` ("cuda", "cuda:1", "cpu", ...) tensor
+    the kernel covers, in eager or inside a torch.compile trace: what a run records of its choice."""
+    on_cuda = torch.device(device).type == "cuda"
+    return tuple(op for op in OPS if _picks_kernel(op, on_cuda, compiling))
 
 
 def _picks_kernel(op: str, on_cuda: bool, compiling: bool) -> bool:

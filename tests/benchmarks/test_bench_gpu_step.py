@@ -102,7 +102,7 @@ def test_the_verdicts_compare_each_kernel_arm_with_the_reference_of_its_model_mo
         "eager:on:bf16:buckets",
     }
     assert verdicts["eager:relative_shift:bf16:buckets"]["speedup"] == pytest.approx(1.2)
-    assert verdicts["eager:relative_shift:bf16:buckets"]["auto_today"] == "eager+compiled"
+    assert verdicts["eager:relative_shift:bf16:buckets"]["auto_today"] == "kernel"
     assert verdicts["eager:glu:bf16:buckets"]["speedup"] == pytest.approx(300 / 330)
     assert verdicts["eager:glu:bf16:buckets"]["auto_today"] == "reference"
     assert verdicts["eager:on:bf16:buckets"]["auto_today"] == ""

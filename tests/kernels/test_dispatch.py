@@ -8,7 +8,15 @@ import pytest
 import torch
 
 import asr_kernels
-from asr_kernels import AUTO_KERNELS, OPS, auto_runs_kernel, kernel_ops, kernels_choice, use_kernels
+from asr_kernels import (
+    AUTO_KERNELS,
+    OPS,
+    _dispatch,
+    auto_runs_kernel,
+    kernel_ops,
+    kernels_choice,
+    use_kernels,
+)
 from asr_kernels._bench import OP_MODULES
 from asr_kernels._measure import collect_bench_cases, load_op_modules
 from asr_kernels.swoosh import swoosh_l, swoosh_r
@@ -35,17 +43,44 @@ def test_the_op_names_are_the_ones_every_op_module_counts_and_benches():
 
 
 def test_auto_runs_a_kernel_only_where_the_table_says_it_pays():
-    for op in OPS:
-        assert auto_runs_kernel(op, compiling=False) == (op in AUTO_KERNELS)
-        assert auto_runs_kernel(op, compiling=True) == AUTO_KERNELS.get(op, False)
-    # inductor fuses SwooshL's reference with its neighbours: the kernel pays only in eager
+    # RelativeShift beats the compiled reference too; inductor fuses SwooshL's reference with its neighbours, so
+    # its kernel pays only in eager; the length masks never pay
+    assert auto_runs_kernel("relative_shift", compiling=False) and auto_runs_kernel(
+        "relative_shift", compiling=True
+    )
     assert auto_runs_kernel("swoosh_l", compiling=False) and not auto_runs_kernel("swoosh_l", compiling=True)
     assert not auto_runs_kernel("sequence_mask", compiling=False)
+    assert not auto_runs_kernel("glu", compiling=True)
 
 
+def test_a_compiled_graph_follows_a_change_of_choice():
+    # dynamo guards on the choice: narrowing it to other ops traces again rather than replaying a stale graph
+    targets: list[set[str]] = []
+
+    def backend(graph_module, example_inputs):
+        calls = [node for node in graph_module.graph.nodes if node.op == "call_function"]
+        targets.append({str(node.target) for node in calls if "asr_kernels" in str(node.target)})
+        return graph_module
+
+    compiled = torch.compile(lambda t: swoosh_l(t) + swoosh_r(t), backend=backend, fullgraph=True)
+    x = leaf()
+    torch._dynamo.reset()
+    for only in (["swoosh_l"], ["swoosh_r"], ["swoosh_l"]):
+        with use_kernels("triton", only=only):
+            compiled(x)
+    assert len(targets) == 2, "the third call replays the first graph"
+    assert ["swoosh_l" in str(t) for t in targets[0]] == [True]
+    assert ["swoosh_r" in str(t) for t in targets[1]] == [True]
+
+
+@pytest.mark.skipif(not _dispatch.HAS_TRITON, reason="without Triton auto runs no kernel anywhere")
 def test_kernel_ops_names_what_each_choice_runs_on_a_device():
     with use_kernels("auto"):
-        assert kernel_ops("cuda") == tuple(op for op in OPS if op in AUTO_KERNELS)
+        assert (
+            kernel_ops("cuda")
+            == kernel_ops(torch.device("cuda", 1))
+            == tuple(op for op in OPS if op in AUTO_KERNELS)
+        )
         assert kernel_ops("cuda", compiling=True) == tuple(op for op in OPS if AUTO_KERNELS.get(op))
         assert kernel_ops("cpu") == kernel_ops("cpu", compiling=True) == ()
     with use_kernels("auto", only=["relative_shift", "glu"]):
@@ -69,6 +104,16 @@ def test_only_narrows_the_choice_to_the_ops_named_and_is_restored_after():
     assert ran_kernel(swoosh_r(x))
     with use_kernels("reference", only=["swoosh_l"]):
         assert not ran_kernel(swoosh_l(x))
+
+
+def test_only_takes_any_collection_of_op_names_but_not_a_string():
+    with use_kernels("triton", only=(op for op in ["swoosh_l"])):  # a generator, read once
+        assert kernel_ops("cpu") == ("swoosh_l",)
+    with (
+        pytest.raises(TypeError, match="a collection of op names, got the string 'glu'"),
+        use_kernels("auto", only="glu"),
+    ):
+        pass
 
 
 def test_an_unknown_op_is_refused_naming_the_ops():

@@ -25,7 +25,7 @@ not): the architecture's import report (W2V-BERT: ``models.w2v_bert_hf.load_hf_w
     (``training.determinism.settings``).
 ``kernels``, once per start, before ``data``: ``choice`` (``run.kernels``) and the ops whose Triton kernel it
     runs on this device (``asr_kernels.kernel_ops``): ``eager`` and ``compiled`` (inside a torch.compile
-    graph); a call the kernel does not cover (a dtype it leaves out) still takes the reference.
+    graph); under ``auto`` a call the kernel does not cover (a dtype it leaves out) still takes the reference.
 ``data``, once per start (a resumed run writes another), before training; rank 0's view
     ``train``: ``kind`` ("shards" or "raw"), ``selection`` (``data.dataset.SelectionReport``),
     ``skipped``, ``skipped_by_reason``, ``first_skipped`` (raw manifest records left out while indexing);

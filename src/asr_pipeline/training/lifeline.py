@@ -105,7 +105,7 @@ def wait_exited(pid: int, timeout: float | None = None) -> bool:
     try:
         waiter = select.poll()  # poll, not select: a pidfd may be numbered past select's 1024
         waiter.register(pidfd, select.POLLIN)
-        return bool(waiter.poll(None if timeout is None else timeout * 1000))
+        return bool(waiter.poll(None if timeout is None else max(timeout, 0.0) * 1000))  # poll(-1) blocks
     finally:
         os.close(pidfd)
 
@@ -117,7 +117,7 @@ def _watch(launcher: int) -> None:
     except (AttributeError, OSError):  # no pidfd (not Linux >= 5.3): poll
         while _alive(launcher):
             time.sleep(1.0)
-    _orphaned(f"its launcher {launcher} exited")
+    _orphaned(f"its launcher {launcher} is gone")
 
 
 def _alive(pid: int) -> bool:

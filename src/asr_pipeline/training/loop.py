@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from asr_kernels import kernel_ops
+from asr_kernels import kernel_ops, kernels_choice
 from asr_pipeline.run_layout import METRICS_FILE, WEIGHTS, read_checkpoint_pointer, resolve_run_dir
 from asr_pipeline.text.tokenizer import CTCTokenizer
 from asr_pipeline.training import determinism
@@ -81,7 +81,7 @@ def train(config: TrainConfig, ctx: DistributedContext) -> dict[str, Any]:
             return values
         if config.run.deterministic:
             events.write("deterministic", trainer.step, start_epoch, determinism.settings())
-        events.write("kernels", trainer.step, start_epoch, kernels_in_force(config.run.kernels, ctx.device))
+        events.write("kernels", trainer.step, start_epoch, kernels_in_force(ctx.device))
         events.write("data", trainer.step, start_epoch, data.report)
         final = _train_epochs(trainer, start_epoch)
         uploads = trainer.checkpoints.finish_uploads()  # rank 0's: None elsewhere
@@ -169,11 +169,12 @@ def _train_epochs(trainer: Trainer, start_epoch: int) -> dict[str, Any]:
     return final
 
 
-def kernels_in_force(choice: str, device: torch.device) -> dict[str, Any]:
-    """The "kernels" event: ``run.kernels`` and the ops whose Triton kernel it runs on this device, eager and
-    inside a torch.compile graph (``auto``'s table, asr_kernels.AUTO_KERNELS, changes as kernels are measured)."""
+def kernels_in_force(device: torch.device) -> dict[str, Any]:
+    """The "kernels" event: the choice in force (``run.kernels``, set by the Trainer) and the ops whose Triton
+    kernel it runs on this device, eager and inside a torch.compile graph (``auto``'s table,
+    asr_kernels.AUTO_KERNELS, changes as kernels are measured)."""
     return {
-        "choice": choice,
+        "choice": kernels_choice(),
         "eager": list(kernel_ops(device.type)),
         "compiled": list(kernel_ops(device.type, compiling=True)),
     }

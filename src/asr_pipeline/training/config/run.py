@@ -69,7 +69,7 @@ class RunConfig:
     # PyTorch references elsewhere; reference or triton force one (triton on a CPU needs TRITON_INTERPRET=1).
     kernels: Literal["auto", "reference", "triton"] = setting(
         "auto",
-        help="the models' hot-spot ops: auto = the Triton kernels that pay on CUDA (asr_kernels.AUTO_KERNELS), PyTorch references elsewhere; reference or triton forces every op",
+        help="the models' hot-spot ops: auto = on CUDA the Triton kernels measured to pay at large batches (asr_kernels.AUTO_KERNELS), PyTorch references elsewhere; reference or triton forces every op",
         flag="--kernels",
     )
     # torch.compile of the training forward (+ backward through AOTAutograd); validation and the dry run
