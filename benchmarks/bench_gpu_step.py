@@ -75,9 +75,11 @@ MODES, KERNELS, PRECISIONS, SHAPES = (
 def parse_arm(text: str) -> tuple[str, str, str, str]:
     parts = tuple(text.split(":"))
     choices = (MODES, KERNELS, PRECISIONS, SHAPES)
-    if len(parts) != 4 or any(p not in c for p, c in zip(parts, choices, strict=False)):
+    wrong = [f"{p!r} is none of {', '.join(c)}" for p, c in zip(parts, choices, strict=False) if p not in c]
+    if len(parts) != 4 or wrong:
         raise argparse.ArgumentTypeError(
             f"arm {text!r}: expected MODE:KERNELS:PRECISION:SHAPES, e.g. compile:off:bf16:buckets"
+            + "".join(f"; {reason}" for reason in wrong)
         )
     return parts  # type: ignore[return-value]
 

@@ -60,6 +60,8 @@ def test_an_arm_names_mode_kernels_precision_and_shapes(bench):
     for wrong in ("compile:bf16", "eager:swish:bf16:exact"):
         with pytest.raises(Exception, match="MODE:KERNELS:PRECISION:SHAPES"):
             bench.parse_arm(wrong)
+    with pytest.raises(Exception, match="'swish' is none of on, off, auto, glu, swoosh_l"):
+        bench.parse_arm("eager:swish:bf16:exact")
 
 
 def test_per_op_times_the_arm_once_per_op_beside_its_reference(bench):
