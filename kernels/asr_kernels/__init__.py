@@ -17,6 +17,7 @@ from asr_kernels._dispatch import (
     triton_available,
     use_kernels,
 )
+from asr_kernels._precision import in_input_dtype
 from asr_kernels.glu import GLU, glu
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "built_for_interpreter",
     "count_calls",
     "glu",
+    "in_input_dtype",
     "kernel_ops",
     "kernels_choice",
     "set_kernels",

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._precision import in_input_dtype
 
 SWOOSH_FORMS = ("paper", "sigmoid")
 
@@ -65,19 +66,21 @@ def _check_form(form: str) -> None:
 
 
 def swoosh_l_reference(x: Tensor, form: str = "paper") -> Tensor:
-    """Plain PyTorch SwooshL; what the kernel must match."""
+    """Plain PyTorch SwooshL in x's dtype, also under autocast, as the kernel and icefall's SwooshL return it
+    (autocast would run softplus and all after it in float32: ~40 % of Zipformer-M's eager bf16 forward bytes
+    went to the two Swooshes that way; ``_precision``); what the kernel must match."""
     _check_form(form)
     if form == "sigmoid":
         return x * (x - 4.0).sigmoid()
-    return F.softplus(x - 4.0) - 0.08 * x - 0.035
+    return in_input_dtype(F.softplus, x - 4.0) - 0.08 * x - 0.035
 
 
 def swoosh_r_reference(x: Tensor, form: str = "paper") -> Tensor:
-    """Plain PyTorch SwooshR; what the kernel must match."""
+    """Plain PyTorch SwooshR in x's dtype (also under autocast); what the kernel must match."""
     _check_form(form)
     if form == "sigmoid":
         return x * (x - 1.0).sigmoid()
-    return F.softplus(x - 1.0) - 0.08 * x - 0.313261687
+    return in_input_dtype(F.softplus, x - 1.0) - 0.08 * x - 0.313261687
 
 
 if HAS_TRITON:

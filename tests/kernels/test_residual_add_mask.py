@@ -313,6 +313,25 @@ def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_can
             residual_add_mask_time(x.cpu(), y.cpu(), lengths.cpu())
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_a_narrower_branch_onto_a_float32_stream_runs_the_kernel_and_promotes_like_eager(dtype):
+    # Under autocast a bf16 branch meets the float32 residual stream: the kernel takes it (cast for it, as
+    # x + y promotes) where the models used to cast it first, and the reference reads it as it is.
+    shape, lengths = (3, 9, 17), make_lengths([9, 0, 4])
+    x, y = make_activation(shape, torch.float32, seed=0), make_activation(shape, dtype, seed=1)
+    grad_out = make_activation(shape, torch.float32, seed=3)
+    kernel = outputs_and_grads(kernel_path, x, y, lengths, 0.5, grad_out)
+    with use_kernels("reference"):
+        reference = outputs_and_grads(residual_add_mask_time, x, y, lengths, 0.5, grad_out)
+    assert (
+        [t.dtype for t in kernel[:3]]
+        == [t.dtype for t in reference[:3]]
+        == [torch.float32, torch.float32, dtype]
+    )
+    for value, expected in zip(kernel[:3], reference[:3], strict=True):
+        torch.testing.assert_close(value, expected, **TOLERANCE_VS_EAGER[value.dtype])
+
+
 def test_auto_falls_back_to_the_reference_for_mixed_input_dtypes_and_without_the_interpreter(monkeypatch):
     x, y, lengths = make_activation((2, 3, 5)), make_activation((2, 3, 5), seed=1), make_lengths([1, 3])
     x.requires_grad_()

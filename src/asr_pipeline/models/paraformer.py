@@ -110,7 +110,7 @@ class DecoderBlock(nn.Module):
         return self._add(x, self.ff(self.ff_norm(x)), lengths)  # (B, U, D)
 
     def _add(self, x: Tensor, branch: Tensor, lengths: Tensor) -> Tensor:
-        return residual_add_mask_time(x, self.dropout(branch).to(x.dtype), lengths)
+        return residual_add_mask_time(x, self.dropout(branch), lengths)
 
 
 class ParaformerDecoder(nn.Module):

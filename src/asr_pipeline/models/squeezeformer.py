@@ -55,7 +55,7 @@ class ScaledResidual(nn.Module):
     def forward(self, x: Tensor, lengths: Tensor, *args: Tensor | None) -> Tensor:
         """x: (B, T, D); lengths: (B,) real frames; ``args`` go to the module after its input. The residual
         sum zeroes padded frames in the same kernel (asr_kernels' ResidualAddMaskTime)."""
-        branch = self.dropout(self.module(x * self.scale + self.bias, *args)).to(x.dtype)
+        branch = self.dropout(self.module(x * self.scale + self.bias, *args))
         return self.norm(residual_add_mask_time(x, branch, lengths))  # (B, T, D)
 
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr_kernels import in_input_dtype
 from asr_kernels.glu import glu
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
@@ -129,8 +130,10 @@ class SelfAttention(nn.Module):
         elif self.position_embeddings_type == "relative_key":
             frames = torch.arange(length, device=x.device)
             distance = (frames[None, :] - frames[:, None]).clamp(-self.left, self.right) + self.left  # (T, T)
-            per_distance = q @ self.distance_embedding.weight.to(q.dtype).T  # (B, H, T, L+R+1)
-            bias = per_distance.gather(-1, distance.expand(*q.shape[:2], length, length)) * self.scaling
+            # Scaled on q (B, H, T, K), not on the (B, H, T, T) gathered bias: one pass over T x T fewer.
+            embedding = self.distance_embedding.weight.to(q.dtype)  # (L+R+1, K)
+            per_distance = (q * self.scaling) @ embedding.T  # (B, H, T, L+R+1)
+            bias = per_distance.gather(-1, distance.expand(*q.shape[:2], length, length))
         # Additive 0 / finfo.min over padded keys (finfo.min, not -inf: a fully padded row, a zero-length
         # example, averages instead of giving NaN), built from the lengths in one kernel (asr_kernels).
         key_mask = attention_mask_4d(lengths, length, 1, q.dtype)  # (B, 1, T, T)
@@ -164,7 +167,9 @@ class ConvolutionModule(nn.Module):
         # The pointwise conv as the Linear it is, channels last, so the GLU runs over the last dim (asr_kernels).
         x = glu(F.linear(x, self.pointwise_conv1.weight.squeeze(-1))).transpose(1, 2)  # (B, D, T)
         x = self.depthwise_conv(F.pad(x, (self.depthwise_conv.kernel_size[0] - 1, 0)))  # (B, D, T)
-        x = self.activation(self.depthwise_layer_norm(x.transpose(1, 2)))  # (B, T, D)
+        # The norm in the conv's dtype also under autocast (float32 inside): a float32 output would only run the
+        # activation in float32 and be cast back for the next conv (asr_kernels.in_input_dtype).
+        x = self.activation(in_input_dtype(self.depthwise_layer_norm, x.transpose(1, 2)))  # (B, T, D)
         return self.dropout(self.pointwise_conv2(x.transpose(1, 2)).transpose(1, 2))  # (B, T, D)
 
 
@@ -186,7 +191,7 @@ class ConformerLayer(nn.Module):
         """x: (B, T, D); lengths: (B,) real frames. Each residual sum zeroes padded frames (one kernel)."""
 
         def residual(x: Tensor, branch: Tensor, scale: float = 1.0) -> Tensor:
-            return residual_add_mask_time(x, branch.to(x.dtype), lengths, scale)
+            return residual_add_mask_time(x, branch, lengths, scale)
 
         x = residual(x, self.ffn1(self.ffn1_layer_norm(x)), 0.5)
         x = residual(

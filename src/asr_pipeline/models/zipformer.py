@@ -124,7 +124,7 @@ class ZipformerEncoderLayer(nn.Module):
         weights = self.self_attn_weights(x, pos_emb, lengths)  # (B, H, T', T')
 
         def residual(x: Tensor, branch: Tensor) -> Tensor:  # x + branch, padded frames zeroed (one kernel)
-            return residual_add_mask_time(x, branch.to(x.dtype), lengths)
+            return residual_add_mask_time(x, branch, lengths)
 
         x = residual(x, self.feed_forward1(x))
         x = residual(x, self.nonlin_attention(x, weights[:, :1]))

@@ -46,4 +46,4 @@ class ConformerBlock(nn.Module):
         return self.output_norm(x)  # (B, T, D)
 
     def _add(self, x: Tensor, branch: Tensor, lengths: Tensor, scale: float = 1.0) -> Tensor:
-        return residual_add_mask_time(x, self.dropout(branch).to(x.dtype), lengths, scale)
+        return residual_add_mask_time(x, self.dropout(branch), lengths, scale)

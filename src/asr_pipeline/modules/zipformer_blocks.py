@@ -18,6 +18,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from asr_kernels import in_input_dtype
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
 from asr_kernels.relative_shift import relative_shift
@@ -131,7 +132,10 @@ class RelPositionAttentionWeights(nn.Module):
         # Additive 0 / finfo.min over padded keys (B, 1, T, T): a padded key's weight underflows to exactly 0,
         # and a zero-length example's row averages instead of giving NaN.
         scores = scores + attention_mask_4d(lengths, frames, 1, scores.dtype)
-        return scores.softmax(dim=-1)
+        # In the scores' dtype also under autocast (float32 inside, one rounding): the weights' consumers cast
+        # them to bf16 for their matrix products anyway, so a float32 softmax only wrote and cast (B, H, T, T)
+        # three more times per layer and saved twice the bytes for backward (bench_forward_bytes.py).
+        return in_input_dtype(lambda s: s.softmax(dim=-1), scores)
 
     def shift_to_keys(self, pos_scores: Tensor) -> Tensor:
         """(B, H, T, 2T-1) positional scores per offset -> (B, H, T, T) per key frame.

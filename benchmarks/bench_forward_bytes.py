@@ -1,0 +1,333 @@
+"""Issue 36: where an eager training forward moves its bytes on a GPU, counted without one.
+
+The model runs forward on fake CUDA tensors (``torch._subclasses.FakeTensorMode``: shapes, dtypes and
+devices, no data, no GPU) under CUDA's own autocast policy (the op lists ``torch.autocast("cuda")`` applies,
+not the CPU's), in training mode, with the asr_kernels choice of the arm. Every ATen op that eager dispatches
+is one kernel launch and one pass over memory, so the census says what an eager step on the chip reads and
+writes and where: per arm, the ops (views left out), the dtype casts autocast and the model add, the GB
+written (and how much of it float32), the GB read, and the GB autograd saves for the backward (activation
+memory; parameters left out). ``--by-module ARM`` breaks one arm down by the innermost module that ran
+each op (class name), op and output dtype, the largest writers first.
+
+An arm is PRECISION:KERNELS (f32|bf16 : off|auto|on|OP): kernels as in ``bench_gpu_step.py`` (off = every
+reference, auto = ``AUTO_KERNELS``'s eager column, on = every kernel, OP = that op's kernel alone; a kernel
+counts as one op, its own reads and writes). The backward is not counted (autograd's engine needs a real
+CUDA device; it is roughly twice the forward's traffic) and neither is what ``torch.compile`` fuses away:
+this is the eager step's floor of memory traffic, the thing fusion and narrower dtypes shrink.
+
+``F.scaled_dot_product_attention`` counts as the fused kernel a GPU runs (``FusedAttention``).
+Data-dependent reads (``int(lengths.min())``) are answered from the batch's real lengths: integer tensors
+derived from them are evaluated on the CPU beside their fakes.
+
+    python benchmarks/bench_forward_bytes.py                                  # Zipformer-M, 128 x <=10 s
+    python benchmarks/bench_forward_bytes.py --models squeezeformer:m --by-module bf16:off
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+# The batch and the table the training-step benchmarks share.
+from training_step import VOCAB_SIZE, parse_model, print_table, synthetic_batch
+
+from asr_kernels import OPS, use_kernels
+from asr_pipeline.models.registry import build_model, default_input_dim
+
+PRECISIONS = {"f32": None, "bf16": torch.bfloat16}
+KERNELS = {"off": ("reference", None), "auto": ("auto", None), "on": ("triton", None)}
+GB = 1e9
+# Ops that are no view by their schema yet return their input's storage (reshape after a matmul): no traffic.
+SHARES_STORAGE = (torch.ops.aten._unsafe_view.default,)
+
+
+def parse_arm(text: str) -> tuple[str, str]:
+    precision, _, kernels = text.partition(":")
+    if precision not in PRECISIONS or not (kernels in KERNELS or kernels in OPS):
+        raise argparse.ArgumentTypeError(
+            f"an arm is PRECISION:KERNELS with PRECISION one of {', '.join(PRECISIONS)} and KERNELS one of "
+            f"{', '.join(KERNELS)} or an op ({', '.join(OPS)}); got {text!r}"
+        )
+    return precision, kernels
+
+
+def tensor_bytes(value) -> int:
+    """Bytes of every tensor in a (nested) value, as each is seen (a view counts its own elements)."""
+    return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+
+
+@dataclass
+class Census:
+    """Counts per (module, op, output dtype): ops, bytes written and read; the casts; bytes saved for backward."""
+
+    ops: Counter = field(default_factory=Counter)
+    written: Counter = field(default_factory=Counter)
+    read: Counter = field(default_factory=Counter)
+    casts: int = 0
+    cast_bytes: int = 0
+    saved_bytes: int = 0
+
+    def record(self, module: str, name: str, args, out) -> None:
+        outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        dtypes = ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in outputs}))
+        key = (module, name, dtypes)
+        self.ops[key] += 1
+        self.written[key] += tensor_bytes(outputs)
+        self.read[key] += tensor_bytes(args)
+        if (
+            name == "_to_copy"
+            and outputs
+            and isinstance(args[0], torch.Tensor)
+            and args[0].dtype != outputs[0].dtype
+        ):
+            self.casts += 1
+            self.cast_bytes += tensor_bytes(outputs)
+
+    def totals(self) -> dict:
+        float32 = sum(v for (_, _, dtypes), v in self.written.items() if "float32" in dtypes.split(","))
+        return {
+            "ops": sum(self.ops.values()),
+            "casts": self.casts,
+            "cast_gb": self.cast_bytes / GB,
+            "written_gb": sum(self.written.values()) / GB,
+            "written_f32_gb": float32 / GB,
+            "read_gb": sum(self.read.values()) / GB,
+            "saved_gb": self.saved_bytes / GB,
+        }
+
+
+class CensusMode(TorchDispatchMode):
+    """Records every non-view ATen op under it into ``census``, charged to the innermost running module;
+    keeps a CPU copy (``shadow``) beside each integer tensor an ATen op computes only from shadowed tensors, so a
+    ``.item()`` of one gets its real value."""
+
+    def __init__(self, census: Census, modules: list[str]) -> None:
+        super().__init__()
+        self.census, self.modules = census, modules
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default and hasattr(args[0], "shadow"):
+            with _disable_current_modes():  # the fake mode below would fake the real copy
+                return args[0].shadow.item()
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and not out.is_floating_point() and func.namespace == "aten":
+            shadow_of(func, args, kwargs, out)
+        if (
+            not func.is_view
+            and func not in SHARES_STORAGE
+            and any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out))
+        ):
+            self.census.record(
+                self.modules[-1] if self.modules else "-", func.overloadpacket.__name__, args, out
+            )
+        return out
+
+
+class FusedAttention(TorchFunctionMode):
+    """``F.scaled_dot_product_attention`` on CUDA tensors as the one fused kernel a GPU runs (memory-efficient
+    attention: any mask, dropout; flash attention moves the same bytes), not the math decomposition fake
+    tensors would otherwise take (no device to choose a backend on); autocast's cast applied as SDPA's."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not F.scaled_dot_product_attention or not args[0].is_cuda:
+            return func(*args, **kwargs)
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
+        given = {**dict(zip(names, args, strict=False)), **kwargs}
+        q, k, v, mask = given["query"], given["key"], given["value"], given.get("attn_mask")
+        if torch.is_autocast_enabled("cuda"):
+            dtype = torch.get_autocast_dtype("cuda")
+            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        if mask is not None:
+            if mask.dtype == torch.bool:  # SDPA's own conversion: -inf where a key is masked out
+                mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(
+                    ~mask, float("-inf")
+                )
+            mask = mask.to(q.dtype).expand(*q.shape[:-1], k.shape[-2])
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            q,
+            k,
+            v,
+            mask,
+            True,
+            given.get("dropout_p", 0.0),
+            given.get("is_causal", False),
+            scale=given.get("scale"),
+        )[0]
+
+
+def shadow_of(func, args, kwargs, out: torch.Tensor) -> None:
+    """Set ``out.shadow``: ``func`` on the CPU copies of its tensor inputs, when every one has a copy."""
+    leaves = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if not leaves or not all(hasattr(t, "shadow") for t in leaves):
+        return
+
+    def to_cpu(value):
+        if isinstance(value, torch.Tensor):
+            return value.shadow
+        return torch.device("cpu") if isinstance(value, torch.device) else value
+
+    real_args, real_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
+    with _disable_current_modes():
+        out.shadow = func(*real_args, **real_kwargs)
+
+
+@contextlib.contextmanager
+def cuda_autocast(dtype: torch.dtype | None) -> Iterator[None]:
+    """CUDA's autocast policy on (fake) CUDA tensors where no GPU is present (``torch.autocast`` refuses
+    there); ``None``: autocast off."""
+    if dtype is None:
+        yield
+        return
+    enabled, previous = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
+    torch.set_autocast_enabled("cuda", True)
+    torch.set_autocast_dtype("cuda", dtype)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled("cuda", enabled)
+        torch.set_autocast_dtype("cuda", previous)
+
+
+@contextlib.contextmanager
+def module_stack() -> Iterator[list[str]]:
+    """The class names of the modules running now, innermost last (global forward hooks)."""
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+    stack: list[str] = []
+
+    def leave(module, inputs, output):
+        stack.pop()
+
+    handles = [
+        register_module_forward_pre_hook(lambda module, inputs: stack.append(type(module).__name__)),
+        register_module_forward_hook(leave),
+    ]
+    try:
+        yield stack
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Census:
+    """The census of one training-mode forward of ``model`` (parameters already fake CUDA) on ``batch``."""
+    precision, kernels = arm
+    choice, only = KERNELS.get(kernels, ("triton", (kernels,)))
+    census = Census()
+    parameters = {p.untyped_storage()._cdata for p in model.parameters()}
+    seen: set[int] = set()
+
+    def pack(saved: torch.Tensor) -> torch.Tensor:
+        storage = saved.untyped_storage()._cdata
+        if storage not in parameters and storage not in seen:
+            seen.add(storage)
+            census.saved_bytes += saved.untyped_storage().nbytes()
+        return saved
+
+    model.train()
+    with (
+        use_kernels(choice, only=only),
+        cuda_autocast(PRECISIONS[precision]),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved),
+        module_stack() as modules,
+        FusedAttention(),
+        CensusMode(census, modules),
+    ):
+        model(batch["features"], batch["lengths"])
+    return census
+
+
+def fake_cuda_model(model_name: str, fake) -> torch.nn.Module:
+    architecture, size = parse_model(model_name)
+    model = build_model(
+        architecture, size, input_dim=default_input_dim(architecture), vocab_size=VOCAB_SIZE, dropout=0.1
+    )
+    with fake:
+        return model.to("cuda")
+
+
+def fake_cuda_batch(model_name: str, args, fake) -> dict:
+    batch = synthetic_batch(
+        args.batch_frames, args.max_frames, torch.device("cpu"), architecture=parse_model(model_name)[0]
+    )
+    with fake:
+        features, lengths = batch["features"].to("cuda"), batch["lengths"].to("cuda")
+    lengths.shadow = batch["lengths"]
+    return {"features": features, "lengths": lengths, "audio_sec": batch["audio_sec"]}
+
+
+def by_module_lines(census: Census, rows: int) -> list[str]:
+    ranked = sorted(census.written, key=lambda key: -census.written[key])[:rows]
+    return [
+        f"{module:<30} {name:<22} {dtypes:<14} {census.ops[key]:>5} {census.written[key] / GB:>8.2f} "
+        f"{census.read[key] / GB:>8.2f}"
+        for key in ranked
+        for module, name, dtypes in [key]
+    ]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["zipformer:m"], help="ARCHITECTURE:VARIANT")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        type=parse_arm,
+        default=[("f32", "off"), ("bf16", "off"), ("bf16", "auto"), ("bf16", "on")],
+        help="PRECISION:KERNELS (default: f32:off bf16:off bf16:auto bf16:on)",
+    )
+    parser.add_argument("--batch-frames", type=int, default=128_000, help="padded 10 ms frames per batch")
+    parser.add_argument("--max-frames", type=int, default=1000, help="the longest utterance's frames")
+    parser.add_argument("--by-module", type=parse_arm, help="break this arm down (default: the second arm)")
+    parser.add_argument("--rows", type=int, default=15, help="rows of the breakdown")
+    args = parser.parse_args(argv)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    breakdown = args.by_module or args.arms[min(1, len(args.arms) - 1)]
+    results = []
+    for model_name in args.models:
+        fake = FakeTensorMode(allow_non_fake_inputs=True)
+        model, batch = fake_cuda_model(model_name, fake), fake_cuda_batch(model_name, args, fake)
+        shape = "x".join(str(n) for n in batch["features"].shape[:2])
+        arms = args.arms if breakdown in args.arms else [*args.arms, breakdown]
+        for arm in arms:
+            with fake:
+                census = census_of(model, batch, arm)
+            results.append({"model": model_name, "arm": ":".join(arm), "batch": shape, **census.totals()})
+            if arm == breakdown:
+                print_table(
+                    f"{model_name} {':'.join(arm)}, batch {shape}: {'module':<13} {'op':<22} {'dtype':<14} "
+                    f"{'ops':>5} {'GB out':>8} {'GB in':>8}",
+                    by_module_lines(census, args.rows),
+                )
+                print()
+    first = {row["model"]: row for row in reversed(results)}
+    print_table(
+        f"{'model':<16} {'arm':<12} {'batch':<9} {'ops':>6} {'casts':>6} {'cast GB':>8} {'GB out':>8} "
+        f"{'f32 GB':>8} {'GB in':>8} {'saved GB':>9} {'out/1st':>8}",
+        [
+            f"{r['model']:<16} {r['arm']:<12} {r['batch']:<9} {r['ops']:>6} {r['casts']:>6} {r['cast_gb']:>8.2f} "
+            f"{r['written_gb']:>8.2f} {r['written_f32_gb']:>8.2f} {r['read_gb']:>8.2f} {r['saved_gb']:>9.2f} "
+            f"{r['written_gb'] / first[r['model']]['written_gb']:>7.2f}x"
+            for r in results
+        ],
+    )
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""benchmarks/bench_forward_bytes.py (issue 36) on the CPU, as it always runs: exact counts for a Linear under
+CUDA's autocast on fake CUDA tensors, SDPA counted as one fused kernel, and the tiny Zipformer's bf16 forward
+free of the float32 detours it had (the Swoosh references, the residual casts, the attention softmax)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
+    import bench_forward_bytes
+
+    yield bench_forward_bytes
+    sys.modules.pop("bench_forward_bytes", None)
+
+
+@pytest.fixture
+def fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def census_of(bench, fake, module: nn.Module, x: torch.Tensor, precision: str):
+    """The census of ``module(x)`` on fake CUDA tensors under ``precision`` (f32 or bf16 autocast)."""
+    census = bench.Census()
+    with fake:
+        module, x = module.to("cuda"), x.to("cuda")
+        with (
+            bench.cuda_autocast(bench.PRECISIONS[precision]),
+            bench.module_stack() as modules,
+            bench.FusedAttention(),
+            bench.CensusMode(census, modules),
+        ):
+            module(x)
+    return census
+
+
+def test_a_linear_under_bf16_autocast_casts_its_input_weight_and_bias(bench, fake):
+    census = census_of(bench, fake, nn.Linear(8, 16), torch.randn(2, 5, 8), "bf16")
+    totals = census.totals()
+    # casts: input 2*5*8, weight 16*8, bias 16 values to bf16; addmm writes 2*5*16 bf16; the reshapes move nothing
+    assert totals["casts"] == 3 and totals["cast_gb"] * 1e9 == 2 * (80 + 128 + 16)
+    assert totals["ops"] == 4 and totals["written_gb"] * 1e9 == 2 * (80 + 128 + 16) + 2 * 160
+    assert census.ops[("Linear", "addmm", "bfloat16")] == 1
+    assert totals["written_f32_gb"] == 0
+    f32 = census_of(bench, fake, nn.Linear(8, 16), torch.randn(2, 5, 8), "f32").totals()
+    assert f32["casts"] == 0 and f32["written_gb"] * 1e9 == 4 * 160
+
+
+class Attention(nn.Module):
+    def forward(self, x):
+        return F.scaled_dot_product_attention(
+            x,
+            x,
+            x,
+            attn_mask=torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool, device=x.device),
+            dropout_p=0.1,
+        )
+
+
+def test_sdpa_counts_as_one_fused_kernel_not_its_math_decomposition(bench, fake):
+    census = census_of(bench, fake, Attention(), torch.randn(2, 4, 50, 16), "bf16")
+    names = {name for _, name, _ in census.ops}
+    assert census.ops[("Attention", "_scaled_dot_product_efficient_attention", "bfloat16,float32,int64")] == 1
+    assert not names & {"bmm", "_softmax", "_safe_softmax", "native_dropout"}  # the math path's passes
+
+
+def zipformer_census(bench, fake, precision: str):
+    from argparse import Namespace
+
+    model = bench.fake_cuda_model("zipformer:tiny", fake)
+    batch = bench.fake_cuda_batch("zipformer:tiny", Namespace(batch_frames=800, max_frames=200), fake)
+    with fake:
+        return bench.census_of(model, batch, (precision, "off"))
+
+
+def test_the_zipformer_bf16_forward_stays_bf16_where_float32_bought_nothing(bench, fake):
+    # Its forward reads int(lengths.min()): answered from the real lengths beside the fakes, or it would raise.
+    bf16, f32 = zipformer_census(bench, fake, "bf16"), zipformer_census(bench, fake, "f32")
+    float32_writers = {(module, name) for (module, name, dtypes) in bf16.ops if "float32" in dtypes}
+    assert not {
+        (m, n) for m, n in float32_writers if m == "Swoosh"
+    }  # softplus kept bf16 (CUDA autocast widens it)
+    assert ("RelPositionAttentionWeights", "_softmax", "bfloat16") in bf16.ops
+    assert not [key for key in bf16.ops if key[0] == "ZipformerEncoderLayer" and key[1] == "_to_copy"]
+    assert bf16.totals()["written_gb"] < 0.7 * f32.totals()["written_gb"]
+    assert 0 < bf16.totals()["saved_gb"] < f32.totals()["saved_gb"]
+
+
+def test_the_table_compares_arms_of_each_model(bench, capsys):
+    rows = bench.main(
+        [
+            "--models",
+            "zipformer:tiny",
+            "--batch-frames",
+            "800",
+            "--max-frames",
+            "200",
+            "--arms",
+            "f32:off",
+            "bf16:auto",
+        ]
+    )
+    assert [row["arm"] for row in rows] == ["f32:off", "bf16:auto"]
+    out = capsys.readouterr().out
+    assert "zipformer:tiny bf16:auto, batch 4x200" in out and "1.00x" in out
+
+
+def test_an_arm_names_precision_and_kernels(bench):
+    assert bench.parse_arm("bf16:relative_shift") == ("bf16", "relative_shift")
+    for wrong in ("bf16", "fp16:off", "bf16:swish"):
+        with pytest.raises(Exception, match="PRECISION:KERNELS"):
+            bench.parse_arm(wrong)
