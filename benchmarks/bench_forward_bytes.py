@@ -7,7 +7,7 @@ is one kernel launch and one pass over memory, so the census says what an eager 
 writes and where: per arm, the ops (views left out), the dtype casts autocast and the model add, the GB
 written (and how much of it float32), the GB read, and the GB autograd saves for the backward (activation
 memory; parameters left out). ``--by-module ARM`` breaks one arm down by the innermost module that ran
-each op (class name), op and output dtype, the largest writers first.
+each op (class name), op and output dtype, the largest writers first, and what autograd saves by module and dtype.
 
 An arm is PRECISION:KERNELS (f32|bf16 : off|auto|on|OP): kernels as in ``bench_gpu_step.py`` (off = every
 reference, auto = ``AUTO_KERNELS``'s eager column, on = every kernel, OP = that op's kernel alone; a kernel
@@ -74,7 +74,7 @@ class Census:
     read: Counter = field(default_factory=Counter)
     casts: int = 0
     cast_bytes: int = 0
-    saved_bytes: int = 0
+    saved: Counter = field(default_factory=Counter)  # (module, dtype) -> bytes saved for backward
 
     def record(self, module: str, name: str, args, out) -> None:
         outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
@@ -101,7 +101,7 @@ class Census:
             "written_gb": sum(self.written.values()) / GB,
             "written_f32_gb": float32 / GB,
             "read_gb": sum(self.read.values()) / GB,
-            "saved_gb": self.saved_bytes / GB,
+            "saved_gb": sum(self.saved.values()) / GB,
         }
 
 
@@ -203,11 +203,9 @@ def cuda_autocast(dtype: torch.dtype | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def module_stack() -> Iterator[list[str]]:
-    """The class names of the modules running now, innermost last (global forward hooks)."""
+def module_stack(stack: list[str]) -> Iterator[list[str]]:
+    """Keeps ``stack`` the class names of the modules running now, innermost last (global forward hooks)."""
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-
-    stack: list[str] = []
 
     def leave(module, inputs, output):
         stack.pop()
@@ -230,12 +228,14 @@ def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Cens
     census = Census()
     parameters = {p.untyped_storage()._cdata for p in model.parameters()}
     seen: set[int] = set()
+    modules: list[str] = []
 
-    def pack(saved: torch.Tensor) -> torch.Tensor:
+    def pack(saved: torch.Tensor) -> torch.Tensor:  # each storage once, charged to the module saving it first
         storage = saved.untyped_storage()._cdata
         if storage not in parameters and storage not in seen:
             seen.add(storage)
-            census.saved_bytes += saved.untyped_storage().nbytes()
+            dtype = str(saved.dtype).removeprefix("torch.")
+            census.saved[(modules[-1] if modules else "-", dtype)] += saved.untyped_storage().nbytes()
         return saved
 
     model.train()
@@ -243,7 +243,7 @@ def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Cens
         use_kernels(choice, only=only),
         cuda_autocast(PRECISIONS[precision]),
         torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved),
-        module_stack() as modules,
+        module_stack(modules),
         FusedAttention(),
         CensusMode(census, modules),
     ):
@@ -280,6 +280,13 @@ def by_module_lines(census: Census, rows: int) -> list[str]:
     ]
 
 
+def saved_lines(census: Census, rows: int) -> list[str]:
+    ranked = sorted(census.saved, key=lambda key: -census.saved[key])[:rows]
+    return [
+        f"{module:<30} {dtype:<10} {census.saved[(module, dtype)] / GB:>8.2f}" for module, dtype in ranked
+    ]
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["zipformer:m"], help="ARCHITECTURE:VARIANT")
@@ -313,6 +320,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     f"{model_name} {':'.join(arm)}, batch {shape}: {'module':<13} {'op':<22} {'dtype':<14} "
                     f"{'ops':>5} {'GB out':>8} {'GB in':>8}",
                     by_module_lines(census, args.rows),
+                )
+                print()
+                print_table(
+                    f"saved for backward, by module: {'dtype':<10} {'GB':>8}", saved_lines(census, args.rows)
                 )
                 print()
     first = {row["model"]: row for row in reversed(results)}

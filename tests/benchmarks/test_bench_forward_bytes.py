@@ -38,7 +38,7 @@ def census_of(bench, fake, module: nn.Module, x: torch.Tensor, precision: str):
         module, x = module.to("cuda"), x.to("cuda")
         with (
             bench.cuda_autocast(bench.PRECISIONS[precision]),
-            bench.module_stack() as modules,
+            bench.module_stack([]) as modules,
             bench.FusedAttention(),
             bench.CensusMode(census, modules),
         ):
