@@ -76,13 +76,15 @@ class Census:
     cast_bytes: int = 0
     saved: Counter = field(default_factory=Counter)  # (module, dtype) -> bytes saved for backward
 
-    def record(self, module: str, name: str, args, out) -> None:
+    def record(self, module: str, name: str, inputs: tuple, out) -> None:
+        """One op's call: ``inputs`` its (args, kwargs), ``out`` what it returned."""
+        args = inputs[0]
         outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         dtypes = ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in outputs}))
         key = (module, name, dtypes)
         self.ops[key] += 1
         self.written[key] += tensor_bytes(outputs)
-        self.read[key] += tensor_bytes(args)
+        self.read[key] += tensor_bytes(inputs)
         if (
             name == "_to_copy"
             and outputs
@@ -128,7 +130,7 @@ class CensusMode(TorchDispatchMode):
             and any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out))
         ):
             self.census.record(
-                self.modules[-1] if self.modules else "-", func.overloadpacket.__name__, args, out
+                self.modules[-1] if self.modules else "-", func.overloadpacket.__name__, (args, kwargs), out
             )
         return out
 
@@ -140,11 +142,15 @@ class FusedAttention(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is not F.scaled_dot_product_attention or not args[0].is_cuda:
+        if func is not F.scaled_dot_product_attention:
             return func(*args, **kwargs)
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
         given = {**dict(zip(names, args, strict=False)), **kwargs}
         q, k, v, mask = given["query"], given["key"], given["value"], given.get("attn_mask")
+        if not q.is_cuda:
+            return func(*args, **kwargs)
+        if mask is not None and given.get("is_causal", False):
+            raise ValueError("scaled_dot_product_attention takes an attn_mask or is_causal=True, not both")
         if torch.is_autocast_enabled("cuda"):
             dtype = torch.get_autocast_dtype("cuda")
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)

@@ -13,8 +13,8 @@ being read), and the backward reads grad_out once, writes grad_x and grad_y, and
 atomics, so the result is deterministic). Backward saves ``lengths`` and ``scale``, plus ``y`` only for
 ``scale``'s gradient; never ``x``. Computes in fp32 (fp64 when an input is fp64).
 
-The output dtype follows PyTorch's promotion for ``x + scale * y``: x's dtype, unless a (C,) ``scale`` of a
-wider dtype promotes it (an fp32 parameter with bf16 activations gives fp32, as eager does).
+The output dtype is x's (``residual_add_mask_time`` takes y in it), unless a (C,) ``scale`` of a wider dtype
+promotes it as PyTorch's ``x + scale * y`` does (an fp32 parameter with bf16 activations gives fp32, as eager).
 
 No module: the op has no state of its own; a learned ``scale`` belongs to the layer that owns it.
 
@@ -319,22 +319,24 @@ def residual_add_mask_time(x: Tensor, y: Tensor, lengths: Tensor, scale: float |
 
     ``scale``: a Python float, or a tensor of shape () or (C,) (gets its gradient, reduced over B and T);
     ``lengths``: (B,) integer frame counts, moved to x's device if needed. Runs the fused kernel when
-    ``use_triton`` says so (``_dispatch``), x is floating and y of its dtype or a narrower floating one (cast for
-    the kernel) and a tensor ``scale`` is floating and on x's device; otherwise ``residual_add_mask_time_reference``. Raises ValueError for shapes or dtypes
-    that do not fit.
+    ``use_triton`` says so (``_dispatch``), x is floating and a tensor ``scale`` is floating and on x's device;
+    otherwise ``residual_add_mask_time_reference``. Raises ValueError for shapes or dtypes that do not fit.
+
+    y joins in x's dtype, the residual stream's (what the models cast every branch to before): a narrower y (a
+    bf16 branch onto a float32 stream under autocast) is read as it is by the reference, whose promotion gives
+    x's dtype, and cast for the kernel, which takes one dtype; any other floating y (wider, or fp16 onto bf16) is
+    cast to x's dtype first. Reading the narrower branch as it is saves a pass per residual over casting it first
+    (benchmarks/bench_forward_bytes.py).
     """
     _check_inputs(x, y, lengths, scale)
     lengths = lengths.to(x.device)
     scale_is_tensor = isinstance(scale, Tensor)
-    # The kernel takes x and y of one dtype: a narrower y (a bf16 branch onto the float32 residual stream under
-    # autocast) is cast for it, which x + y's promotion gives anyway; the reference reads it as it is, one pass
-    # fewer than a cast first (benchmarks/bench_forward_bytes.py).
-    y_fits = y.dtype == x.dtype or (
-        y.dtype in _KERNEL_DTYPES and torch.promote_types(x.dtype, y.dtype) == x.dtype
-    )
+    floating = x.is_floating_point() and y.is_floating_point()
+    if floating and torch.promote_types(x.dtype, y.dtype) != x.dtype:
+        y = y.to(x.dtype)
     supported = (
         x.dtype in _KERNEL_DTYPES
-        and y_fits
+        and floating
         and (not scale_is_tensor or (scale.dtype in _KERNEL_DTYPES and scale.device == x.device))
     )
     if use_triton("residual_add_mask_time", x, supported):

@@ -4,6 +4,7 @@ free of the float32 detours it had (the Swoosh references, the residual casts, t
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -76,6 +77,22 @@ def test_sdpa_counts_as_one_fused_kernel_not_its_math_decomposition(bench, fake)
     assert not names & {"bmm", "_softmax", "_safe_softmax", "native_dropout"}  # the math path's passes
 
 
+class KeywordAttention(nn.Module):
+    def forward(self, x):
+        return F.scaled_dot_product_attention(query=x, key=x, value=x, is_causal=True)
+
+
+def test_sdpa_given_by_keyword_or_causal_is_one_kernel_too(bench, fake):
+    census = census_of(bench, fake, KeywordAttention(), torch.randn(2, 4, 50, 16), "bf16")
+    assert (
+        census.ops[("KeywordAttention", "_scaled_dot_product_efficient_attention", "bfloat16,float32,int64")]
+        == 1
+    )
+    with fake, pytest.raises(ValueError, match="attn_mask or is_causal"), bench.FusedAttention():
+        x = torch.randn(1, 1, 4, 8, device="cuda")
+        F.scaled_dot_product_attention(x, x, x, attn_mask=torch.zeros(4, 4, device="cuda"), is_causal=True)
+
+
 def zipformer_census(bench, fake, precision: str):
     from argparse import Namespace
 
@@ -88,10 +105,8 @@ def zipformer_census(bench, fake, precision: str):
 def test_the_zipformer_bf16_forward_stays_bf16_where_float32_bought_nothing(bench, fake):
     # Its forward reads int(lengths.min()): answered from the real lengths beside the fakes, or it would raise.
     bf16, f32 = zipformer_census(bench, fake, "bf16"), zipformer_census(bench, fake, "f32")
-    float32_writers = {(module, name) for (module, name, dtypes) in bf16.ops if "float32" in dtypes}
-    assert not {
-        (m, n) for m, n in float32_writers if m == "Swoosh"
-    }  # softplus kept bf16 (CUDA autocast widens it)
+    float32_writers = {module for (module, _, dtypes) in bf16.ops if "float32" in dtypes}
+    assert "Swoosh" not in float32_writers  # softplus kept bf16 (CUDA's autocast widens it)
     assert ("RelPositionAttentionWeights", "_softmax", "bfloat16") in bf16.ops
     assert not [key for key in bf16.ops if key[0] == "ZipformerEncoderLayer" and key[1] == "_to_copy"]
     assert bf16.totals()["written_gb"] < 0.7 * f32.totals()["written_gb"]
@@ -120,5 +135,5 @@ def test_the_table_compares_arms_of_each_model(bench, capsys):
 def test_an_arm_names_precision_and_kernels(bench):
     assert bench.parse_arm("bf16:relative_shift") == ("bf16", "relative_shift")
     for wrong in ("bf16", "fp16:off", "bf16:swish"):
-        with pytest.raises(Exception, match="PRECISION:KERNELS"):
+        with pytest.raises(argparse.ArgumentTypeError, match="PRECISION:KERNELS"):
             bench.parse_arm(wrong)

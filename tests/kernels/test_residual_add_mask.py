@@ -305,7 +305,7 @@ def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_can
     with use_kernels("triton"):
         assert "asr_kernels" in type(residual_add_mask_time(x, y, lengths).grad_fn).__name__
         with pytest.raises(RuntimeError, match=r"residual_add_mask_time.s kernel does not cover"):
-            residual_add_mask_time(x, y.double(), lengths)  # x and y must share a dtype
+            residual_add_mask_time(x, y, lengths, torch.tensor(2))  # a tensor scale must be floating
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         with pytest.raises(
             RuntimeError, match=r"residual_add_mask_time cannot run its Triton kernel: the tensor is on cpu"
@@ -332,11 +332,33 @@ def test_a_narrower_branch_onto_a_float32_stream_runs_the_kernel_and_promotes_li
         torch.testing.assert_close(value, expected, **TOLERANCE_VS_EAGER[value.dtype])
 
 
-def test_auto_falls_back_to_the_reference_for_mixed_input_dtypes_and_without_the_interpreter(monkeypatch):
+@pytest.mark.parametrize(
+    ("stream", "branch"),
+    [(torch.bfloat16, torch.float32), (torch.float16, torch.bfloat16), (torch.float32, torch.float64)],
+    ids=str,
+)
+def test_any_other_branch_joins_in_the_streams_dtype_on_both_paths(stream, branch):
+    # What the models cast every branch to before they left it to this function: a wider branch (or fp16 onto
+    # bf16, whose promotion is float32) does not widen the stream, and the kernel takes it.
+    shape, lengths = (2, 6, 8), make_lengths([6, 2])
+    x, y = make_activation(shape, stream, seed=0), make_activation(shape, branch, seed=1)
+    grad_out = make_activation(shape, stream, seed=3)
+    kernel = outputs_and_grads(kernel_path, x, y, lengths, 0.5, grad_out)
+    with use_kernels("reference"):
+        reference = outputs_and_grads(residual_add_mask_time, x, y, lengths, 0.5, grad_out)
+    cast_first = outputs_and_grads(residual_add_mask_time_reference, x, y.to(stream), lengths, 0.5, grad_out)
+    assert [t.dtype for t in kernel[:3]] == [t.dtype for t in reference[:3]] == [stream, stream, branch]
+    torch.testing.assert_close(reference[0], cast_first[0], rtol=0, atol=0)
+    for value, expected in zip(kernel[:3], reference[:3], strict=True):
+        torch.testing.assert_close(value, expected, **TOLERANCE_VS_EAGER[stream])
+
+
+def test_auto_falls_back_to_the_reference_for_an_integer_scale_and_without_the_interpreter(monkeypatch):
     x, y, lengths = make_activation((2, 3, 5)), make_activation((2, 3, 5), seed=1), make_lengths([1, 3])
     x.requires_grad_()
     with use_kernels("auto"):
-        assert type(residual_add_mask_time(x, y.double(), lengths).grad_fn).__name__ == "MaskedFillBackward0"
+        out = residual_add_mask_time(x, y, lengths, torch.tensor(2))
+        assert type(out.grad_fn).__name__ == "MaskedFillBackward0"
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         out = residual_add_mask_time(x.cpu(), y.cpu(), lengths.cpu(), 0.5)
     assert type(out.grad_fn).__name__ == "MaskedFillBackward0"

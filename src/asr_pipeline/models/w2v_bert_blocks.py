@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr_kernels import in_input_dtype
 from asr_kernels.glu import glu
 from asr_kernels.mask_time import mask_time
 from asr_kernels.masks import attention_mask_4d
@@ -167,9 +166,7 @@ class ConvolutionModule(nn.Module):
         # The pointwise conv as the Linear it is, channels last, so the GLU runs over the last dim (asr_kernels).
         x = glu(F.linear(x, self.pointwise_conv1.weight.squeeze(-1))).transpose(1, 2)  # (B, D, T)
         x = self.depthwise_conv(F.pad(x, (self.depthwise_conv.kernel_size[0] - 1, 0)))  # (B, D, T)
-        # The norm in the conv's dtype also under autocast (float32 inside): a float32 output would only run the
-        # activation in float32 and be cast back for the next conv (asr_kernels.in_input_dtype).
-        x = self.activation(in_input_dtype(self.depthwise_layer_norm, x.transpose(1, 2)))  # (B, T, D)
+        x = self.activation(self.depthwise_layer_norm(x.transpose(1, 2)))  # (B, T, D)
         return self.dropout(self.pointwise_conv2(x.transpose(1, 2)).transpose(1, 2))  # (B, T, D)
 
 
