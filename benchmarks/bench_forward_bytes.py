@@ -11,9 +11,14 @@ each op (class name), op and output dtype, the largest writers first, and what a
 
 An arm is PRECISION:KERNELS (f32|bf16 : off|auto|on|OP): kernels as in ``bench_gpu_step.py`` (off = every
 reference, auto = ``AUTO_KERNELS``'s eager column, on = every kernel, OP = that op's kernel alone; a kernel
-counts as one op, its own reads and writes). The backward is not counted (autograd's engine needs a real
-CUDA device; it is roughly twice the forward's traffic) and neither is what ``torch.compile`` fuses away:
-this is the eager step's floor of memory traffic, the thing fusion and narrower dtypes shrink.
+counts as one op, its own reads and writes). What ``torch.compile`` fuses away is not counted: this is the
+eager step's memory traffic, the thing fusion and narrower dtypes shrink.
+
+``--backward`` also counts the backward of the kernels-off arms, each op charged to the module whose forward
+made its autograd node. Autograd's engine runs no backward on fake CUDA tensors, so that step runs on fake
+CPU tensors under the CPU's autocast, whose op lists differ from CUDA's: the ``CPU fwd`` column (that step's
+forward) beside ``GB out`` says how far the two policies part for the model (for the Zipformer only in
+dropout, which the CPU decomposes into four ops).
 
 ``F.scaled_dot_product_attention`` counts as the fused kernel a GPU runs (``FusedAttention``).
 Data-dependent reads (``int(lengths.min())``) are answered from the batch's real lengths: integer tensors
@@ -21,14 +26,16 @@ derived from them are evaluated on the CPU beside their fakes.
 
     python benchmarks/bench_forward_bytes.py                                  # Zipformer-M, 128 x <=10 s
     python benchmarks/bench_forward_bytes.py --models squeezeformer:m --by-module bf16:off
+    python benchmarks/bench_forward_bytes.py --backward --arms f32:off bf16:off    # and the backward
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -108,13 +115,13 @@ class Census:
 
 
 class CensusMode(TorchDispatchMode):
-    """Records every non-view ATen op under it into ``census``, charged to the innermost running module;
+    """Records every non-view ATen op under it into ``census``, charged to ``where()`` (the module running it);
     keeps a CPU copy (``shadow``) beside each integer tensor an ATen op computes only from shadowed tensors, so a
     ``.item()`` of one gets its real value."""
 
-    def __init__(self, census: Census, modules: list[str]) -> None:
+    def __init__(self, census: Census, where: Callable[[], str]) -> None:
         super().__init__()
-        self.census, self.modules = census, modules
+        self.census, self.where = census, where
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -129,16 +136,46 @@ class CensusMode(TorchDispatchMode):
             and func not in SHARES_STORAGE
             and any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out))
         ):
-            self.census.record(
-                self.modules[-1] if self.modules else "-", func.overloadpacket.__name__, (args, kwargs), out
-            )
+            self.census.record(self.where(), func.overloadpacket.__name__, (args, kwargs), out)
+        return out
+
+
+def innermost(modules: list[str]) -> Callable[[], str]:
+    """The forward's ``where``: the innermost module running now."""
+    return lambda: modules[-1] if modules else "-"
+
+
+def backward_node_module() -> str:
+    """The backward's ``where``: the module whose forward made the autograd node running now (``TagNodes``)."""
+    node = torch._C._current_autograd_node()
+    return node.metadata.get("module", "-") if node is not None else "-"
+
+
+class TagNodes(TorchFunctionMode):
+    """Tags each autograd node a torch function call makes (autocast's casts inside it too) with the module
+    running it, ``metadata["module"]``: the backward's ops are charged to the module whose forward made them."""
+
+    def __init__(self, modules: list[str]) -> None:
+        super().__init__()
+        self.modules = modules
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        module = self.modules[-1] if self.modules else "-"
+        pending = [t.grad_fn for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        while pending:
+            node = pending.pop()
+            if node is not None and "module" not in node.metadata:
+                node.metadata["module"] = module
+                pending.extend(next_node for next_node, _ in node.next_functions)
         return out
 
 
 class FusedAttention(TorchFunctionMode):
-    """``F.scaled_dot_product_attention`` on CUDA tensors as the one fused kernel a GPU runs (memory-efficient
-    attention: any mask, dropout; flash attention moves the same bytes), not the math decomposition fake
-    tensors would otherwise take (no device to choose a backend on); autocast's cast applied as SDPA's."""
+    """``F.scaled_dot_product_attention`` as the one fused kernel a device runs (CUDA: memory-efficient attention,
+    any mask and dropout, flash attention moving the same bytes; the CPU: its flash attention), not the math
+    decomposition fake tensors would otherwise take (no device to choose a backend on); autocast's cast applied
+    as SDPA's."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -147,12 +184,16 @@ class FusedAttention(TorchFunctionMode):
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
         given = {**dict(zip(names, args, strict=False)), **kwargs}
         q, k, v, mask = given["query"], given["key"], given["value"], given.get("attn_mask")
-        if not q.is_cuda:
-            return func(*args, **kwargs)
-        if mask is not None and given.get("is_causal", False):
+        dropout, causal, scale = (
+            given.get("dropout_p", 0.0),
+            given.get("is_causal", False),
+            given.get("scale"),
+        )
+        if mask is not None and causal:
             raise ValueError("scaled_dot_product_attention takes an attn_mask or is_causal=True, not both")
-        if torch.is_autocast_enabled("cuda"):
-            dtype = torch.get_autocast_dtype("cuda")
+        device = q.device.type
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         if mask is not None:
             if mask.dtype == torch.bool:  # SDPA's own conversion: -inf where a key is masked out
@@ -160,16 +201,11 @@ class FusedAttention(TorchFunctionMode):
                     ~mask, float("-inf")
                 )
             mask = mask.to(q.dtype).expand(*q.shape[:-1], k.shape[-2])
-        return torch.ops.aten._scaled_dot_product_efficient_attention(
-            q,
-            k,
-            v,
-            mask,
-            True,
-            given.get("dropout_p", 0.0),
-            given.get("is_causal", False),
-            scale=given.get("scale"),
-        )[0]
+        if device == "cuda":
+            attention = torch.ops.aten._scaled_dot_product_efficient_attention
+            return attention(q, k, v, mask, True, dropout, causal, scale=scale)[0]
+        attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        return attention(q, k, v, dropout, causal, attn_mask=mask, scale=scale)[0]
 
 
 def shadow_of(func, args, kwargs, out: torch.Tensor) -> None:
@@ -251,27 +287,53 @@ def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Cens
         torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved),
         module_stack(modules),
         FusedAttention(),
-        CensusMode(census, modules),
+        CensusMode(census, innermost(modules)),
     ):
         model(batch["features"], batch["lengths"])
     return census
 
 
-def fake_cuda_model(model_name: str, fake) -> torch.nn.Module:
+def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> tuple[Census, Census]:
+    """The forward and backward censuses of one training step of ``model`` (parameters fake CPU tensors) with the
+    references, under the CPU's autocast: autograd's engine runs no backward on fake CUDA tensors. Faithful to a
+    GPU's backward where the CPU's autocast gives the forward CUDA's dtypes (compare the two forwards)."""
+    forward, backward, modules = Census(), Census(), []
+    dtype = PRECISIONS[precision]
+    model.train()
+    with use_kernels("reference"):
+        with (
+            torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
+            module_stack(modules),
+            TagNodes(modules),
+            FusedAttention(),
+            CensusMode(forward, innermost(modules)),
+        ):
+            log_probs, _ = model(batch["features"], batch["lengths"])
+        with CensusMode(backward, backward_node_module):
+            log_probs.sum().backward()
+    return forward, backward
+
+
+def fake_model(model_name: str, fake, device: str = "cuda") -> torch.nn.Module:
+    """The model built as training builds it, its parameters and buffers fake tensors on ``device``."""
     architecture, size = parse_model(model_name)
     model = build_model(
         architecture, size, input_dim=default_input_dim(architecture), vocab_size=VOCAB_SIZE, dropout=0.1
     )
     with fake:
-        return model.to("cuda")
+        return model._apply(lambda tensor: fake.from_tensor(tensor).to(device))
 
 
-def fake_cuda_batch(model_name: str, args, fake) -> dict:
+def fake_batch(model_name: str, args, fake, device: str = "cuda") -> dict:
+    """``training_step.synthetic_batch`` as fake tensors on ``device``, the lengths' real values beside them."""
     batch = synthetic_batch(
         args.batch_frames, args.max_frames, torch.device("cpu"), architecture=parse_model(model_name)[0]
     )
     with fake:
-        features, lengths = batch["features"].to("cuda"), batch["lengths"].to("cuda")
+        features, lengths = (
+            fake.from_tensor(batch["features"]).to(device),
+            fake.from_tensor(batch["lengths"]).to(device),
+        )
     lengths.shadow = batch["lengths"]
     return {"features": features, "lengths": lengths, "audio_sec": batch["audio_sec"]}
 
@@ -307,6 +369,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-frames", type=int, default=1000, help="the longest utterance's frames")
     parser.add_argument("--by-module", type=parse_arm, help="break this arm down (default: the second arm)")
     parser.add_argument("--rows", type=int, default=15, help="rows of the breakdown")
+    parser.add_argument(
+        "--backward",
+        action="store_true",
+        help="also count the backward of the kernels-off arms, on the CPU's autocast (step_census_on_cpu)",
+    )
     args = parser.parse_args(argv)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -314,36 +381,59 @@ def main(argv: list[str] | None = None) -> list[dict]:
     results = []
     for model_name in args.models:
         fake = FakeTensorMode(allow_non_fake_inputs=True)
-        model, batch = fake_cuda_model(model_name, fake), fake_cuda_batch(model_name, args, fake)
+        model, batch = fake_model(model_name, fake), fake_batch(model_name, args, fake)
+        if args.backward:
+            cpu_model, cpu_batch = (
+                fake_model(model_name, fake, "cpu"),
+                fake_batch(model_name, args, fake, "cpu"),
+            )
         shape = "x".join(str(n) for n in batch["features"].shape[:2])
         arms = args.arms if breakdown in args.arms else [*args.arms, breakdown]
         for arm in arms:
             with fake:
                 census = census_of(model, batch, arm)
-            results.append({"model": model_name, "arm": ":".join(arm), "batch": shape, **census.totals()})
+            row = {"model": model_name, "arm": ":".join(arm), "batch": shape, **census.totals()}
+            row.update(cpu_forward_gb=math.nan, backward_gb=math.nan)
+            backward = None
+            if args.backward and arm[1] == "off":
+                with fake:
+                    cpu_forward, backward = step_census_on_cpu(cpu_model, cpu_batch, arm[0])
+                row.update(
+                    cpu_forward_gb=cpu_forward.totals()["written_gb"],
+                    backward_gb=backward.totals()["written_gb"],
+                )
+            results.append(row)
             if arm == breakdown:
-                print_table(
-                    f"{model_name} {':'.join(arm)}, batch {shape}: {'module':<13} {'op':<22} {'dtype':<14} "
-                    f"{'ops':>5} {'GB out':>8} {'GB in':>8}",
-                    by_module_lines(census, args.rows),
-                )
-                print()
-                print_table(
-                    f"saved for backward, by module: {'dtype':<10} {'GB':>8}", saved_lines(census, args.rows)
-                )
-                print()
+                print_breakdown(f"{model_name} {':'.join(arm)}, batch {shape}", census, backward, args.rows)
+    print_rows(results)
+    return results
+
+
+def print_breakdown(title: str, census: Census, backward: Census | None, rows: int) -> None:
+    """The arm's largest writers by module, op and dtype, what autograd saves, and the backward's writers."""
+    columns = f"{'module':<13} {'op':<22} {'dtype':<14} {'ops':>5} {'GB out':>8} {'GB in':>8}"
+    print_table(f"{title}: {columns}", by_module_lines(census, rows))
+    print()
+    print_table(f"saved for backward, by module: {'dtype':<10} {'GB':>8}", saved_lines(census, rows))
+    print()
+    if backward is not None:
+        print_table(f"its backward (CPU autocast): {columns}", by_module_lines(backward, rows))
+        print()
+
+
+def print_rows(results: list[dict]) -> None:
     first = {row["model"]: row for row in reversed(results)}
     print_table(
         f"{'model':<16} {'arm':<12} {'batch':<9} {'ops':>6} {'casts':>6} {'cast GB':>8} {'GB out':>8} "
-        f"{'f32 GB':>8} {'GB in':>8} {'saved GB':>9} {'out/1st':>8}",
+        f"{'f32 GB':>8} {'GB in':>8} {'saved GB':>9} {'out/1st':>8} {'bwd GB':>8} {'CPU fwd':>8}",
         [
             f"{r['model']:<16} {r['arm']:<12} {r['batch']:<9} {r['ops']:>6} {r['casts']:>6} {r['cast_gb']:>8.2f} "
             f"{r['written_gb']:>8.2f} {r['written_f32_gb']:>8.2f} {r['read_gb']:>8.2f} {r['saved_gb']:>9.2f} "
-            f"{r['written_gb'] / first[r['model']]['written_gb']:>7.2f}x"
+            f"{r['written_gb'] / first[r['model']]['written_gb']:>7.2f}x {r['backward_gb']:>8.2f} "
+            f"{r['cpu_forward_gb']:>8.2f}"
             for r in results
         ],
     )
-    return results
 
 
 if __name__ == "__main__":

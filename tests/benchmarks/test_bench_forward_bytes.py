@@ -5,6 +5,7 @@ free of the float32 detours it had (the Swoosh references, the residual casts, t
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def census_of(bench, fake, module: nn.Module, x: torch.Tensor, precision: str):
             bench.cuda_autocast(bench.PRECISIONS[precision]),
             bench.module_stack([]) as modules,
             bench.FusedAttention(),
-            bench.CensusMode(census, modules),
+            bench.CensusMode(census, bench.innermost(modules)),
         ):
             module(x)
     return census
@@ -96,8 +97,8 @@ def test_sdpa_given_by_keyword_or_causal_is_one_kernel_too(bench, fake):
 def zipformer_census(bench, fake, precision: str):
     from argparse import Namespace
 
-    model = bench.fake_cuda_model("zipformer:tiny", fake)
-    batch = bench.fake_cuda_batch("zipformer:tiny", Namespace(batch_frames=800, max_frames=200), fake)
+    model = bench.fake_model("zipformer:tiny", fake)
+    batch = bench.fake_batch("zipformer:tiny", Namespace(batch_frames=800, max_frames=200), fake)
     with fake:
         return bench.census_of(model, batch, (precision, "off"))
 
@@ -113,9 +114,37 @@ def test_the_zipformer_bf16_forward_stays_bf16_where_float32_bought_nothing(benc
     assert 0 < bf16.totals()["saved_gb"] < f32.totals()["saved_gb"]
 
 
+def test_the_backward_on_the_cpu_is_charged_to_modules_and_its_forward_matches_cudas(bench, fake):
+    # The backward runs on fake CPU tensors under the CPU's autocast: for the Zipformer (after this session's
+    # change) that forward writes what CUDA's policy writes, op for op, except dropout, which the CPU decomposes.
+    from argparse import Namespace
+
+    shape = Namespace(batch_frames=800, max_frames=200)
+    model, batch = (
+        bench.fake_model("zipformer:tiny", fake, "cpu"),
+        bench.fake_batch("zipformer:tiny", shape, fake, "cpu"),
+    )
+    with fake:
+        forward, backward = bench.step_census_on_cpu(model, batch, "bf16")
+    on_cuda = zipformer_census(bench, fake, "bf16")
+    differ = {
+        key[0]
+        for key in set(forward.written) | set(on_cuda.written)
+        if forward.written[key] != on_cuda.written[key]
+    }
+    assert differ == {"Dropout"}
+    assert backward.written[("Swoosh", "softplus_backward", "bfloat16")] > 0
+    charged = sum(v for (module, _, _), v in backward.written.items() if module != "-")
+    assert charged > 0.95 * sum(backward.written.values())  # nearly every backward byte has its module
+    assert not [
+        key for key in backward.ops if key[0] == "Swoosh" and key[1] == "neg"
+    ]  # + -0.08 x: no negation
+
+
 def test_the_table_compares_arms_of_each_model(bench, capsys):
     rows = bench.main(
         [
+            "--backward",
             "--models",
             "zipformer:tiny",
             "--batch-frames",
@@ -128,6 +157,7 @@ def test_the_table_compares_arms_of_each_model(bench, capsys):
         ]
     )
     assert [row["arm"] for row in rows] == ["f32:off", "bf16:auto"]
+    assert rows[0]["backward_gb"] > 0 and math.isnan(rows[1]["backward_gb"])  # no Triton backward on the CPU
     out = capsys.readouterr().out
     assert "zipformer:tiny bf16:auto, batch 4x200" in out and "1.00x" in out
 

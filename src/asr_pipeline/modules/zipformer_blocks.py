@@ -55,7 +55,8 @@ class BiasNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x32 = x.float()
-        mean_square = (x32 - self.bias.float()).pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1)
+        # x + (-bias), the bits of x - bias: the backward negates the (D,) bias gradient, not a (B, T, D) one.
+        mean_square = (x32 + -self.bias.float()).pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1)
         return (x32 * torch.rsqrt(mean_square + self.eps) * self.log_scale.float().exp()).to(x.dtype)
 
 
@@ -121,9 +122,12 @@ class RelPositionAttentionWeights(nn.Module):
         batch, frames, _ = x.shape
         heads, query_dim = self.num_heads, self.query_head_dim * self.num_heads
         projected = self.in_proj(x)  # (B, T, (2 dq + dp) H)
-        q = projected[..., :query_dim].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dq)
-        k = projected[..., query_dim : 2 * query_dim].view(batch, frames, heads, -1).transpose(1, 2)
-        p = projected[..., 2 * query_dim :].view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dp)
+        # split, not three slices: its backward concatenates the three gradients, where each slice's would
+        # fill a zero tensor of the projection's size and two more passes would add them up.
+        q, k, p = (
+            part.view(batch, frames, heads, -1).transpose(1, 2)  # (B, H, T, dq), (B, H, T, dq), (B, H, T, dp)
+            for part in projected.split((query_dim, query_dim, self.pos_head_dim * heads), dim=-1)
+        )
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.query_head_dim)  # (B, H, T, T)
 
         pos = self.linear_pos(pos_emb).view(2 * frames - 1, heads, -1).permute(1, 2, 0)  # (H, dp, 2T-1)
