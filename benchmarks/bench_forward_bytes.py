@@ -175,7 +175,8 @@ class FusedAttention(TorchFunctionMode):
     """``F.scaled_dot_product_attention`` as the one fused kernel a device runs (CUDA: memory-efficient attention,
     any mask and dropout, flash attention moving the same bytes; the CPU: its flash attention), not the math
     decomposition fake tensors would otherwise take (no device to choose a backend on); autocast's cast applied
-    as SDPA's."""
+    as SDPA's. On the CPU a mask that needs its gradient (a learned position bias) keeps the math path, which
+    counts more than CUDA's kernel writes."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -192,6 +193,8 @@ class FusedAttention(TorchFunctionMode):
         if mask is not None and causal:
             raise ValueError("scaled_dot_product_attention takes an attn_mask or is_causal=True, not both")
         device = q.device.type
+        if device != "cuda" and mask is not None and mask.requires_grad:
+            return func(*args, **kwargs)  # the CPU's flash attention gives a mask no gradient: the math path
         if torch.is_autocast_enabled(device):
             dtype = torch.get_autocast_dtype(device)
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)

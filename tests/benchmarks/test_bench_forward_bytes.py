@@ -94,6 +94,25 @@ def test_sdpa_given_by_keyword_or_causal_is_one_kernel_too(bench, fake):
         F.scaled_dot_product_attention(x, x, x, attn_mask=torch.zeros(4, 4, device="cuda"), is_causal=True)
 
 
+class LearnedBias(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(50, 50))
+
+    def forward(self, x):
+        return F.scaled_dot_product_attention(x, x, x, attn_mask=self.bias)
+
+
+def test_on_the_cpu_a_mask_that_needs_its_gradient_takes_the_math_path(bench, fake):
+    census = bench.Census()
+    with fake:
+        module, x = LearnedBias(), torch.randn(2, 4, 50, 16)
+        with bench.FusedAttention(), bench.CensusMode(census, lambda: "-"):
+            module(x).sum().backward()  # the CPU's flash attention would refuse the mask's gradient
+    names = {name for _, name, _ in census.ops}
+    assert "_safe_softmax" in names and "_scaled_dot_product_flash_attention_for_cpu" not in names
+
+
 def zipformer_census(bench, fake, precision: str):
     from argparse import Namespace
 
