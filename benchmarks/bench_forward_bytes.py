@@ -7,7 +7,8 @@ is one kernel launch and one pass over memory, so the census says what an eager 
 writes and where: per arm, the ops (views left out), the dtype casts autocast and the model add, the GB
 written (and how much of it float32), the GB read, and the GB autograd saves for the backward (activation
 memory; parameters left out). ``--by-module ARM`` breaks one arm down by the innermost module that ran
-each op (class name), op and output dtype, the largest writers first, and what autograd saves by module and dtype.
+each op (class name), op and output dtype, the largest writers first, and what autograd saves by module and
+dtype.
 
 An arm is PRECISION:KERNELS (f32|bf16 : off|auto|on|OP): kernels as in ``bench_gpu_step.py`` (off = every
 reference, auto = ``AUTO_KERNELS``'s eager column, on = every kernel, OP = that op's kernel alone; a kernel
