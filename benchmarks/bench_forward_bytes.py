@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -154,7 +155,10 @@ def backward_node_module() -> str:
 
 class TagNodes(TorchFunctionMode):
     """Tags each autograd node a torch function call makes (autocast's casts inside it too) with the module
-    running it, ``metadata["module"]``: the backward's ops are charged to the module whose forward made them."""
+    running it, ``metadata["module"]``: the backward's ops are charged to the module whose forward made them.
+    Two limits: a custom ``autograd.Function``'s node (``apply`` is no torch function) goes to the module that
+    next uses its output, and where a tensor feeds several branches, autograd's sum of their gradients goes to
+    the branch whose gradient arrives last (Zipformer-M's "Linear add float32": the residual stream's)."""
 
     def __init__(self, modules: list[str]) -> None:
         super().__init__()
@@ -176,8 +180,8 @@ class FusedAttention(TorchFunctionMode):
     """``F.scaled_dot_product_attention`` as the one fused kernel a device runs (CUDA: memory-efficient attention,
     any mask and dropout, flash attention moving the same bytes; the CPU: its flash attention), not the math
     decomposition fake tensors would otherwise take (no device to choose a backend on); autocast's cast applied
-    as SDPA's. On the CPU a mask that needs its gradient (a learned position bias) keeps the math path, which
-    counts more than CUDA's kernel writes."""
+    as SDPA's. Fake tensors only. On the CPU a mask that needs its gradient (a learned position bias) keeps the
+    math path, which counts more than CUDA's kernel writes."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -194,8 +198,8 @@ class FusedAttention(TorchFunctionMode):
         if mask is not None and causal:
             raise ValueError("scaled_dot_product_attention takes an attn_mask or is_causal=True, not both")
         device = q.device.type
-        if device != "cuda" and mask is not None and mask.requires_grad:
-            return func(*args, **kwargs)  # the CPU's flash attention gives a mask no gradient: the math path
+        if not isinstance(q, FakeTensor) or (device != "cuda" and mask is not None and mask.requires_grad):
+            return func(*args, **kwargs)  # real tensors; the CPU's flash attention gives a mask no gradient
         if torch.is_autocast_enabled(device):
             dtype = torch.get_autocast_dtype(device)
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
@@ -315,6 +319,9 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
             log_probs, _ = model(batch["features"], batch["lengths"])
         with CensusMode(backward, backward_node_module):
             log_probs.sum().backward()
+    model.zero_grad(
+        set_to_none=True
+    )  # or the next call's backward adds into .grad: a pass per parameter more
     return forward, backward
 
 

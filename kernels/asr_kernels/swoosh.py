@@ -46,9 +46,9 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # The paper's constants, per side: (shift, offset); the slope 0.08 is shared. The references below spell the
 # same numbers out literally, as src/asr_pipeline/modules/swoosh.py did, so the reference path is bit-for-bit
-# the one the models used before the kernels. They add -0.08 x where that subtracted 0.08 x: the same bits
-# (negation is exact), but autograd passes the gradient through a sum and negates it for a difference, one
-# full-size pass per call in the backward.
+# the one the models used before the kernels. They add -0.08 x where that subtracted 0.08 x: the same values
+# (negation is exact; only a NaN's sign may differ), but autograd passes the gradient through a sum and negates
+# it for a difference, one full-size pass per call in the backward.
 _SHIFT_AND_OFFSET = {"l": (4.0, 0.035), "r": (1.0, 0.313261687)}
 
 # Tile shape, as in glu.py: up to _MAX_BLOCK_C channels by enough rows to fill _TILE_ELEMENTS (16 values per

@@ -103,14 +103,22 @@ class LearnedBias(nn.Module):
         return F.scaled_dot_product_attention(x, x, x, attn_mask=self.bias)
 
 
-def test_on_the_cpu_a_mask_that_needs_its_gradient_takes_the_math_path(bench, fake):
+def attention_ops_on_the_cpu(bench, fake, module: nn.Module) -> set[str]:
     census = bench.Census()
     with fake:
-        module, x = LearnedBias(), torch.randn(2, 4, 50, 16)
+        module, x = module, torch.randn(2, 4, 50, 16, requires_grad=True)
         with bench.FusedAttention(), bench.CensusMode(census, lambda: "-"):
-            module(x).sum().backward()  # the CPU's flash attention would refuse the mask's gradient
-    names = {name for _, name, _ in census.ops}
-    assert "_safe_softmax" in names and "_scaled_dot_product_flash_attention_for_cpu" not in names
+            module(x).sum().backward()
+    return {name for _, name, _ in census.ops}
+
+
+def test_on_the_cpu_sdpa_is_the_cpus_flash_attention_but_with_a_mask_that_needs_its_gradient(bench, fake):
+    fused = attention_ops_on_the_cpu(bench, fake, Attention())
+    assert "_scaled_dot_product_flash_attention_for_cpu" in fused and "bmm" not in fused
+    math_path = attention_ops_on_the_cpu(
+        bench, fake, LearnedBias()
+    )  # the CPU's kernel gives a mask no gradient
+    assert "bmm" in math_path and "_scaled_dot_product_flash_attention_for_cpu" not in math_path
 
 
 def zipformer_census(bench, fake, precision: str):
@@ -134,8 +142,8 @@ def test_the_zipformer_bf16_forward_stays_bf16_where_float32_bought_nothing(benc
 
 
 def test_the_backward_on_the_cpu_is_charged_to_modules_and_its_forward_matches_cudas(bench, fake):
-    # The backward runs on fake CPU tensors under the CPU's autocast: for the Zipformer (after this session's
-    # change) that forward writes what CUDA's policy writes, op for op, except dropout, which the CPU decomposes.
+    # The backward runs on fake CPU tensors under the CPU's autocast: for the Zipformer that forward writes what
+    # CUDA's policy writes, op for op, except dropout, which the CPU decomposes.
     from argparse import Namespace
 
     shape = Namespace(batch_frames=800, max_frames=200)
@@ -155,9 +163,17 @@ def test_the_backward_on_the_cpu_is_charged_to_modules_and_its_forward_matches_c
     assert backward.written[("Swoosh", "softplus_backward", "bfloat16")] > 0
     charged = sum(v for (module, _, _), v in backward.written.items() if module != "-")
     assert charged > 0.95 * sum(backward.written.values())  # nearly every backward byte has its module
-    assert not [
-        key for key in backward.ops if key[0] == "Swoosh" and key[1] == "neg"
-    ]  # + -0.08 x: no negation
+    # The same-values rewrites: Swoosh adds -0.08 x (no negated gradient), BiasNorm adds the negated bias (its
+    # gradient negated at (D,) only), the attention's q, k, p split (no slice backward beyond the shift's two).
+    assert ("Swoosh", "neg", "bfloat16") not in backward.ops
+    assert backward.written[("BiasNorm", "neg", "float32")] < 0.01 * sum(
+        v for key, v in backward.written.items() if key[0] == "BiasNorm"
+    )
+    layers = sum(1 for _ in model.modules() if type(_).__name__ == "ZipformerEncoderLayer")
+    assert backward.ops[("RelPositionAttentionWeights", "slice_backward", "bfloat16")] == 2 * layers
+    with fake:
+        again = bench.step_census_on_cpu(model, batch, "bf16")[1]
+    assert again.written == backward.written  # no gradient left over to add into
 
 
 def test_the_table_compares_arms_of_each_model(bench, capsys):

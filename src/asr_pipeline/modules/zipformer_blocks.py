@@ -55,7 +55,7 @@ class BiasNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x32 = x.float()
-        # x + (-bias), the bits of x - bias: the backward negates the (D,) bias gradient, not a (B, T, D) one.
+        # x + (-bias), the values of x - bias: the backward negates the (D,) bias gradient, not a (B, T, D) one.
         mean_square = (x32 + -self.bias.float()).pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1)
         return (x32 * torch.rsqrt(mean_square + self.eps) * self.log_scale.float().exp()).to(x.dtype)
 
