@@ -47,13 +47,12 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 # The batch and the table the training-step benchmarks share.
-from training_step import VOCAB_SIZE, parse_model, print_table, synthetic_batch
+from training_step import KERNEL_ARMS, VOCAB_SIZE, kernel_choice, parse_model, print_table, synthetic_batch
 
-from asr_kernels import OPS, use_kernels
+from asr_kernels import use_kernels
 from asr_pipeline.models.registry import build_model, default_input_dim
 
 PRECISIONS = {"f32": None, "bf16": torch.bfloat16}
-KERNELS = {"off": ("reference", None), "auto": ("auto", None), "on": ("triton", None)}
 GB = 1e9
 # Ops that are no view by their schema yet return their input's storage (reshape after a matmul): no traffic.
 SHARES_STORAGE = (torch.ops.aten._unsafe_view.default,)
@@ -61,17 +60,22 @@ SHARES_STORAGE = (torch.ops.aten._unsafe_view.default,)
 
 def parse_arm(text: str) -> tuple[str, str]:
     precision, _, kernels = text.partition(":")
-    if precision not in PRECISIONS or not (kernels in KERNELS or kernels in OPS):
+    if precision not in PRECISIONS or kernels not in KERNEL_ARMS:
         raise argparse.ArgumentTypeError(
             f"an arm is PRECISION:KERNELS with PRECISION one of {', '.join(PRECISIONS)} and KERNELS one of "
-            f"{', '.join(KERNELS)} or an op ({', '.join(OPS)}); got {text!r}"
+            f"{', '.join(KERNEL_ARMS)}; got {text!r}"
         )
     return precision, kernels
 
 
+def tensors_in(value) -> list[torch.Tensor]:
+    """Every tensor in a (nested) value: an op's arguments or outputs."""
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
 def tensor_bytes(value) -> int:
     """Bytes of every tensor in a (nested) value, as each is seen (a view counts its own elements)."""
-    return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+    return sum(t.numel() * t.element_size() for t in tensors_in(value))
 
 
 @dataclass
@@ -88,7 +92,7 @@ class Census:
     def record(self, module: str, name: str, inputs: tuple, out) -> None:
         """One op's call: ``inputs`` its (args, kwargs), ``out`` what it returned."""
         args = inputs[0]
-        outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        outputs = tensors_in(out)
         dtypes = ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in outputs}))
         key = (module, name, dtypes)
         self.ops[key] += 1
@@ -133,11 +137,7 @@ class CensusMode(TorchDispatchMode):
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and not out.is_floating_point() and func.namespace == "aten":
             shadow_of(func, args, kwargs, out)
-        if (
-            not func.is_view
-            and func not in SHARES_STORAGE
-            and any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out))
-        ):
+        if not func.is_view and func not in SHARES_STORAGE and tensors_in(out):
             self.census.record(self.where(), func.overloadpacket.__name__, (args, kwargs), out)
         return out
 
@@ -167,7 +167,7 @@ class TagNodes(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         module = self.modules[-1] if self.modules else "-"
-        pending = [t.grad_fn for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        pending = [t.grad_fn for t in tensors_in(out)]
         while pending:
             node = pending.pop()
             if node is not None and "module" not in node.metadata:
@@ -218,7 +218,7 @@ class FusedAttention(TorchFunctionMode):
 
 def shadow_of(func, args, kwargs, out: torch.Tensor) -> None:
     """Set ``out.shadow``: ``func`` on the CPU copies of its tensor inputs, when every one has a copy."""
-    leaves = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    leaves = tensors_in((args, kwargs))
     if not leaves or not all(hasattr(t, "shadow") for t in leaves):
         return
 
@@ -274,7 +274,7 @@ def module_stack(stack: list[str]) -> Iterator[list[str]]:
 def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Census:
     """The census of one training-mode forward of ``model`` (parameters already fake CUDA) on ``batch``."""
     precision, kernels = arm
-    choice, only = KERNELS.get(kernels, ("triton", (kernels,)))
+    choice, only = kernel_choice(kernels)
     census = Census()
     parameters = {p.untyped_storage()._cdata for p in model.parameters()}
     seen: set[int] = set()

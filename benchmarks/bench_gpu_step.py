@@ -49,8 +49,10 @@ import torch.nn.functional as F
 
 # The step, batch, FLOP count, matmul ceiling, timers and table the training-step benchmarks share.
 from training_step import (
+    KERNEL_ARMS,
     VOCAB_SIZE,
     count_flops,
+    kernel_choice,
     matmul_rates,
     parse_model,
     print_table,
@@ -66,7 +68,7 @@ from asr_pipeline.training.compile import compile_counts, compile_model, mark_ba
 
 MODES, KERNELS, PRECISIONS, SHAPES = (
     ("eager", "compile", "layers"),
-    ("on", "off", "auto", *OPS),
+    KERNEL_ARMS,
     ("f32", "tf32", "bf16"),
     ("exact", "buckets"),
 )
@@ -149,10 +151,7 @@ class Arm:
         self.model_name, self.arm, self.device = model_name, arm, device
         self.mode, kernels, self.precision, self.shapes = arm
         self.marks = "buckets" if self.shapes == "buckets" else "auto"  # training.compile's shape modes
-        # (choice, only): on = every kernel, off = none, auto = AUTO_KERNELS, an op name = that kernel alone
-        self.kernels = {"on": ("triton", None), "off": ("reference", None), "auto": ("auto", None)}.get(
-            kernels, ("triton", (kernels,))
-        )
+        self.kernels = kernel_choice(kernels)  # use_kernels' (choice, only)
         torch._dynamo.reset()
         torch.manual_seed(0)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from asr_kernels import OPS
 from asr_pipeline.models.registry import default_input_dim, frontend_of
 from asr_pipeline.training.config import OptimConfig
 
@@ -29,6 +30,15 @@ TOKENS_PER_SEC = 12.5  # ~1 target per 8 fbank frames, whatever the frame rate
 VOCAB_SIZE = 257  # 256 pieces + blank
 CLIP_NORM = OptimConfig().gradient_clip_norm  # 5.0, the engine's default
 PRECISIONS = {"f32": (torch.float32, False), "tf32": (torch.float32, True), "bf16": (torch.bfloat16, False)}
+# An arm's kernels: on = every op's Triton kernel, off = every reference, auto = asr_kernels.AUTO_KERNELS (a
+# run's default), an asr_kernels.OPS name = that op's kernel alone.
+KERNEL_ARMS = ("on", "off", "auto", *OPS)
+
+
+def kernel_choice(kernels: str) -> tuple[str, tuple[str, ...] | None]:
+    """An arm's kernels (``KERNEL_ARMS``) as ``asr_kernels.use_kernels``' (choice, only)."""
+    named = {"on": ("triton", None), "off": ("reference", None), "auto": ("auto", None)}
+    return named.get(kernels, ("triton", (kernels,)))
 
 
 # --- the batch and the step ---------------------------------------------------------------------------------
