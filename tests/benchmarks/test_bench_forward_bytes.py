@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+TINY_BATCH = argparse.Namespace(batch_frames=800, max_frames=200)  # 4 utterances, the longest 2 s
 
 
 @pytest.fixture
@@ -122,10 +123,8 @@ def test_on_the_cpu_sdpa_is_the_cpus_flash_attention_but_with_a_mask_that_needs_
 
 
 def zipformer_census(bench, fake, precision: str):
-    from argparse import Namespace
-
     model = bench.fake_model("zipformer:tiny", fake)
-    batch = bench.fake_batch("zipformer:tiny", Namespace(batch_frames=800, max_frames=200), fake)
+    batch = bench.fake_batch("zipformer:tiny", TINY_BATCH, fake)
     with fake:
         return bench.census_of(model, batch, (precision, "off"))
 
@@ -144,12 +143,9 @@ def test_the_zipformer_bf16_forward_stays_bf16_where_float32_bought_nothing(benc
 def test_the_backward_on_the_cpu_is_charged_to_modules_and_its_forward_matches_cudas(bench, fake):
     # The backward runs on fake CPU tensors under the CPU's autocast: for the Zipformer that forward writes what
     # CUDA's policy writes, op for op, except dropout, which the CPU decomposes.
-    from argparse import Namespace
-
-    shape = Namespace(batch_frames=800, max_frames=200)
     model, batch = (
         bench.fake_model("zipformer:tiny", fake, "cpu"),
-        bench.fake_batch("zipformer:tiny", shape, fake, "cpu"),
+        bench.fake_batch("zipformer:tiny", TINY_BATCH, fake, "cpu"),
     )
     with fake:
         forward, backward = bench.step_census_on_cpu(model, batch, "bf16")
