@@ -386,13 +386,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="also count the backward of the kernels-off arms, on the CPU's autocast (step_census_on_cpu)",
     )
     args = parser.parse_args(argv)
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
     breakdown = args.by_module or args.arms[min(1, len(args.arms) - 1)]
     results = []
     for model_name in args.models:
         fake = FakeTensorMode(allow_non_fake_inputs=True)
-        model, batch = fake_model(model_name, fake), fake_batch(model_name, args, fake)
+        try:
+            model, batch = fake_model(model_name, fake), fake_batch(model_name, args, fake)
+        except ValueError as error:  # an unknown architecture or size: the registry names the choices
+            parser.error(f"--models {model_name}: {error}")
         if args.backward:
             cpu_model, cpu_batch = (
                 fake_model(model_name, fake, "cpu"),
@@ -402,7 +405,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         arms = args.arms if breakdown in args.arms else [*args.arms, breakdown]
         for arm in arms:
             with fake:
-                census = census_of(model, batch, arm)
+                try:
+                    census = census_of(model, batch, arm)
+                except DataDependentOutputException:
+                    parser.error(
+                        f"--models {model_name}: its forward reads the values of float tensors (Paraformer's "
+                        "CIF does), which fake tensors do not have; it cannot be counted this way"
+                    )
             row = {"model": model_name, "arm": ":".join(arm), "batch": shape, **census.totals()}
             row.update(cpu_forward_gb=math.nan, backward_gb=math.nan)
             backward = None

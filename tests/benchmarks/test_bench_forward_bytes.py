@@ -198,3 +198,13 @@ def test_an_arm_names_precision_and_kernels(bench):
     for wrong in ("bf16", "fp16:off", "bf16:swish"):
         with pytest.raises(argparse.ArgumentTypeError, match="PRECISION:KERNELS"):
             bench.parse_arm(wrong)
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [("zipformer:xxl", "unknown zipformer variant 'xxl'"), ("paraformer:tiny", "float tensors")],
+)
+def test_a_model_it_cannot_count_is_a_one_line_error(bench, capsys, model, says):
+    with pytest.raises(SystemExit):
+        bench.main(["--models", model, "--batch-frames", "800", "--max-frames", "200", "--arms", "f32:off"])
+    assert says in capsys.readouterr().err
