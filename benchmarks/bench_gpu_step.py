@@ -11,7 +11,9 @@ over the batches (compiles; ``first_pass_sec``, dynamo's ``compiles``/``recompil
 ``compile_sec``), then ``--repeats`` timed passes (CUDA events per step): median step ms, audio-s/s over
 the timed passes, peak GiB, recompiles while timed (a steady state has 0), and MFU: FLOPs per audio second
 (``FlopCounterMode``, one eager forward + backward: matrix products and convolutions only, so a lower
-bound) x audio-s/s over the matmul rate of the arm's precision measured in the same run.
+bound) x audio-s/s over the matmul rate of the arm's precision measured in the same run. The memory copy
+rate measured beside it (``memory_tbs``) turns the bytes a compiled step moves (``bench_compiled_bytes.py``,
+counted without a GPU) into the floor under its time.
 
 ``--largest-batch ARM`` doubles the batch until the step runs out of memory, then bisects
 (``largest_fitting``); ``--profile ARM`` writes torch.profiler's top 15 kernels by device time.
@@ -52,8 +54,10 @@ from training_step import (
     KERNEL_ARMS,
     VOCAB_SIZE,
     count_flops,
+    inductor_option,
     kernel_choice,
     matmul_rates,
+    memory_rate,
     parse_model,
     print_table,
     synthetic_batch,
@@ -363,6 +367,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the batches")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--compile-mode", default="default", help="inductor's mode (max-autotune, ...)")
+    parser.add_argument(
+        "--inductor",
+        nargs="+",
+        type=inductor_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="inductor config settings for every compiled arm (combo_kernels=True)",
+    )
     parser.add_argument("--deadline", type=float, help="seconds: arms not started by then are skipped")
     parser.add_argument("--profile", type=parse_arm, help="also profile this arm (first model)")
     parser.add_argument("--profile-out", default="profile.txt")
@@ -392,54 +404,61 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.batches, args.buckets, args.repeats, args.backend = 2, 2, 1, "aot_eager"
         torch.set_num_threads(1)
     arms = arms_to_time(args, cuda)
-    rates = {}
+    rates, memory = {}, math.nan
     if cuda:
-        rates = matmul_rates(device)
+        rates, memory = matmul_rates(device), memory_rate(device)
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; matmul TFLOP/s: "
-              + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items()), flush=True)  # fmt: skip
+              + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items())
+              + f"; memory copy {memory / 1e12:.2f} TB/s", flush=True)  # fmt: skip
     started, rows, report = time.perf_counter(), [], {}
-    for model_name in args.models:
-        flops_per_audio_sec = None
-        for arm in arms:
-            if args.deadline and time.perf_counter() - started > args.deadline:
-                print(
-                    f"skipped {model_name} {arm_name(arm)}: past --deadline {args.deadline:.0f} s", flush=True
+    from torch._inductor import config
+
+    with config.patch(dict(args.inductor)):  # every compiled arm's
+        for model_name in args.models:
+            flops_per_audio_sec = None
+            for arm in arms:
+                if args.deadline and time.perf_counter() - started > args.deadline:
+                    print(
+                        f"skipped {model_name} {arm_name(arm)}: past --deadline {args.deadline:.0f} s",
+                        flush=True,
+                    )
+                    continue
+                try:
+                    runner = Arm(model_name, arm, args, device)
+                    if flops_per_audio_sec is None:
+                        batch = runner.batches[0]
+                        flops_per_audio_sec = count_flops(runner.model, batch, device) / batch["audio_sec"]
+                    row = measure(runner, args.repeats)
+                except torch.OutOfMemoryError as error:
+                    print(
+                        f"{model_name} {arm_name(arm)}: out of memory ({str(error).splitlines()[0]})",
+                        flush=True,
+                    )
+                    continue
+                achieved = flops_per_audio_sec * row["audio_sec_per_sec"]
+                row.update(
+                    gflop_per_audio_sec=flops_per_audio_sec / 1e9,
+                    mfu=achieved / rates[arm[2]] if cuda else math.nan,
                 )
-                continue
-            try:
-                runner = Arm(model_name, arm, args, device)
-                if flops_per_audio_sec is None:
-                    batch = runner.batches[0]
-                    flops_per_audio_sec = count_flops(runner.model, batch, device) / batch["audio_sec"]
-                row = measure(runner, args.repeats)
-            except torch.OutOfMemoryError as error:
-                print(
-                    f"{model_name} {arm_name(arm)}: out of memory ({str(error).splitlines()[0]})", flush=True
-                )
-                continue
-            achieved = flops_per_audio_sec * row["audio_sec_per_sec"]
-            row.update(
-                gflop_per_audio_sec=flops_per_audio_sec / 1e9,
-                mfu=achieved / rates[arm[2]] if cuda else math.nan,
-            )
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if arm == args.profile and model_name == args.models[0]:
-                report["profile"] = profile_table(runner)
-                with open(args.profile_out, "w") as handle:
-                    handle.write(report["profile"])
-            if cuda and arm == args.largest_batch and model_name == args.models[0]:
-                report["largest_batch"] = largest_batch(runner, args)
-                print(json.dumps(report["largest_batch"]), flush=True)
-            del runner
-            if cuda:
-                torch.cuda.empty_cache()
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if arm == args.profile and model_name == args.models[0]:
+                    report["profile"] = profile_table(runner)
+                    with open(args.profile_out, "w") as handle:
+                        handle.write(report["profile"])
+                if cuda and arm == args.largest_batch and model_name == args.models[0]:
+                    report["largest_batch"] = largest_batch(runner, args)
+                    print(json.dumps(report["largest_batch"]), flush=True)
+                del runner
+                if cuda:
+                    torch.cuda.empty_cache()
     verdicts = kernel_verdicts(rows)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(
                 {
                     "rates_tflops": {k: v / 1e12 for k, v in rates.items()},
+                    "memory_tbs": memory / 1e12,
                     "rows": rows,
                     "kernel_verdicts": verdicts,
                     **report,

@@ -29,6 +29,9 @@
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
 #   cudagraphs    CUDA graphs (inductor's reduce-overhead) on the layer-compiled step;
+#   combo         layer-compiled with inductor's combo kernels (combo_kernels=True: independent small kernels,
+#                 such as the per-weight bf16 casts, share one launch; bench_compiled_bytes.py counts 38 %
+#                 fewer launches for the tiny Zipformer's step), against layers_m;
 #   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
 #                 size per bucket but the last, so a few graphs are recorded);
 #   compiled_more layer-compiled with auto's kernels (a run's default kernels), the whole model compiled with
@@ -47,7 +50,7 @@ else
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs engine_graphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs combo engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -144,6 +147,8 @@ step others 120 $BENCH --models $OTHERS \
 # CUDA graphs on the one padded shape: inductor's reduce-overhead mode, against layers_m's default.
 step cudagraphs 120 $BENCH --models $M --compile-mode reduce-overhead \
   --arms layers:off:bf16:buckets --json "$OUT/cudagraphs.json"
+step combo 150 $BENCH --models $M --inductor combo_kernels=True \
+  --arms layers:off:bf16:buckets --json "$OUT/combo.json"
 step engine_graphs 150 $TRAIN --train-manifest $CORPUS --compile reduce-overhead --epochs 3 \
   --output-dir $ROOT/engine_graphs
 copy_engine_figures
@@ -151,7 +156,8 @@ step compiled_more 240 $BENCH --models $M \
   --arms layers:auto:bf16:buckets compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
 
 echo; echo "=== summary ($(( $(date +%s) - START ))s; device: $(head -n 1 "$OUT/device.txt"))"
-for name in eager_m compiled_m layers_m kernels_ops others cudagraphs compiled_more; do
+grep -h -m 1 "memory copy" "$OUT/eager_m.log" 2>/dev/null  # the rates: matmul TFLOP/s, memory TB/s
+for name in eager_m compiled_m layers_m kernels_ops others cudagraphs combo compiled_more; do
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null

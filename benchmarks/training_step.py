@@ -11,6 +11,8 @@ The scripts import it as a top-level module: the folder of the script that runs 
 
 from __future__ import annotations
 
+import argparse
+import ast
 import contextlib
 import os
 import statistics
@@ -115,6 +117,22 @@ def count_flops(model, batch: dict, device: torch.device) -> int:
     return counter.get_total_flops()
 
 
+def inductor_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` as an inductor config setting (``torch._inductor.config``; VALUE a Python literal, else the
+    string), for ``torch._inductor.config.patch``: ``combo_kernels=True``."""
+    from torch._inductor import config
+
+    key, equals, value = text.partition("=")
+    if not equals or not hasattr(config, key):
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE with KEY a torch._inductor.config setting, got {text!r}"
+        )
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
 # --- the device's ceiling and the timers ------------------------------------------------------------------
 def matmul_rate(dtype: torch.dtype, tf32: bool, device: torch.device, size: int = 8192) -> float:
     """Measured dense matrix-product FLOP/s on random data (median of 10 after warm-up)."""
@@ -132,6 +150,15 @@ def matmul_rate(dtype: torch.dtype, tf32: bool, device: torch.device, size: int 
 def matmul_rates(device: torch.device) -> dict[str, float]:
     """``matmul_rate`` of every precision (f32, tf32, bf16): the denominators of MFU."""
     return {name: matmul_rate(dtype, tf32, device) for name, (dtype, tf32) in PRECISIONS.items()}
+
+
+def memory_rate(device: torch.device, gib: int = 2) -> float:
+    """Measured device-memory bytes/s: a ``gib`` GiB copy reads and writes its bytes once (median of 10 after
+    warm-up). The floor under a step's time is the bytes its kernels move (``bench_compiled_bytes.py``) over it."""
+    source = torch.empty(gib * 2**30, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    times = time_cuda(lambda: target.copy_(source), warmup=3, repeats=10)
+    return 2 * source.numel() / statistics.median(times)
 
 
 def time_cuda(fn: Callable[[], object], warmup: int, repeats: int) -> list[float]:

@@ -1,0 +1,146 @@
+"""benchmarks/bench_compiled_bytes.py (issue 36) on the CPU, as it always runs: inductor's lowering and fusion
+for a CUDA device that is not there, exact bytes for a one-kernel forward and backward, the patches undone,
+and (slow) the tiny Zipformer's compiled step against its eager one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
+    import bench_compiled_bytes
+
+    yield bench_compiled_bytes
+    sys.modules.pop("bench_compiled_bytes", None)
+    sys.modules.pop("bench_forward_bytes", None)
+
+
+@pytest.fixture
+def fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+class Scale(nn.Module):
+    """y = x * w + 1: one pointwise kernel forward; the backward one reduction (w's gradient)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, features, lengths):
+        return features * self.weight + 1, lengths
+
+
+def fake_inputs(fake, module: nn.Module, shape: tuple[int, ...]):
+    with fake:
+        module = module._apply(fake.from_tensor)
+        batch = {
+            "features": fake.from_tensor(torch.randn(shape)),
+            "lengths": fake.from_tensor(torch.ones(shape[0])),
+        }
+    return module, batch
+
+
+def test_one_pointwise_kernel_forward_and_one_reduction_backward_with_exact_bytes(bench, fake):
+    module, batch = fake_inputs(fake, Scale(16), (4, 8, 16))
+    forward, backward = bench.compiled_step(module, batch, "f32", fake)
+    x = 4 * 8 * 16 * 4  # bytes of x, of y and of y's gradient (float32)
+    # forward: reads x and w, writes y; x is an input, so the backward gets it without the forward saving it
+    assert forward.count == {("Scale", "pointwise"): 1}
+    assert forward.moved[("Scale", "pointwise")] == x + 16 * 4 + x
+    assert forward.saved_bytes == 0
+    # backward: w's gradient, the sum over (B, T) of dy * x: reads both, writes (16,)
+    assert backward.count == {("Scale", "reduction"): 1}
+    assert backward.gb() * 1e9 == pytest.approx(x + x + 16 * 4)
+
+
+class Projection(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 32)
+
+    def forward(self, features, lengths):
+        return torch.tanh(self.linear(features)), lengths
+
+
+def test_a_linear_under_bf16_is_one_product_each_way_and_saves_its_bf16_input_and_output(bench, fake):
+    module, batch = fake_inputs(fake, Projection(), (4, 8, 16))
+    forward, backward = bench.compiled_step(module, batch, "bf16", fake)
+    assert forward.kernels(("addmm",)) == 1 and forward.count[("Linear", "addmm")] == 1
+    assert backward.kernels(("mm",)) == 1  # the weight's gradient: the features need none
+    # kept for the backward: the features cast to bf16 (32 x 16) and tanh's bf16 output (4 x 8 x 32)
+    assert forward.saved_bytes == 2 * (32 * 16 + 4 * 8 * 32)
+
+
+class Heads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(16, 32)
+
+    def forward(self, features, lengths):
+        return torch.tanh(self.a(features)) + torch.sigmoid(self.b(features)), lengths
+
+
+def test_combo_kernels_give_independent_small_kernels_one_launch(bench, fake):
+    from torch._inductor import config
+
+    counts = {}
+    for combo in (False, True):
+        module, batch = fake_inputs(fake, Heads(), (4, 8, 16))
+        with config.patch(combo_kernels=combo):
+            forward, backward = bench.compiled_step(module, batch, "bf16", fake)
+        counts[combo] = forward.count[("Linear", "pointwise")], backward.kernels()
+        assert forward.kernels(("addmm",)) == 2 and backward.kernels(("mm",)) == 2  # products stay apart
+    # bf16 casts of the input, two weights and two biases: five kernels, or one
+    assert counts[False][0] == 5 and counts[True][0] == 1
+    assert counts[True][1] < counts[False][1]
+
+
+def test_inductor_options_parse_as_literals_and_refuse_unknown_keys(bench):
+    from training_step import inductor_option
+
+    assert inductor_option("combo_kernels=True") == ("combo_kernels", True)
+    assert inductor_option("max_fusion_size=128") == ("max_fusion_size", 128)
+    for text in ("combo_kernels", "no_such_setting=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE with KEY"):
+            inductor_option(text)
+
+
+def test_the_fake_device_is_forgotten_after_use(bench):
+    from torch._inductor import scheduler
+
+    before = (torch.cuda.get_device_properties, scheduler.has_triton)
+    with bench.sm90():
+        assert torch.cuda.get_device_properties(0).multi_processor_count == 132
+        assert scheduler.has_triton()
+    assert (torch.cuda.get_device_properties, scheduler.has_triton) == before
+
+
+def test_an_unknown_model_is_a_one_line_error(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--models", "zipformer:xxl"])
+    assert "--models zipformer:xxl" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_tiny_zipformers_compiled_step_fuses_what_eager_runs_op_by_op(bench, capsys):
+    (f32, bf16) = bench.main(["--models", "zipformer:tiny", "--batch-frames", "800", "--max-frames", "200"])
+    for row in (f32, bf16):
+        compiled = row["forward_gb"] + row["backward_gb"]
+        assert compiled < 0.6 * row["eager_gb"]
+        assert row["forward_kernels"] + row["backward_kernels"] < 0.6 * row["eager_ops"]
+    # bf16 moves fewer bytes than f32 once compiled (the float32 detours are fused into their neighbours)
+    assert bf16["forward_gb"] + bf16["backward_gb"] < 0.7 * (f32["forward_gb"] + f32["backward_gb"])
+    assert "step GB" in capsys.readouterr().out
