@@ -35,7 +35,14 @@ from unittest import mock
 
 import torch
 import torch.fx.traceback as fx_traceback
-from bench_forward_bytes import PRECISIONS, fake_batch, fake_model, module_stack, step_census_on_cpu
+from bench_forward_bytes import (
+    PRECISIONS,
+    FusedAttention,
+    fake_batch,
+    fake_model,
+    module_stack,
+    step_census_on_cpu,
+)
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 # The batch and the table the training-step benchmarks share.
@@ -150,7 +157,11 @@ def joint_graph(model: torch.nn.Module, batch: dict, precision: str):
 
     def step(parameters, buffers, features, lengths):
         state = dict(zip(names, parameters, strict=True)) | dict(zip(buffer_names, buffers, strict=True))
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None), module_annotations():
+        with (
+            torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
+            module_annotations(),
+            FusedAttention("cuda"),  # SDPA as CUDA's kernel, not the CPU's math path
+        ):
             return torch.func.functional_call(model, state, (features, lengths))
 
     captured = {}
@@ -228,6 +239,7 @@ def lower(graph: torch.fx.GraphModule, fake: FakeTensorMode, backward: bool) -> 
     from torch._inductor.compile_fx import _recursive_post_grad_passes
     from torch._inductor.debug import DebugContext
     from torch._inductor.graph import GraphLowering
+    from torch._inductor.ir import MultiOutput
     from torch._inductor.scheduler import NopKernelSchedulerNode
     from torch._inductor.virtualized import V
 
@@ -240,7 +252,8 @@ def lower(graph: torch.fx.GraphModule, fake: FakeTensorMode, backward: bool) -> 
         lowering.run(*inputs)
         lowering._update_scheduler()
         for node in lowering.scheduler.nodes:
-            if not isinstance(node, NopKernelSchedulerNode):
+            # views and the parts of a multi-output extern kernel (``buf[0]``) launch nothing
+            if not isinstance(node, NopKernelSchedulerNode) and not isinstance(node.node, MultiOutput):
                 kernels.add(*kernel_of(node), node.get_read_write_buffers_sizes())
     return kernels
 

@@ -181,7 +181,12 @@ class FusedAttention(TorchFunctionMode):
     any mask and dropout, flash attention moving the same bytes; the CPU: its flash attention), not the math
     decomposition fake tensors would otherwise take (no device to choose a backend on); autocast's cast applied
     as SDPA's. Fake tensors only. On the CPU a mask that needs its gradient (a learned position bias) keeps the
-    math path, which counts more than CUDA's kernel writes."""
+    math path, which counts more than CUDA's kernel writes. ``device="cuda"``: CUDA's kernel whatever the
+    tensors' device, for a trace that moves to CUDA afterwards (``bench_compiled_bytes``; no real tensors)."""
+
+    def __init__(self, device: str | None = None) -> None:
+        super().__init__()
+        self.device = device
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -197,11 +202,12 @@ class FusedAttention(TorchFunctionMode):
         )
         if mask is not None and causal:
             raise ValueError("scaled_dot_product_attention takes an attn_mask or is_causal=True, not both")
-        device = q.device.type
-        if not isinstance(q, FakeTensor) or (device != "cuda" and mask is not None and mask.requires_grad):
+        device = self.device or q.device.type
+        traced = self.device is not None or isinstance(q, FakeTensor)
+        if not traced or (device != "cuda" and mask is not None and mask.requires_grad):
             return func(*args, **kwargs)  # real tensors; the CPU's flash attention gives a mask no gradient
-        if torch.is_autocast_enabled(device):
-            dtype = torch.get_autocast_dtype(device)
+        if torch.is_autocast_enabled(q.device.type):
+            dtype = torch.get_autocast_dtype(q.device.type)
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         if mask is not None:
             if mask.dtype == torch.bool:  # SDPA's own conversion: -inf where a key is masked out
@@ -304,7 +310,8 @@ def census_of(model: torch.nn.Module, batch: dict, arm: tuple[str, str]) -> Cens
 def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> tuple[Census, Census]:
     """The forward and backward censuses of one training step of ``model`` (parameters fake CPU tensors) with the
     references, under the CPU's autocast: autograd's engine runs no backward on fake CUDA tensors. Faithful to a
-    GPU's backward where the CPU's autocast gives the forward CUDA's dtypes (compare the two forwards)."""
+    GPU's backward where the CPU's autocast gives the forward CUDA's dtypes (compare the two forwards); SDPA counts
+    as CUDA's fused kernel (``FusedAttention("cuda")``) here too."""
     forward, backward, modules = Census(), Census(), []
     dtype = PRECISIONS[precision]
     model.train()
@@ -313,7 +320,7 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
             torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
             module_stack(modules),
             TagNodes(modules),
-            FusedAttention(),
+            FusedAttention("cuda"),  # a GPU's attention kernel and its backward, as the step is a GPU's
             CensusMode(forward, innermost(modules)),
         ):
             log_probs, _ = model(batch["features"], batch["lengths"])

@@ -108,6 +108,27 @@ def test_combo_kernels_give_independent_small_kernels_one_launch(bench, fake):
     assert counts[True][1] < counts[False][1]
 
 
+class BiasedAttention(nn.Module):
+    """SDPA with a learned additive bias (W2V-BERT's relative-key scores are one): the mask needs its gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(2, 8, 8))
+
+    def forward(self, features, lengths):
+        q = features.unflatten(-1, (2, 8)).transpose(1, 2)  # (B, H, T, K)
+        context = nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=self.bias.expand(4, 2, 8, 8))
+        return context.transpose(1, 2).flatten(2), lengths
+
+
+def test_attention_is_cudas_fused_kernel_each_way_not_the_cpus_matrix_products(bench, fake):
+    module, batch = fake_inputs(fake, BiasedAttention(), (4, 8, 16))
+    forward, backward = bench.compiled_step(module, batch, "bf16", fake)
+    assert forward.kernels(("_scaled_dot_product_efficient_attention",)) == 1
+    assert backward.kernels(("_scaled_dot_product_efficient_attention_backward",)) == 1
+    assert forward.kernels(("bmm", "mm")) == backward.kernels(("bmm", "mm")) == 0
+
+
 def test_inductor_options_parse_as_literals_and_refuse_unknown_keys(bench):
     from training_step import inductor_option
 
