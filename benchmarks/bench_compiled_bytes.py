@@ -46,7 +46,7 @@ from bench_forward_bytes import (
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 # The batch and the table the training-step benchmarks share.
-from training_step import inductor_option, print_table
+from training_step import compile_options, print_table
 
 from asr_kernels import use_kernels
 
@@ -312,12 +312,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--by-module", choices=list(PRECISIONS), help="break this arm's kernels down")
     parser.add_argument("--rows", type=int, default=15, help="rows of the breakdown")
     parser.add_argument(
-        "--inductor",
-        nargs="+",
-        type=inductor_option,
-        default=[],
-        metavar="KEY=VALUE",
-        help="inductor config settings to lower with (combo_kernels=True)",
+        "--compile-options",
+        type=compile_options,
+        default={},
+        metavar="KEY=VALUE,...",
+        help="inductor config settings to lower with, as the engine's --compile-options (combo_kernels=True)",
     )
     args = parser.parse_args(argv)
     from torch._inductor import config
@@ -333,7 +332,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for precision in args.arms:
             with fake:
                 eager_forward, eager_backward = step_census_on_cpu(model, batch, precision)
-            with config.patch(dict(args.inductor)):
+            with config.patch(args.compile_options):
                 forward, backward = compiled_step(model, batch, precision, fake)
             eager_gb = sum(
                 totals["written_gb"] + totals["read_gb"]

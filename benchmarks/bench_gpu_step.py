@@ -53,8 +53,8 @@ import torch.nn.functional as F
 from training_step import (
     KERNEL_ARMS,
     VOCAB_SIZE,
+    compile_options,
     count_flops,
-    inductor_option,
     kernel_choice,
     matmul_rates,
     memory_rate,
@@ -168,7 +168,12 @@ class Arm:
         if self.mode != "eager":  # compile: the whole model; layers: each repeated layer (regional)
             scope = "model" if self.mode == "compile" else "layers"
             self.runner = compile_model(
-                self.model, backend=args.backend, mode=args.compile_mode, scope=scope, shapes=self.marks
+                self.model,
+                backend=args.backend,
+                mode=args.compile_mode,
+                scope=scope,
+                shapes=self.marks,
+                options=args.compile_options,
             )
         self.batches = make_batches(model_name, args, device, self.shapes)
 
@@ -368,12 +373,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--compile-mode", default="default", help="inductor's mode (max-autotune, ...)")
     parser.add_argument(
-        "--inductor",
-        nargs="+",
-        type=inductor_option,
-        default=[],
-        metavar="KEY=VALUE",
-        help="inductor config settings for every compiled arm (combo_kernels=True)",
+        "--compile-options",
+        type=compile_options,
+        default={},
+        metavar="KEY=VALUE,...",
+        help="inductor config settings for every compiled arm, as the engine's --compile-options",
     )
     parser.add_argument("--deadline", type=float, help="seconds: arms not started by then are skipped")
     parser.add_argument("--profile", type=parse_arm, help="also profile this arm (first model)")
@@ -411,47 +415,42 @@ def main(argv: list[str] | None = None) -> list[dict]:
               + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in rates.items())
               + f"; memory copy {memory / 1e12:.2f} TB/s", flush=True)  # fmt: skip
     started, rows, report = time.perf_counter(), [], {}
-    from torch._inductor import config
-
-    with config.patch(dict(args.inductor)):  # every compiled arm's
-        for model_name in args.models:
-            flops_per_audio_sec = None
-            for arm in arms:
-                if args.deadline and time.perf_counter() - started > args.deadline:
-                    print(
-                        f"skipped {model_name} {arm_name(arm)}: past --deadline {args.deadline:.0f} s",
-                        flush=True,
-                    )
-                    continue
-                try:
-                    runner = Arm(model_name, arm, args, device)
-                    if flops_per_audio_sec is None:
-                        batch = runner.batches[0]
-                        flops_per_audio_sec = count_flops(runner.model, batch, device) / batch["audio_sec"]
-                    row = measure(runner, args.repeats)
-                except torch.OutOfMemoryError as error:
-                    print(
-                        f"{model_name} {arm_name(arm)}: out of memory ({str(error).splitlines()[0]})",
-                        flush=True,
-                    )
-                    continue
-                achieved = flops_per_audio_sec * row["audio_sec_per_sec"]
-                row.update(
-                    gflop_per_audio_sec=flops_per_audio_sec / 1e9,
-                    mfu=achieved / rates[arm[2]] if cuda else math.nan,
+    for model_name in args.models:
+        flops_per_audio_sec = None
+        for arm in arms:
+            if args.deadline and time.perf_counter() - started > args.deadline:
+                print(
+                    f"skipped {model_name} {arm_name(arm)}: past --deadline {args.deadline:.0f} s", flush=True
                 )
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                if arm == args.profile and model_name == args.models[0]:
-                    report["profile"] = profile_table(runner)
-                    with open(args.profile_out, "w") as handle:
-                        handle.write(report["profile"])
-                if cuda and arm == args.largest_batch and model_name == args.models[0]:
-                    report["largest_batch"] = largest_batch(runner, args)
-                    print(json.dumps(report["largest_batch"]), flush=True)
-                del runner
-                if cuda:
-                    torch.cuda.empty_cache()
+                continue
+            try:
+                runner = Arm(model_name, arm, args, device)
+                if flops_per_audio_sec is None:
+                    batch = runner.batches[0]
+                    flops_per_audio_sec = count_flops(runner.model, batch, device) / batch["audio_sec"]
+                row = measure(runner, args.repeats)
+            except torch.OutOfMemoryError as error:
+                print(
+                    f"{model_name} {arm_name(arm)}: out of memory ({str(error).splitlines()[0]})", flush=True
+                )
+                continue
+            achieved = flops_per_audio_sec * row["audio_sec_per_sec"]
+            row.update(
+                gflop_per_audio_sec=flops_per_audio_sec / 1e9,
+                mfu=achieved / rates[arm[2]] if cuda else math.nan,
+            )
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if arm == args.profile and model_name == args.models[0]:
+                report["profile"] = profile_table(runner)
+                with open(args.profile_out, "w") as handle:
+                    handle.write(report["profile"])
+            if cuda and arm == args.largest_batch and model_name == args.models[0]:
+                report["largest_batch"] = largest_batch(runner, args)
+                print(json.dumps(report["largest_batch"]), flush=True)
+            del runner
+            if cuda:
+                torch.cuda.empty_cache()
     verdicts = kernel_verdicts(rows)
     if args.json:
         with open(args.json, "w") as handle:

@@ -32,6 +32,7 @@
 #   combo         layer-compiled with inductor's combo kernels (combo_kernels=True: independent small kernels,
 #                 such as the per-weight bf16 casts, share one launch; bench_compiled_bytes.py counts 38 % fewer
 #                 launches for Zipformer-M's bf16 step, 3,768 -> 2,347), against layers_m;
+#   engine_combo  the engine with combo kernels (--compile-options combo_kernels=True), as `engine`;
 #   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
 #                 size per bucket but the last, so a few graphs are recorded);
 #   compiled_more layer-compiled with auto's kernels (a run's default kernels), the whole model compiled with
@@ -50,7 +51,7 @@ else
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs combo engine_graphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -130,7 +131,7 @@ step engine_warm 75 $TRAIN --train-manifest $ROOT/corpus/corpus-v1-F80-rows64-se
   --output-dir $ROOT/engine_warm
 # each engine run's events and the figures bench_gpu_step.py reads from them, into $OUT
 copy_engine_figures() {
-  for run in engine_run engine_warm engine_graphs; do
+  for run in engine_run engine_warm engine_combo engine_graphs; do
     [ -f $ROOT/$run/events.jsonl ] || continue
     cp $ROOT/$run/events.jsonl "$OUT/${run}_events.jsonl"
     python3 benchmarks/bench_gpu_step.py --engine-run $ROOT/$run > "$OUT/$run.json" 2>&1
@@ -147,8 +148,10 @@ step others 120 $BENCH --models $OTHERS \
 # CUDA graphs on the one padded shape: inductor's reduce-overhead mode, against layers_m's default.
 step cudagraphs 120 $BENCH --models $M --compile-mode reduce-overhead \
   --arms layers:off:bf16:buckets --json "$OUT/cudagraphs.json"
-step combo 150 $BENCH --models $M --inductor combo_kernels=True \
+step combo 150 $BENCH --models $M --compile-options combo_kernels=True \
   --arms layers:off:bf16:buckets --json "$OUT/combo.json"
+step engine_combo 150 $TRAIN --train-manifest $CORPUS --compile default --compile-options combo_kernels=True \
+  --epochs 3 --output-dir $ROOT/engine_combo
 step engine_graphs 150 $TRAIN --train-manifest $CORPUS --compile reduce-overhead --epochs 3 \
   --output-dir $ROOT/engine_graphs
 copy_engine_figures
@@ -161,7 +164,7 @@ for name in eager_m compiled_m layers_m kernels_ops others cudagraphs combo comp
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
-cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_graphs.json" 2>/dev/null
+cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"
 exit 0

@@ -12,7 +12,6 @@ The scripts import it as a top-level module: the folder of the script that runs 
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import os
 import statistics
@@ -26,6 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from asr_kernels import OPS
 from asr_pipeline.models.registry import default_input_dim, frontend_of
 from asr_pipeline.training.config import OptimConfig
+from asr_pipeline.training.config.run import inductor_options
 
 FRAME_SEC = {"fbank": 0.01, "w2v-bert": 0.02}  # audio per input frame: w2v-bert stacks two 10 ms frames
 TOKENS_PER_SEC = 12.5  # ~1 target per 8 fbank frames, whatever the frame rate
@@ -117,20 +117,13 @@ def count_flops(model, batch: dict, device: torch.device) -> int:
     return counter.get_total_flops()
 
 
-def inductor_option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` as an inductor config setting (``torch._inductor.config``; VALUE a Python literal, else the
-    string), for ``torch._inductor.config.patch``: ``combo_kernels=True``."""
-    from torch._inductor import config
-
-    key, equals, value = text.partition("=")
-    if not equals or not hasattr(config, key):
-        raise argparse.ArgumentTypeError(
-            f"expected KEY=VALUE with KEY a torch._inductor.config setting, got {text!r}"
-        )
+def compile_options(text: str) -> dict[str, object]:
+    """A ``--compile-options`` argument: ``run.compile_options``' parser (``inductor_options``), its error as
+    argparse's."""
     try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value
+        return inductor_options(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # --- the device's ceiling and the timers ------------------------------------------------------------------

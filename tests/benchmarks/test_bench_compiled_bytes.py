@@ -4,7 +4,6 @@ and (slow) the tiny Zipformer's compiled step against its eager one."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -129,14 +128,13 @@ def test_attention_is_cudas_fused_kernel_each_way_not_the_cpus_matrix_products(b
     assert forward.kernels(("bmm", "mm")) == backward.kernels(("bmm", "mm")) == 0
 
 
-def test_inductor_options_parse_as_literals_and_refuse_unknown_keys(bench):
-    from training_step import inductor_option
+def test_compile_options_are_the_engines_and_a_bad_one_is_an_argparse_error(bench, capsys):
+    from training_step import compile_options
 
-    assert inductor_option("combo_kernels=True") == ("combo_kernels", True)
-    assert inductor_option("max_fusion_size=128") == ("max_fusion_size", 128)
-    for text in ("combo_kernels", "no_such_setting=1"):
-        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE with KEY"):
-            inductor_option(text)
+    assert compile_options("combo_kernels=True") == {"combo_kernels": True}
+    with pytest.raises(SystemExit):
+        bench.main(["--compile-options", "no_such_setting=1"])
+    assert "torch._inductor.config setting" in capsys.readouterr().err
 
 
 def test_the_fake_device_is_forgotten_after_use(bench):

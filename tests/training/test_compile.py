@@ -211,3 +211,21 @@ def test_layer_by_layer_compiling_trains_as_eager_shares_graphs_and_leaves_the_m
     assert train_on([(2, 96), (5, 96)]).compiles == counts.compiles
     later = train_on([(4, 48), (3, 48), (2, 96)])
     assert later.graph_breaks == 0 and later.compiles == 2 * counts.compiles
+
+
+def test_compile_options_go_to_inductor_on_top_of_the_modes_own(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda module, **kwargs: calls.append(kwargs) or module)
+    model = torch.nn.Linear(4, 4)
+    compile_model(model, mode="reduce-overhead", options={"combo_kernels": True})
+    compile_model(model, mode="reduce-overhead")
+    compile_model(model, backend="aot_eager", options={"combo_kernels": True})  # inductor's: not aot_eager's
+    assert calls == [
+        {
+            "fullgraph": False,
+            "backend": "inductor",
+            "options": {"triton.cudagraphs": True, "combo_kernels": True},
+        },
+        {"fullgraph": False, "backend": "inductor", "mode": "reduce-overhead"},
+        {"fullgraph": False, "backend": "aot_eager"},
+    ]

@@ -58,6 +58,7 @@ def compile_model(
     mode: str = "default",
     scope: CompileScope = "model",
     shapes: Shapes = "auto",
+    options: dict[str, object] | None = None,
 ) -> nn.Module:
     """``torch.compile(model)`` with dynamo's default shape handling; ``mark_batch_shapes`` on each
     batch's tensors says which sizes vary. ``fullgraph`` turns a graph break into an error. ``backend``:
@@ -68,13 +69,18 @@ def compile_model(
     module shares ``model``'s parameters (its state dict keys gain an ``_orig_mod.`` prefix: save
     ``model``'s). ``scope``: "model" compiles the whole forward, "layers" each repeated layer on its own
     (``LayerCompiled``, which marks its layers' inputs as ``shapes`` says: ``mark_batch_shapes`` marks
-    only the model's)."""
+    only the model's). ``options``: inductor config settings on top of the mode's (``run.compile_options``)."""
     if scope not in COMPILE_SCOPES:
         raise ValueError(f"compile scope must be one of {', '.join(COMPILE_SCOPES)}; got {scope!r}")
 
     def compiled(module: nn.Module) -> nn.Module:
         if backend != "inductor":
             return torch.compile(module, fullgraph=fullgraph, backend=backend)
+        if options:  # torch.compile takes a mode or options, not both: the mode's own options, then these
+            from torch._inductor import list_mode_options
+
+            settings = {**list_mode_options(mode), **options}
+            return torch.compile(module, fullgraph=fullgraph, backend=backend, options=settings)
         return torch.compile(module, fullgraph=fullgraph, backend=backend, mode=mode)
 
     return compiled(model) if scope == "model" else LayerCompiled(model, compiled, shapes)

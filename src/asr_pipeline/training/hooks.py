@@ -45,6 +45,7 @@ from asr_pipeline.training.compile import (
     default_cache_dir,
     mark_batch_shapes,
 )
+from asr_pipeline.training.config.run import inductor_options
 from asr_pipeline.training.distributed import gather
 from asr_pipeline.training.finetune import MERGED_DIR, describe, is_finetuning, merge_run, prepare_model
 from asr_pipeline.training.growth import Growth, width_at
@@ -267,12 +268,13 @@ class CompileHook(TrainingHook):
     Events ("compile"): after the first optimizer step (``phase`` "first_step"; ``first_step_sec``: from
     the Trainer's start, before the model is built, to the end of that step) and after every epoch
     (``phase`` "epoch", ``saved_bytes``); both carry ``CompileCounts`` since the run started and the
-    settings (``mode``, ``scope``, ``backend``, ``shapes``, ``cache_dir``, ``cache_loaded``).
+    settings (``mode``, ``scope``, ``backend``, ``options``, ``shapes``, ``cache_dir``, ``cache_loaded``).
     """
 
     def __init__(self, config: TrainConfig) -> None:
         run = config.run
         self.mode, self.backend, self.scope = str(run.compile), run.compile_backend, run.compile_scope
+        self.options = inductor_options(run.compile_options)
         self.shapes = "buckets" if config.data.pad_to_buckets is not None else "auto"
         self.cache = CompileCache(run.compile_cache or default_cache_dir())
         self.started = time.perf_counter()
@@ -292,7 +294,12 @@ class CompileHook(TrainingHook):
             self.cache_loaded = self.cache.load()
             self.before = compile_counts()
         trainer.forward_module = compile_model(  # type: ignore[attr-defined]
-            trainer.model, backend=self.backend, mode=self.mode, scope=self.scope, shapes=self.shapes
+            trainer.model,
+            backend=self.backend,
+            mode=self.mode,
+            scope=self.scope,
+            shapes=self.shapes,
+            options=self.options,
         )
         return None
 
@@ -325,6 +332,7 @@ class CompileHook(TrainingHook):
             "mode": self.mode,
             "scope": self.scope,
             "backend": self.backend,
+            "options": self.options,
             "shapes": self.shapes,
             "cache_dir": str(self.cache.folder),
             "cache_loaded": self.cache_loaded,

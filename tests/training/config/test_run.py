@@ -1,12 +1,14 @@
-"""training.config.run: ``run.compile`` reads a switch or a mode name; the run section refuses device choices
+"""training.config.run: ``run.compile`` reads a switch or a mode name, ``run.compile_options`` inductor settings; the run section refuses device choices
 that cannot work and an upload without a repository; validation refuses an LM its decoder would not fuse."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from asr_pipeline.decoding.options import DecodingOptions
-from asr_pipeline.training.config.run import RunConfig, ValidationConfig, compile_mode
+from asr_pipeline.training.config.run import RunConfig, ValidationConfig, compile_mode, inductor_options
 
 
 @pytest.mark.parametrize(
@@ -23,6 +25,32 @@ def test_an_unknown_compile_mode_lists_the_modes():
         ValueError, match=r"run.compile: expected one of off, default, .* \(or true/false\), got 'fast'"
     ):
         compile_mode("fast")
+
+
+def test_compile_options_read_as_inductor_settings_with_literal_values():
+    assert inductor_options(None) == inductor_options("") == {}
+    assert inductor_options("combo_kernels=True, max_fusion_size=128,triton.cudagraphs=False") == {
+        "combo_kernels": True,
+        "max_fusion_size": 128,
+        "triton.cudagraphs": False,
+    }
+    assert inductor_options("cpp.simdlen=None") == {"cpp.simdlen": None}
+
+
+@pytest.mark.parametrize(
+    ("text", "item"),
+    [("combo_kernels", "combo_kernels"), ("max_fusion_size=8, nosuch=1", "nosuch=1"), ("x=1,,", "x=1")],
+)
+def test_a_compile_option_that_is_no_inductor_setting_is_refused_naming_it(text, item):
+    with pytest.raises(ValueError, match=re.escape("run.compile_options: expected KEY=VALUE pairs")) as error:
+        inductor_options(text)
+    assert str(error.value).endswith(f"got {item!r}")
+
+
+def test_a_run_config_refuses_a_compile_option_inductor_does_not_have():
+    with pytest.raises(ValueError, match=re.escape("got 'combo_kernel=True'")):
+        RunConfig(compile="default", compile_options="combo_kernel=True")
+    assert RunConfig(compile_backend="aot_eager", compile_options="combo_kernels=True").compile_options
 
 
 @pytest.mark.parametrize(

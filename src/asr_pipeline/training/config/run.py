@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -31,6 +32,29 @@ def compile_mode(value: str | bool) -> str:
     raise ValueError(
         f"run.compile: expected one of {', '.join(COMPILE_MODES)} (or true/false), got {value!r}"
     )
+
+
+def inductor_options(text: str | None) -> dict[str, object]:
+    """``run.compile_options`` as inductor config settings: comma-separated KEY=VALUE, KEY a
+    ``torch._inductor.config`` setting (dotted for a nested one: ``triton.cudagraphs``), VALUE a Python
+    literal (True, 128, ...), else the string. Empty or None: none."""
+    if not text:
+        return {}
+    from torch._inductor import config
+
+    known, options = config.get_config_copy(), {}
+    for item in text.split(","):
+        key, equals, value = (part.strip() for part in item.partition("="))
+        if not equals or key not in known:
+            raise ValueError(
+                f"run.compile_options: expected KEY=VALUE pairs, comma-separated, with KEY a torch._inductor.config "
+                f"setting (combo_kernels=True); got {item.strip()!r}"
+            )
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +116,12 @@ class RunConfig:
         help="torch.compile backend: inductor generates fused kernels; aot_eager traces forward and backward alike without generating any (a quick check of graph breaks and recompilations)",
         flag="--compile-backend",
         metavar="NAME",
+    )
+    compile_options: str | None = setting(
+        None,
+        help="inductor config settings for --compile on top of its mode's, comma-separated KEY=VALUE (combo_kernels=True: independent small kernels, such as the per-weight bf16 casts, share one launch); other backends take none, as they take no mode",
+        flag="--compile-options",
+        metavar="KEY=VALUE,...",
     )
     # Inductor's kernels and FX graphs (TORCHINDUCTOR_CACHE_DIR = <dir>/inductor) and torch's mega-cache
     # (<dir>/artifacts.bin). Outside the run dir on purpose: dvc repro deletes a stage's outputs before
@@ -186,6 +216,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compile", compile_mode(self.compile))  # a switch becomes its mode name
+        inductor_options(self.compile_options)  # a setting inductor lacks is refused now, not at the compile
         if self.hf_upload_checkpoints and not self.hf_upload_repo_id:
             raise ValueError(
                 "hf_upload_checkpoints needs hf_upload_repo_id (--hf-upload-repo-id namespace/name)"
