@@ -1,23 +1,26 @@
-"""Issue 36: what a ``torch.compile``d training step leaves a GPU to do -- its kernels and their bytes --
+"""Issue 36: what a ``torch.compile``d training step leaves a GPU to do -- its kernel calls and their bytes --
 counted without one.
 
 Inductor's own pipeline, on fake tensors, as far as its scheduler: the model's forward and backward traced by
-AOTAutograd with inductor's decompositions (fake CPU tensors under the CPU's autocast: autograd's engine runs
-no backward on fake CUDA tensors; for the Zipformer the CPU's policy gives the forward CUDA's dtypes but for
-dropout, which inductor decomposes either way), the joint graph moved to CUDA, then inductor's joint-graph
-passes, its min-cut partition (what the compiled forward saves for the backward), its post-grad passes,
-lowering and the scheduler's fusion for an sm90 device (H100/H200: 132 SMs, no GPU touched); everything but
-generating the kernels' code and running it. Per arm (PRECISION, every kernel the reference: ``torch.compile``
-of the issue's table), the kernels one step launches (fused Triton kernels and extern ones: matrix products,
-convolutions, fallbacks), the GB they read and write (inductor's own count, ``GraphLowering.count_bytes``:
-each buffer a kernel touches, once), the GB the forward saves for the backward, beside the eager step's GB
-read and written (``bench_forward_bytes``' census of the same step on the CPU's autocast). The step is the
-model's forward and backward as the engine compiles it (``--compile-scope model``): the CTC loss and the
-optimizer are outside the graph and not counted.
+AOTAutograd with inductor's decompositions (fake CPU tensors under the CPU's autocast, given CUDA's float32
+ops by ``CudaFloat32Ops`` and CUDA's attention kernel by ``FusedAttention("cuda")``: autograd's engine runs no
+backward on fake CUDA tensors), the joint graph moved to CUDA, then inductor's joint-graph passes, its min-cut
+partition (what the compiled forward saves for the backward), its post-grad passes, lowering and the
+scheduler's fusion for an sm90 device (H100/H200: 132 SMs, no GPU touched); everything but generating the
+kernels' code and running it. Per arm (PRECISION, every kernel the reference: ``torch.compile`` of the issue's
+table): the kernel calls one step makes (generated Triton kernels, a combo kernel's partitions as its code
+generation groups them, and extern calls: matrix products, convolutions and their backward, attention,
+fallbacks; one extern call may be several CUDA kernels inside cuBLAS or cuDNN), those moving under 1 MiB
+(their time is the launch's), the GB they read and write (inductor's own count, each buffer a kernel touches,
+once), the GB the forward saves for the backward, beside the eager step's ops and GB read and written
+(``bench_forward_bytes``' census of the same step). The step is the model's forward and backward as the
+engine compiles it (``--compile-scope model``): the CTC loss and the optimizer are outside the graph and not
+counted. Not run: inductor's pre-grad passes, and its re-propagation of strides before the post-grad passes.
 
 Bytes over the measured memory rate of a chip are a floor under the compiled step's time (``bench_gpu_step``
 measures the rate beside the step): what the GPU's profile must explain is the rest. ``--by-module`` breaks an
-arm's kernels down by the module whose ops they fuse (most of their ops), pass and kind.
+arm's kernels down by the module whose ops they fuse (most of their ops), pass and kind; ``--compile-options``
+lowers under inductor settings (the engine's flag: ``combo_kernels=True``).
 
     python benchmarks/bench_compiled_bytes.py                           # Zipformer-M, 128 x <=10 s, f32 and bf16
     python benchmarks/bench_compiled_bytes.py --models zipformer:demo --arms bf16 --by-module bf16
@@ -37,6 +40,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 from bench_forward_bytes import (
     PRECISIONS,
+    CudaFloat32Ops,
     FusedAttention,
     fake_batch,
     fake_model,
@@ -51,6 +55,8 @@ from training_step import compile_options, print_table
 from asr_kernels import use_kernels
 
 GB = 1e9
+# The kinds of kernel that do matrix work: cuBLAS / cuDNN calls and inductor's matmul templates (max-autotune).
+MATMUL_KINDS = ("mm", "bmm", "addmm", "convolution", "convolution_backward", "template")
 SMALL = 2**20  # bytes: a kernel moving less takes under a microsecond at HBM rates, less than its launch
 # What inductor asks of the device it compiles for: an H100 / H200 (sm90, 132 SMs); the kernels' code is not
 # generated, so nothing else of the chip matters here.
@@ -80,7 +86,7 @@ class Kernels:
 
     count: Counter = field(default_factory=Counter)
     moved: Counter = field(default_factory=Counter)
-    small: int = 0  # kernels moving under SMALL bytes: their time is the launch's, whatever the chip
+    small: int = 0  # kernel calls moving under SMALL bytes: their time is the launch's, whatever the chip
     saved_bytes: int = 0  # a forward's: what it hands the backward (activations; parameters left out)
 
     def add(self, module: str, kind: str, moved: int) -> None:
@@ -103,6 +109,7 @@ def sm90() -> Iterator[None]:
     from torch._inductor import config
     from torch._inductor import scheduler as inductor_scheduler
     from torch._inductor.runtime.hints import DeviceProperties
+    from torch._inductor.utils import is_big_gpu
 
     interface = get_interface_for_device("cuda")
     properties = staticmethod(lambda device=None: SM90)
@@ -116,10 +123,13 @@ def sm90() -> Iterator[None]:
         mock.patch.object(inductor_scheduler, "has_triton", lambda: True),
         config.patch(joint_graph_constant_folding=False),
     ]
+    caches = (DeviceProperties.create, is_big_gpu)  # what inductor caches of a device: not the fake's, after
     with contextlib.ExitStack() as stack:
+        for cache in caches:
+            cache.cache_clear()
+            stack.callback(cache.cache_clear)
         for patch in patches:
             stack.enter_context(patch)
-        stack.callback(DeviceProperties.create.cache_clear)  # forget the fake device's properties
         yield
 
 
@@ -160,6 +170,7 @@ def joint_graph(model: torch.nn.Module, batch: dict, precision: str):
         with (
             torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
             module_annotations(),
+            CudaFloat32Ops(),  # CUDA's autocast dtypes (LayerNorm, softmax, ... in float32), not the CPU's
             FusedAttention("cuda"),  # SDPA as CUDA's kernel, not the CPU's math path
         ):
             return torch.func.functional_call(model, state, (features, lengths))
@@ -221,6 +232,8 @@ def kernel_of(node) -> tuple[str, str]:
         text = str(target).removeprefix("torch.ops.")
         return text.removeprefix("aten.").removeprefix("extern_kernels.").removesuffix(".default")
 
+    if isinstance(node, list):  # a combo kernel's partition: the module most of its ops came from
+        return Counter(kernel_of(sub)[0] for sub in node).most_common(1)[0][0], "combo"
     origins = [origin for part in node.get_nodes() if part.node is not None for origin in part.node.origins]
     if node.is_extern():
         extern = node.node
@@ -228,6 +241,8 @@ def kernel_of(node) -> tuple[str, str]:
             getattr(extern, "python_kernel_name", None) or getattr(extern, "op_overload", "extern")
         )
         origins = [origin for origin in origins if op_name(origin.target) == kind] or origins
+    elif node.is_template():  # a Triton matmul template (max-autotune), epilogue included
+        kind = "template"
     else:
         kind = "reduction" if node.is_reduction() else "pointwise"
     modules = Counter(origin.meta.get("custom", {}).get("module", "-") for origin in origins)
@@ -240,7 +255,7 @@ def lower(graph: torch.fx.GraphModule, fake: FakeTensorMode, backward: bool) -> 
     from torch._inductor.debug import DebugContext
     from torch._inductor.graph import GraphLowering
     from torch._inductor.ir import MultiOutput
-    from torch._inductor.scheduler import NopKernelSchedulerNode
+    from torch._inductor.scheduler import ForeachKernelSchedulerNode, NopKernelSchedulerNode
     from torch._inductor.virtualized import V
 
     with V.set_fake_mode(fake):
@@ -252,10 +267,52 @@ def lower(graph: torch.fx.GraphModule, fake: FakeTensorMode, backward: bool) -> 
         lowering.run(*inputs)
         lowering._update_scheduler()
         for node in lowering.scheduler.nodes:
+            if node.get_device() is not None and node.get_device().type != "cuda":
+                raise RuntimeError(
+                    f"inductor scheduled {node.get_name()} on {node.get_device()}, not the GPU"
+                )
+            if isinstance(node, ForeachKernelSchedulerNode):  # combo kernels: one launch per partition
+                for part in combo_partitions(node, lowering.scheduler):
+                    module, kind = kernel_of(part[0]) if len(part) == 1 else (kernel_of(part)[0], "combo")
+                    kernels.add(module, kind, sum(sub.get_read_write_buffers_sizes() for sub in part))
             # views and the parts of a multi-output extern kernel (``buf[0]``) launch nothing
-            if not isinstance(node, NopKernelSchedulerNode) and not isinstance(node.node, MultiOutput):
+            elif not isinstance(node, NopKernelSchedulerNode) and not isinstance(node.node, MultiOutput):
                 kernels.add(*kernel_of(node), node.get_read_write_buffers_sizes())
     return kernels
+
+
+def combo_partitions(node, scheduler) -> list[list]:
+    """The kernels a combo node launches: its sub-kernels grouped as inductor's code generation groups them
+    (``SIMDScheduling.generate_combo_kernel_code``: by tiling, argument count, 2-D reductions apart)."""
+    from torch._inductor.codegen.simd import NodeInfo
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+    from torch._inductor.codegen.triton_combo_kernel import ComboKernel
+    from torch._inductor.virtualized import V
+
+    backend = scheduler.get_backend(node.get_device())
+    backend = getattr(backend, "_triton_scheduling", backend)
+    subkernels, infos = node.get_subkernel_nodes(), {}
+    for sub in subkernels:
+        nodes = sub.get_nodes()
+        _, (numel, rnumel) = max(nodes, key=lambda part: int(part.is_reduction())).group
+        schedule = backend.generate_node_schedule(nodes, numel, rnumel)
+        features = SIMDKernelFeatures(schedule, numel, rnumel)
+        infos[sub] = NodeInfo(
+            node_schedule=schedule,
+            tiling=backend.select_tiling(schedule, numel, rnumel),
+            numel=numel,
+            rnumel=rnumel,
+            features=features,
+            is_persistent_reduction=features.is_reduction()
+            and V.choices.should_use_persistent_reduction(features, cooperative_reduction=False),
+        )
+    partitions = ComboKernel.horizontal_partition(
+        nodes=subkernels,
+        triton_scheduling=backend,
+        custom_algorithm=node.use_custom_partition_algo,
+        node_info_map=infos,
+    )
+    return [part for part in partitions if part]
 
 
 def compiled_step(
@@ -338,15 +395,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 totals["written_gb"] + totals["read_gb"]
                 for totals in (eager_forward.totals(), eager_backward.totals())
             )
-            matmuls = ("mm", "bmm", "addmm", "convolution", "_convolution")
+            matmuls = MATMUL_KINDS
             results.append(
                 {
                     "model": model_name,
                     "arm": precision,
                     "batch": shape,
+                    "compile_options": args.compile_options,
                     "forward_kernels": forward.kernels(),
                     "backward_kernels": backward.kernels(),
-                    "extern_kernels": forward.kernels(matmuls) + backward.kernels(matmuls),
+                    "matmul_kernels": forward.kernels(matmuls) + backward.kernels(matmuls),
                     "small_kernels": forward.small + backward.small,
                     "forward_gb": forward.gb(),
                     "backward_gb": backward.gb(),
@@ -372,7 +430,7 @@ def print_rows(results: list[dict]) -> None:
         f"{'bwd GB':>8} {'step GB':>8} {'saved GB':>9} {'eager ops':>9} {'eager GB':>9} {'compiled/eager':>14}",
         [
             f"{r['model']:<16} {r['arm']:<5} {r['batch']:<9} {r['forward_kernels']:>6} {r['backward_kernels']:>6} "
-            f"{r['extern_kernels']:>6} {r['small_kernels']:>6} {r['forward_gb']:>8.2f} {r['backward_gb']:>8.2f} "
+            f"{r['matmul_kernels']:>6} {r['small_kernels']:>6} {r['forward_gb']:>8.2f} {r['backward_gb']:>8.2f} "
             f"{r['forward_gb'] + r['backward_gb']:>8.2f} {r['saved_gb']:>9.2f} {r['eager_ops']:>9} "
             f"{r['eager_gb']:>9.2f} {(r['forward_gb'] + r['backward_gb']) / r['eager_gb']:>13.2f}x"
             for r in results

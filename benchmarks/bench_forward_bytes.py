@@ -176,6 +176,78 @@ class TagNodes(TorchFunctionMode):
         return out
 
 
+# The ops CUDA's autocast runs in float32 and the CPU's does not (torch 2.11's lists, "Autocast Op Reference"):
+# ``CudaFloat32Ops`` gives a CPU trace CUDA's dtypes for them.
+CUDA_FLOAT32_OPS = [
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "pow",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "softplus",
+    "layer_norm",
+    "group_norm",
+    "norm",
+    "normalize",
+    "cosine_similarity",
+    "dist",
+    "pdist",
+    "cumprod",
+    "cumsum",
+    "prod",
+    "sum",
+    "renorm",
+    "softmax",
+    "softmin",
+    "log_softmax",
+    "__pow__",
+    "__rpow__",
+    "__rtruediv__",
+    "__rdiv__",
+]
+
+
+def cuda_float32_functions() -> frozenset:
+    """Every spelling of ``CUDA_FLOAT32_OPS``: torch's function, the tensor method, torch.nn.functional's."""
+    return frozenset(
+        getattr(owner, name)
+        for name in CUDA_FLOAT32_OPS
+        for owner in (torch, torch.Tensor, F)
+        if callable(getattr(owner, name, None))
+    )
+
+
+def to_float32(value):
+    """A floating tensor in float32; anything else as it is."""
+    return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+class CudaFloat32Ops(TorchFunctionMode):
+    """Under the CPU's autocast, the ops CUDA's autocast runs in float32 run in float32, as CUDA runs them: their
+    floating inputs cast up, autocast off inside. A step traced on the CPU then has CUDA's dtypes (LayerNorm,
+    softmax, pow, ... of a bf16 input give float32, as on the GPU; the CPU's own policy keeps bf16)."""
+
+    functions = cuda_float32_functions()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in self.functions or not torch.is_autocast_enabled("cpu"):
+            return func(*args, **kwargs)
+        args, kwargs = pytree.tree_map(to_float32, (args, kwargs))
+        with torch.autocast("cpu", enabled=False):
+            return func(*args, **kwargs)
+
+
 class FusedAttention(TorchFunctionMode):
     """``F.scaled_dot_product_attention`` as the one fused kernel a device runs (CUDA: memory-efficient attention,
     any mask and dropout, flash attention moving the same bytes; the CPU: its flash attention), not the math
@@ -320,6 +392,7 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
             torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
             module_stack(modules),
             TagNodes(modules),
+            CudaFloat32Ops(),
             FusedAttention("cuda"),  # a GPU's attention kernel and its backward, as the step is a GPU's
             CensusMode(forward, innermost(modules)),
         ):

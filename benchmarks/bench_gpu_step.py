@@ -458,6 +458,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 {
                     "rates_tflops": {k: v / 1e12 for k, v in rates.items()},
                     "memory_tbs": memory / 1e12,
+                    "compile_options": args.compile_options,
                     "rows": rows,
                     "kernel_verdicts": verdicts,
                     **report,

@@ -68,7 +68,7 @@ def test_one_pointwise_kernel_forward_and_one_reduction_backward_with_exact_byte
 class Projection(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.linear = nn.Linear(16, 32)
+        self.linear = nn.Linear(16, 24)
 
     def forward(self, features, lengths):
         return torch.tanh(self.linear(features)), lengths
@@ -79,8 +79,8 @@ def test_a_linear_under_bf16_is_one_product_each_way_and_saves_its_bf16_input_an
     forward, backward = bench.compiled_step(module, batch, "bf16", fake)
     assert forward.kernels(("addmm",)) == 1 and forward.count[("Linear", "addmm")] == 1
     assert backward.kernels(("mm",)) == 1  # the weight's gradient: the features need none
-    # kept for the backward: the features cast to bf16 (32 x 16) and tanh's bf16 output (4 x 8 x 32)
-    assert forward.saved_bytes == 2 * (32 * 16 + 4 * 8 * 32)
+    # kept for the backward: the features cast to bf16 (32 x 16, not the 24 x 16 weight) and tanh's bf16 output
+    assert forward.saved_bytes == 2 * (32 * 16 + 4 * 8 * 24)
 
 
 class Heads(nn.Module):
@@ -99,33 +99,17 @@ def test_combo_kernels_give_independent_small_kernels_one_launch(bench, fake):
     for combo in (False, True):
         module, batch = fake_inputs(fake, Heads(), (4, 8, 16))
         with config.patch(combo_kernels=combo):
-            forward, backward = bench.compiled_step(module, batch, "bf16", fake)
-        counts[combo] = forward.count[("Linear", "pointwise")], backward.kernels()
-        assert forward.kernels(("addmm",)) == 2 and backward.kernels(("mm",)) == 2  # products stay apart
-    # bf16 casts of the input, two weights and two biases: five kernels, or one
-    assert counts[False][0] == 5 and counts[True][0] == 1
-    assert counts[True][1] < counts[False][1]
-
-
-class BiasedAttention(nn.Module):
-    """SDPA with a learned additive bias (W2V-BERT's relative-key scores are one): the mask needs its gradient."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(2, 8, 8))
-
-    def forward(self, features, lengths):
-        q = features.unflatten(-1, (2, 8)).transpose(1, 2)  # (B, H, T, K)
-        context = nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=self.bias.expand(4, 2, 8, 8))
-        return context.transpose(1, 2).flatten(2), lengths
-
-
-def test_attention_is_cudas_fused_kernel_each_way_not_the_cpus_matrix_products(bench, fake):
-    module, batch = fake_inputs(fake, BiasedAttention(), (4, 8, 16))
-    forward, backward = bench.compiled_step(module, batch, "bf16", fake)
-    assert forward.kernels(("_scaled_dot_product_efficient_attention",)) == 1
-    assert backward.kernels(("_scaled_dot_product_efficient_attention_backward",)) == 1
-    assert forward.kernels(("bmm", "mm")) == backward.kernels(("bmm", "mm")) == 0
+            counts[combo] = bench.compiled_step(module, batch, "bf16", fake)
+    (forward, backward), (combo_forward, combo_backward) = counts[False], counts[True]
+    # bf16 casts of the input, two weights and two biases: five kernels, or one combo kernel
+    assert forward.count[("Linear", "pointwise")] == 5 and ("Linear", "combo") not in forward.count
+    assert (
+        combo_forward.count[("Linear", "combo")] == 1 and ("Linear", "pointwise") not in combo_forward.count
+    )
+    for kernels in (forward, backward, combo_forward, combo_backward):  # the products stay apart
+        assert kernels.kernels(("addmm", "mm")) == 2
+    assert combo_backward.kernels() == backward.kernels() - 2  # two reductions, two casts: one launch each
+    assert combo_forward.gb() == pytest.approx(forward.gb())
 
 
 def test_compile_options_are_the_engines_and_a_bad_one_is_an_argparse_error(bench, capsys):
@@ -137,14 +121,31 @@ def test_compile_options_are_the_engines_and_a_bad_one_is_an_argparse_error(benc
     assert "torch._inductor.config setting" in capsys.readouterr().err
 
 
-def test_the_fake_device_is_forgotten_after_use(bench):
+class Convolution(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(16, 16, 3, padding=1)
+
+    def forward(self, features, lengths):
+        return self.conv(features.transpose(1, 2)).transpose(1, 2), lengths
+
+
+def test_what_inductor_caches_of_the_fake_device_is_forgotten_after_use(bench, fake):
     from torch._inductor import scheduler
+    from torch._inductor.runtime.hints import DeviceProperties
+    from torch._inductor.utils import is_big_gpu
 
     before = (torch.cuda.get_device_properties, scheduler.has_triton)
     with bench.sm90():
-        assert torch.cuda.get_device_properties(0).multi_processor_count == 132
-        assert scheduler.has_triton()
+        assert torch.cuda.get_device_properties(0).multi_processor_count == 132 and scheduler.has_triton()
+        assert is_big_gpu(0) and is_big_gpu.cache_info().currsize == 1  # the fake's answer, cached
+    assert is_big_gpu.cache_info().currsize == DeviceProperties.create.cache_info().currsize == 0
     assert (torch.cuda.get_device_properties, scheduler.has_triton) == before
+    # a convolution's lowering asks whether the device is a big GPU: nothing of it stays
+    module, batch = fake_inputs(fake, Convolution(), (4, 8, 16))
+    forward, _ = bench.compiled_step(module, batch, "f32", fake)
+    assert forward.kernels(("convolution",)) == 1
+    assert is_big_gpu.cache_info().currsize == DeviceProperties.create.cache_info().currsize == 0
 
 
 def test_an_unknown_model_is_a_one_line_error(bench, capsys):

@@ -172,6 +172,35 @@ def test_the_backward_on_the_cpu_is_charged_to_modules_and_its_forward_matches_c
     assert again.written == backward.written  # no gradient left over to add into
 
 
+@pytest.mark.parametrize(
+    ("model_name", "apart"),
+    [("squeezeformer:xs", {"Dropout", "BatchNorm1d"}), ("w2v-bert:tiny", {"Dropout"})],
+)
+def test_the_cpu_step_has_cudas_float32_ops_and_attention_kernel(bench, fake, model_name, apart):
+    # CudaFloat32Ops: LayerNorm (and softmax, pow, ...) of a bf16 input give float32 on the CPU too, as CUDA's
+    # autocast gives them; W2V-BERT's attention, whose mask needs its gradient, is CUDA's kernel each way.
+    # Apart: dropout (the CPU decomposes it) and BatchNorm (its saved statistics are float32 on CUDA).
+    model, batch = bench.fake_model(model_name, fake), bench.fake_batch(model_name, TINY_BATCH, fake)
+    cpu_model, cpu_batch = (
+        bench.fake_model(model_name, fake, "cpu"),
+        bench.fake_batch(model_name, TINY_BATCH, fake, "cpu"),
+    )
+    with fake:
+        on_cuda = bench.census_of(model, batch, ("bf16", "off"))
+        forward, backward = bench.step_census_on_cpu(cpu_model, cpu_batch, "bf16")
+    differ = {
+        key
+        for key in set(forward.written) | set(on_cuda.written)
+        if forward.written[key] != on_cuda.written[key]
+    }
+    assert {module for module, _, _ in differ} == apart
+    if model_name.startswith("w2v-bert"):
+        assert (
+            backward.ops[("SelfAttention", "_scaled_dot_product_efficient_attention_backward", "bfloat16")]
+            > 0
+        )
+
+
 def test_the_table_compares_arms_of_each_model(bench, capsys):
     rows = bench.main(
         [

@@ -47,6 +47,22 @@ def test_a_compile_option_that_is_no_inductor_setting_is_refused_naming_it(text,
     assert str(error.value).endswith(f"got {item!r}")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "combo_kernels=false",
+            "combo_kernels takes a value of type bool (its default is False), got 'false'",
+        ),
+        ("max_fusion_size=12x", "max_fusion_size takes a value of type int (its default is 64), got '12x'"),
+        ("combo_kernels=1", "combo_kernels takes a value of type bool"),
+    ],
+)
+def test_a_compile_option_of_another_type_than_the_settings_is_refused(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        inductor_options(text)
+
+
 def test_a_run_config_refuses_a_compile_option_inductor_does_not_have():
     with pytest.raises(ValueError, match=re.escape("got 'combo_kernel=True'")):
         RunConfig(compile="default", compile_options="combo_kernel=True")

@@ -37,7 +37,8 @@ def compile_mode(value: str | bool) -> str:
 def inductor_options(text: str | None) -> dict[str, object]:
     """``run.compile_options`` as inductor config settings: comma-separated KEY=VALUE, KEY a
     ``torch._inductor.config`` setting (dotted for a nested one: ``triton.cudagraphs``), VALUE a Python
-    literal (True, 128, ...), else the string. Empty or None: none."""
+    literal (True, 128, ...) of the setting's type, or a string where the setting takes one. Empty or None:
+    none."""
     if not text:
         return {}
     from torch._inductor import config
@@ -54,6 +55,14 @@ def inductor_options(text: str | None) -> dict[str, object]:
             options[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
             options[key] = value
+        default = known[key]  # a value of another type than the default's (false for False) is a typo
+        kind = type(default)
+        if default is not None and not (
+            isinstance(options[key], kind) or (kind is float and type(options[key]) is int)
+        ):
+            raise ValueError(
+                f"run.compile_options: {key} takes a value of type {kind.__name__} (its default is {default!r}), got {value!r}"
+            )
     return options
 
 
