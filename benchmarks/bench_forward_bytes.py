@@ -17,9 +17,10 @@ eager step's memory traffic, the thing fusion and narrower dtypes shrink.
 
 ``--backward`` also counts the backward of the kernels-off arms, each op charged to the module whose forward
 made its autograd node. Autograd's engine runs no backward on fake CUDA tensors, so that step runs on fake
-CPU tensors under the CPU's autocast, whose op lists differ from CUDA's: the ``CPU fwd`` column (that step's
-forward) beside ``GB out`` says how far the two policies part for the model (for the Zipformer only in
-dropout, which the CPU decomposes into four ops).
+CPU tensors under the CPU's autocast, given CUDA's float32 ops (``CudaFloat32Ops``: LayerNorm, softmax, pow,
+... of a bf16 input in float32) and CUDA's attention kernel: the ``CPU fwd`` column (that step's forward)
+beside ``GB out`` says how far it still parts from CUDA's (dropout, which the CPU decomposes into four ops;
+BatchNorm's saved statistics).
 
 ``F.scaled_dot_product_attention`` counts as the fused kernel a GPU runs (``FusedAttention``).
 Data-dependent reads (``int(lengths.min())``) are answered from the batch's real lengths: integer tensors

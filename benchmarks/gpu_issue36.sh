@@ -29,9 +29,10 @@
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
 #   cudagraphs    CUDA graphs (inductor's reduce-overhead) on the layer-compiled step;
-#   combo         layer-compiled with inductor's combo kernels (combo_kernels=True: independent small kernels,
-#                 such as the per-weight bf16 casts, share one launch; bench_compiled_bytes.py counts 38 % fewer
-#                 launches for Zipformer-M's bf16 step, 3,768 -> 2,347), against layers_m;
+#   combo         layer-compiled with inductor's combo kernels (--compile-options combo_kernels=True:
+#                 independent small kernels, such as the per-weight bf16 casts, share one launch;
+#                 bench_compiled_bytes.py counts 27 % fewer kernel calls for the whole compiled Zipformer-M
+#                 bf16 step, 3,768 -> 2,732), against layers_m;
 #   engine_combo  the engine with combo kernels (--compile-options combo_kernels=True), as `engine`;
 #   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
 #                 size per bucket but the last, so a few graphs are recorded);
