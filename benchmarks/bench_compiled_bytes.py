@@ -44,6 +44,7 @@ from bench_forward_bytes import (
     FusedAttention,
     fake_batch,
     fake_model,
+    innermost,
     module_stack,
     step_census_on_cpu,
 )
@@ -138,9 +139,10 @@ def module_annotations() -> Iterator[None]:
     """Every graph node traced under it carries the innermost module running it (``meta["custom"]["module"]``,
     class name); AOTAutograd copies it to the backward's nodes of the same autograd node."""
     modules: list[str] = []
+    where = innermost(modules)
 
     def annotate(*_) -> None:
-        fx_traceback.current_meta["custom"] = {"module": modules[-1] if modules else "-"}
+        fx_traceback.current_meta["custom"] = {"module": where()}
 
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
@@ -232,8 +234,6 @@ def kernel_of(node) -> tuple[str, str]:
         text = str(target).removeprefix("torch.ops.")
         return text.removeprefix("aten.").removeprefix("extern_kernels.").removesuffix(".default")
 
-    if isinstance(node, list):  # a combo kernel's partition: the module most of its ops came from
-        return Counter(kernel_of(sub)[0] for sub in node).most_common(1)[0][0], "combo"
     origins = [origin for part in node.get_nodes() if part.node is not None for origin in part.node.origins]
     if node.is_extern():
         extern = node.node
@@ -273,7 +273,12 @@ def lower(graph: torch.fx.GraphModule, fake: FakeTensorMode, backward: bool) -> 
                 )
             if isinstance(node, ForeachKernelSchedulerNode):  # combo kernels: one launch per partition
                 for part in combo_partitions(node, lowering.scheduler):
-                    module, kind = kernel_of(part[0]) if len(part) == 1 else (kernel_of(part)[0], "combo")
+                    kinds = [kernel_of(sub) for sub in part]  # a partition of several: the most common module
+                    module, kind = (
+                        kinds[0]
+                        if len(part) == 1
+                        else (Counter(m for m, _ in kinds).most_common(1)[0][0], "combo")
+                    )
                     kernels.add(module, kind, sum(sub.get_read_write_buffers_sizes() for sub in part))
             # views and the parts of a multi-output extern kernel (``buf[0]``) launch nothing
             elif not isinstance(node, NopKernelSchedulerNode) and not isinstance(node.node, MultiOutput):
@@ -395,7 +400,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 totals["written_gb"] + totals["read_gb"]
                 for totals in (eager_forward.totals(), eager_backward.totals())
             )
-            matmuls = MATMUL_KINDS
             results.append(
                 {
                     "model": model_name,
@@ -404,7 +408,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     "compile_options": args.compile_options,
                     "forward_kernels": forward.kernels(),
                     "backward_kernels": backward.kernels(),
-                    "matmul_kernels": forward.kernels(matmuls) + backward.kernels(matmuls),
+                    "matmul_kernels": forward.kernels(MATMUL_KINDS) + backward.kernels(MATMUL_KINDS),
                     "small_kernels": forward.small + backward.small,
                     "forward_gb": forward.gb(),
                     "backward_gb": backward.gb(),

@@ -161,13 +161,13 @@ class TagNodes(TorchFunctionMode):
     next uses its output, and where a tensor feeds several branches, autograd's sum of their gradients goes to
     the branch whose gradient arrives last (Zipformer-M's "Linear add float32": the residual stream's)."""
 
-    def __init__(self, modules: list[str]) -> None:
+    def __init__(self, where: Callable[[], str]) -> None:
         super().__init__()
-        self.modules = modules
+        self.where = where
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        module = self.modules[-1] if self.modules else "-"
+        module = self.where()
         pending = [t.grad_fn for t in tensors_in(out)]
         while pending:
             node = pending.pop()
@@ -392,7 +392,7 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
         with (
             torch.autocast("cpu", dtype=dtype, enabled=dtype is not None),
             module_stack(modules),
-            TagNodes(modules),
+            TagNodes(innermost(modules)),
             CudaFloat32Ops(),
             FusedAttention("cuda"),  # a GPU's attention kernel and its backward, as the step is a GPU's
             CensusMode(forward, innermost(modules)),
@@ -400,9 +400,8 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
             log_probs, _ = model(batch["features"], batch["lengths"])
         with CensusMode(backward, backward_node_module):
             log_probs.sum().backward()
-    model.zero_grad(
-        set_to_none=True
-    )  # or the next call's backward adds into .grad: a pass per parameter more
+    # or the next call's backward adds into .grad: a pass per parameter more
+    model.zero_grad(set_to_none=True)
     return forward, backward
 
 
