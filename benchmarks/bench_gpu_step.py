@@ -280,13 +280,16 @@ def largest_batch(arm: Arm, args) -> dict:
 def engine_throughput(run_dir: str) -> dict:
     """The engine's own figures from a run's ``events.jsonl``: time to the first step and compile counts
     (the "compile" events), and audio-s/s of the "train" windows after the first epoch (steady: every
-    bucket compiled) and over the whole run."""
+    bucket compiled) and over the whole run, with the share of those windows spent waiting for the loader."""
     from asr_pipeline.training.events import read_events
 
     compile_events = [e["values"] for e in read_events(run_dir, "compile")]
     windows = read_events(run_dir, "train")
-    steady = [e["values"]["audio_seconds_per_sec"] for e in windows if e["epoch"] >= 1] or [
-        e["values"]["audio_seconds_per_sec"] for e in windows[1:]
+    steady_windows = [e for e in windows if e["epoch"] >= 1] or windows[1:]
+    steady = [e["values"]["audio_seconds_per_sec"] for e in steady_windows]
+    # the share of the steady windows spent waiting for the loader (runs before it was logged: None)
+    waits = [
+        e["values"]["loader_wait_fraction"] for e in steady_windows if "loader_wait_fraction" in e["values"]
     ]
     data = read_events(run_dir, "data")[0]["values"]["batching"]
     kernels = read_events(run_dir, "kernels")
@@ -299,6 +302,7 @@ def engine_throughput(run_dir: str) -> dict:
         "time_buckets": data.get("time_buckets"),
         "padding_fraction": data["epoch0"].get("padding_fraction"),
         "steady_audio_sec_per_sec": statistics.median(steady) if steady else None,
+        "steady_loader_wait_fraction": statistics.median(waits) if waits else None,
         "train_windows": len(windows),
     }
 

@@ -133,14 +133,14 @@ def test_the_engine_figures_come_from_the_runs_compile_and_later_train_events(be
     log.write("kernels", 0, 0, {"choice": "auto", "eager": ["relative_shift"], "compiled": []})
     log.write("data", 0, 0, {"batching": batching})
     log.write("compile", 1, 0, {"first_step_sec": 95.0, "compiles": 1, "recompiles": 0, "graph_breaks": 0})
-    for step, epoch, rate in [
-        (5, 0, 900.0),
-        (10, 0, 5000.0),
-        (15, 1, 7000.0),
-        (20, 1, 7400.0),
-        (25, 1, 7200.0),
+    for step, epoch, rate, wait in [
+        (5, 0, 900.0, 0.5),
+        (10, 0, 5000.0, 0.4),
+        (15, 1, 7000.0, 0.1),
+        (20, 1, 7400.0, 0.0),
+        (25, 1, 7200.0, 0.3),
     ]:
-        log.write("train", step, epoch, {"audio_seconds_per_sec": rate})
+        log.write("train", step, epoch, {"audio_seconds_per_sec": rate, "loader_wait_fraction": wait})
     log.write("compile", 25, 1, {"first_step_sec": 95.0, "compiles": 2, "recompiles": 1, "graph_breaks": 0})
     log.close()
 
@@ -149,5 +149,6 @@ def test_the_engine_figures_come_from_the_runs_compile_and_later_train_events(be
     assert figures["first_step_sec"] == 95.0
     assert (figures["compiles"], figures["recompiles"], figures["graph_breaks"]) == (2, 1, 0)
     assert figures["steady_audio_sec_per_sec"] == 7200.0  # the median of epoch 2's windows, compiles done
+    assert figures["steady_loader_wait_fraction"] == 0.1
     assert figures["time_buckets"] == [800, 1024] and figures["padding_fraction"] == 0.12
     assert figures["kernels"]["eager"] == ["relative_shift"]

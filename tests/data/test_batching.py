@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from asr_pipeline.data.batching import BatchPlanStats, TimeBuckets, example_costs
-from asr_pipeline.data.collate import collate_batch
 
 # --- example costs ------------------------------------------------------------------------------------
 FRAMES = np.array([10, 20, 30])
@@ -75,27 +73,6 @@ def test_bucket_lengths_must_be_ascending_frame_counts(lengths):
         TimeBuckets(lengths)
 
 
-def test_padding_a_collated_batch_zero_fills_to_its_bucket_and_keeps_the_lengths():
-    items = [
-        {
-            "id": f"u{i}",
-            "text": "a",
-            "duration_ms": 10 * t,
-            "features": torch.ones(t, 3),
-            "tokens": torch.tensor([1]),
-        }
-        for i, t in enumerate((40, 70))
-    ]
-    batch = collate_batch(items)  # (2, 70, 3)
-
-    padded = TimeBuckets((64, 96)).pad(batch)
-
-    assert padded.features.shape == (2, 96, 3)
-    assert torch.equal(padded.features[:, :70], batch.features)
-    assert padded.features[:, 70:].abs().sum() == 0
-    assert padded.feature_lengths.tolist() == [40, 70]
-
-
 def test_a_geometric_ladder_of_one_is_the_longest_rounded_up_and_short_rungs_stop_at_the_multiple():
     assert TimeBuckets.geometric(100, count=1).lengths == (112,)
     # 64 / 2**k for k = 1..5: 32, 16, then 8, 4, 2 round up to the multiple 16 and merge.
@@ -111,22 +88,6 @@ def test_a_geometric_ladder_needs_a_count_a_ratio_over_one_and_a_longest_length(
 def test_pad_to_buckets_is_a_count_of_geometric_lengths_or_the_lengths_themselves():
     assert TimeBuckets.from_spec(3, longest=1000) == TimeBuckets.geometric(1000, count=3)
     assert TimeBuckets.from_spec([100, 200], longest=1000).lengths == (100, 200)
-
-
-def test_a_batch_already_at_its_bucket_length_or_empty_is_returned_as_it_is():
-    batch = collate_batch(
-        [
-            {
-                "id": "u",
-                "text": "a",
-                "duration_ms": 640,
-                "features": torch.ones(64, 3),
-                "tokens": torch.tensor([1]),
-            }
-        ]
-    )
-
-    assert TimeBuckets((64, 96)).pad(batch) is batch
 
 
 def test_the_buckets_serialize_as_their_lengths_and_multiple():

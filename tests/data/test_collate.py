@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.data.collate import check_frame_labels, collate_batch
 
 
@@ -38,6 +39,40 @@ def test_frames_past_an_utterance_are_zero_and_frames_within_it_are_its_features
     assert torch.all(batch.features[0, :4] == 5.0)
     assert torch.all(batch.features[0, 4:] == 0.0)
     assert torch.all(batch.features[1] == 8.0)
+
+
+def test_pad_to_pads_every_row_to_the_bucket_with_zeros_and_keeps_the_lengths():
+    items = [item("a", 40, [1]), item("b", 70, [1])]
+    plain = collate_batch(items)  # (2, 70, 3)
+
+    padded = collate_batch(items, pad_to=TimeBuckets((64, 96)).padded_length)
+
+    assert padded.features.shape == (2, 96, 3)
+    assert torch.equal(padded.features[:, :70], plain.features)
+    assert padded.features[:, 70:].abs().sum() == 0
+    assert padded.feature_lengths.tolist() == [40, 70]
+
+
+def test_a_batch_at_its_bucket_length_is_not_padded_and_fewer_frames_than_the_longest_are_refused():
+    assert collate_batch([item("a", 64, [1])], pad_to=TimeBuckets((64, 96)).padded_length).features.shape == (
+        1,
+        64,
+        3,
+    )
+    with pytest.raises(ValueError, match=r"pad_to\(7\) = 5: a batch cannot be padded to fewer frames"):
+        collate_batch([item("a", 7, [1])], pad_to=lambda frames: frames - 2)
+
+
+def test_padding_is_written_as_zeros_whatever_memory_the_batch_is_given(monkeypatch):
+    # The batch tensor is allocated uninitialised: here it is given NaN memory, which every padding cell
+    # must be overwritten from.
+    full = torch.full
+    monkeypatch.setattr(torch, "empty", lambda *size, dtype: full(size, float("nan"), dtype=dtype))
+
+    batch = collate_batch([item("a", 5, [1]), item("b", 9, [1])], pad_to=lambda frames: 16)
+
+    assert torch.all(batch.features[0, :5] == 6.0) and torch.all(batch.features[1, :9] == 10.0)
+    assert torch.all(batch.features[0, 5:] == 0.0) and torch.all(batch.features[1, 9:] == 0.0)
 
 
 def test_an_empty_target_is_allowed_and_has_length_zero():

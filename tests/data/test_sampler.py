@@ -510,6 +510,64 @@ def test_an_ascending_epoch_with_shard_windows_sorts_each_window_and_reads_each_
     assert [int(lengths[i]) for i in first_window] == sorted(int(lengths[i]) for i in first_window)
 
 
+def reader_shards(lengths, groups, world: int, workers: int, **options) -> dict[tuple[int, int], set[int]]:
+    """The shards each (rank, worker) reads over an epoch: a rank's batch m goes to worker m % workers."""
+    touched: dict[tuple[int, int], set[int]] = {}
+    for rank in range(world):
+        sampler = windowed(lengths, groups, num_replicas=world, rank=rank, loader_workers=workers, **options)
+        for m, batch in enumerate(sampler):
+            touched.setdefault((rank, m % max(workers, 1)), set()).update(int(groups[i]) for i in batch)
+    return touched
+
+
+@pytest.mark.parametrize(("world", "workers"), [(1, 4), (2, 2), (2, 0)])
+def test_each_reader_of_a_windowed_epoch_reads_shards_of_its_own(world, workers):
+    # 16 shards of 16 equal examples, batches of 4: every reader (rank, worker) plans 4 shards into 16 batches.
+    lengths, groups = np.full(256, 500), shard_codes(256, 16)
+    touched = reader_shards(lengths, groups, world, workers, window=2, batch_size=4, budget=None)
+
+    assert len(touched) == world * max(workers, 1)
+    assert sum(len(shards) for shards in touched.values()) == 16, "every shard read by one process"
+    assert set().union(*touched.values()) == set(range(16))
+
+
+def test_unequal_readers_still_give_every_example_once_and_only_their_tails_to_any_worker():
+    lengths, groups = (
+        random_lengths(3000, seed=10),
+        shard_codes(3000, 100),
+    )  # 30 shards: 8, 8, 7, 7 per reader
+    batches = list(windowed(lengths, groups, window=2, loader_workers=4))
+
+    assert sorted(itertools.chain.from_iterable(batches)) == list(range(3000))
+    # Until the first reader runs out (past 3/4 of the epoch here), worker m % 4 reads only its shards.
+    by_worker: dict[int, set[int]] = {}
+    for m, batch in enumerate(batches[: int(0.75 * len(batches))]):
+        by_worker.setdefault(m % 4, set()).update(int(groups[i]) for i in batch)
+    assert sum(len(shards) for shards in by_worker.values()) == len(set().union(*by_worker.values()))
+    # The whole epoch: the tails cross over, still far from every worker reading every shard (120).
+    touched = reader_shards(lengths, groups, 1, 4, window=2)
+    assert sum(len(shards) for shards in touched.values()) < 50
+
+
+def test_one_reader_per_rank_plans_as_without_workers_and_resumes_need_the_same_workers():
+    lengths, groups = random_lengths(1000, seed=11), shard_codes(1000, 50)
+    assert windowed(lengths, groups, window=3, loader_workers=1).epoch_batches(2) == windowed(
+        lengths, groups, window=3
+    ).epoch_batches(2)
+    sampler = windowed(lengths, groups, window=3, loader_workers=4)
+    full = list(sampler)
+    resumed = windowed(lengths, groups, window=3, loader_workers=4)
+    resumed.load_state_dict(sampler.state_dict(batches_done=5))
+
+    assert list(resumed) == full[5:]
+    with pytest.raises(ValueError, match=r"batching=.*'readers', 4\]"):
+        windowed(lengths, groups, window=3, loader_workers=2).load_state_dict(
+            sampler.state_dict(batches_done=5)
+        )
+    with pytest.raises(ValueError, match="loader_workers must be >= 0, got -1"):
+        windowed(lengths, groups, window=3, loader_workers=-1)
+
+
 # --- the plan with time buckets (tests/data/test_batching.py: the buckets themselves) ----------------
 
 

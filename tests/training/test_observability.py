@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
@@ -15,6 +16,7 @@ from asr_pipeline.cli import build_parser
 from asr_pipeline.cli.train import train_config_from_args
 from asr_pipeline.decoding.options import DecodingOptions
 from asr_pipeline.training import live
+from asr_pipeline.training import trainer as trainer_module
 from asr_pipeline.training.config import ValidationConfig, resolve_config
 from asr_pipeline.training.dvclive_logger import DVCLIVE_DIR, DVCLiveLogger
 from asr_pipeline.training.trainer import Trainer
@@ -59,7 +61,19 @@ def test_train_events_carry_step_epoch_loss_lr_grad_norm_and_throughput(
         assert math.isfinite(values["loss"]) and values["loss"] > 0
         assert math.isfinite(values["grad_norm"]) and values["grad_norm"] > 0
         assert values["audio_seconds_per_sec"] > 0
+        assert 0 <= values["loader_wait_fraction"] < 1
     assert sum(e["values"]["utterances"] for e in train) == 16 * 2, "every utterance of 2 epochs once"
+
+
+def test_the_time_waited_for_each_batch_is_added_up_for_the_train_event(monkeypatch):
+    clock = iter([0.0, 1.5, 2.0, 2.25, 3.0])  # asked, got the first; asked, got the second; asked: no more
+    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: next(clock))
+    trainer = SimpleNamespace(window_loader_wait=0.0)
+
+    batches = list(Trainer._waited_for(trainer, ["first", "second"]))
+
+    assert batches == ["first", "second"]
+    assert trainer.window_loader_wait == 1.5 + 0.25, "the wait at the end of the epoch is not a batch's"
 
 
 # --- the live view --------------------------------------------------------------------------------------

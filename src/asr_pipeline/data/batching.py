@@ -17,7 +17,7 @@ Padded units bound the memory of the padded batch tensor; summed units bound the
 and let a batch of short examples pack more of them. ``padded-frames`` is the default.
 
 Static shapes for ``torch.compile`` (issue 36): with ``time_buckets`` (``TimeBuckets``) every batch's
-time axis is padded up to one of a few lengths (``TimeBuckets.pad``, after the collate), so a compiled
+time axis is padded up to one of a few lengths (the collate pads to ``TimeBuckets.padded_length``), so a compiled
 model sees a handful of T instead of one per batch, each compiled once. The padding that costs is
 counted: ``plan_stats`` reports the padded frames with the buckets applied (``padding_fraction``) and how
 many distinct padded lengths the epoch has (``distinct_lengths``); with the ``padded-frames`` unit the
@@ -26,16 +26,13 @@ budget counts the bucketed length too, so a batch never holds more padded frames
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import torch
 
 from asr_pipeline.data.batch_units import BATCH_UNITS, BatchUnit
-from asr_pipeline.data.collate import Batch
 
 Uneven = Literal["drop", "pad"]
 # Units whose batch cost is batch size * the largest example's amount (the padded tensor), not a sum.
@@ -130,18 +127,6 @@ class TimeBuckets:
         index = np.searchsorted(lengths, frames, side="left")
         beyond = -(-frames // self.multiple) * self.multiple
         return np.where(index < len(lengths), lengths[np.minimum(index, len(lengths) - 1)], beyond)
-
-    def pad(self, batch: Batch) -> Batch:
-        """``batch`` with features (B, T, F) zero-padded to (B, padded_length(T), F); lengths unchanged,
-        so models mask the new frames like any other padding. A batch of B = 0 is returned as it is."""
-        frames = batch.features.size(1)
-        if batch.features.size(0) == 0:
-            return batch
-        extra = self.padded_length(frames) - frames
-        if extra == 0:
-            return batch
-        features = torch.nn.functional.pad(batch.features, (0, 0, 0, extra))  # (B, T_bucket, F)
-        return dataclasses.replace(batch, features=features)
 
     def to_list(self) -> list:
         return [list(self.lengths), self.multiple]

@@ -95,11 +95,16 @@ class SkippedExample:
         return f"{self.location}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
 
 
-def collate_batch(items: list[dict | SkippedExample], feature_dim: int | None = None) -> Batch:
+def collate_batch(
+    items: list[dict | SkippedExample],
+    feature_dim: int | None = None,
+    pad_to: Callable[[int], int] | None = None,
+) -> Batch:
     """Pad ``items`` into a ``Batch``, dropping ``SkippedExample``s (listed in ``Batch.skipped``).
 
     ``feature_dim`` (F) shapes the (0, 0, F) features of a batch whose items were all skipped; without it
-    such a batch is an error.
+    such a batch is an error. ``pad_to`` maps the longest utterance's frames to the T to pad to (at least
+    as many: ``data.batching.TimeBuckets.padded_length``); by default T is the longest's.
     """
     if not items:
         raise ValueError("cannot collate an empty batch")
@@ -118,11 +123,16 @@ def collate_batch(items: list[dict | SkippedExample], feature_dim: int | None = 
         )
     feature_lengths = torch.tensor([item["features"].shape[0] for item in items], dtype=torch.int64)
     target_lengths = torch.tensor([item["tokens"].numel() for item in items], dtype=torch.int64)
-    batch_size, frames, bins = len(items), int(feature_lengths.max()), num_bins.pop()
-    features = torch.zeros(batch_size, frames, bins, dtype=torch.float32)  # (B, T, F)
+    batch_size, longest, bins = len(items), int(feature_lengths.max()), num_bins.pop()
+    frames = longest if pad_to is None else pad_to(longest)
+    if frames < longest:
+        raise ValueError(f"pad_to({longest}) = {frames}: a batch cannot be padded to fewer frames than its longest")
+    # Written once: each row's frames copied, only the padding after them zeroed.
+    features = torch.empty(batch_size, frames, bins, dtype=torch.float32)  # (B, T, F)
     targets = torch.zeros(batch_size, int(target_lengths.max()), dtype=torch.int64)  # (B, U)
-    for b, item in enumerate(items):
-        features[b, : feature_lengths[b]] = item["features"]
+    for b, (item, length) in enumerate(zip(items, feature_lengths.tolist(), strict=True)):
+        features[b, :length] = item["features"]
+        features[b, length:] = 0.0
         targets[b, : target_lengths[b]] = item["tokens"]
     frame_labels = None
     if "frame_labels" in items[0]:

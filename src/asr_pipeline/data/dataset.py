@@ -17,13 +17,21 @@ Shards are opened lazily, once per process: a DataLoader worker that never touch
 it. Tables are read with ``memory_map=True`` so the file bytes are page cache shared by all workers;
 zstd pages are decompressed on open, so each open shard costs its decompressed size per worker, which
 ``max_open_shards`` bounds (least recently used shards are closed first).
+
+Reading is a batch at a time (``ShardDataset.__getitems__``, which ``DataLoader`` calls with a batch's
+indices): an open shard keeps its columns as flat arrays (``OpenShard``), and each example's features are
+converted from the stored dtype (float16 or float32) straight into one float32 buffer per batch, by torch's
+vectorized copy. Measured by ``benchmarks/bench_loader_feed.py --synthetic``: per-example reads through
+``pyarrow`` scalars and NumPy's float16 conversion cost more than the model's step at the training speeds
+issue 36 is after.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,11 +42,16 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from asr_pipeline.io.shards import fingerprint, read_example
+from asr_pipeline.io.shards import fingerprint
 
 
 class ShardDataset(Dataset):
-    """Examples of the shards listed in a length index, in index order."""
+    """Examples of the shards listed in a length index, in index order.
+
+    ``dataset[i]`` reads one example; ``dataset.__getitems__(keys)``, which ``DataLoader`` calls for a whole
+    batch, returns the same items (the same values, the transform's random draws in the same order) with
+    their features converted into one buffer per batch.
+    """
 
     def __init__(
         self,
@@ -64,31 +77,40 @@ class ShardDataset(Dataset):
         # (data.audio_dataset.EpochTaggedBatchSampler); plain index keys use ``transform``.
         self.transform_for_epoch = transform_for_epoch
         self.max_open_shards = max_open_shards
-        self._tables: OrderedDict[int, pa.Table] = OrderedDict()
+        self._tables: OrderedDict[int, OpenShard] = OrderedDict()
         self._owner_pid = os.getpid()
 
     def __len__(self) -> int:
         return len(self._row_of)
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict:
-        epoch, item = key if isinstance(key, tuple) else (None, key)
-        shard, row = int(self.shard_of[item]), int(self._row_of[item])
-        record = read_example(self._table(shard), row)
-        features = torch.tensor(record["features"], dtype=torch.float32)  # (T, F), a writable copy
-        transform = self.transform
-        if epoch is not None and self.transform_for_epoch is not None:
-            transform = self.transform_for_epoch(epoch)
-        if transform is not None:
-            features = transform(features)
-        return {
-            "id": record["id"],
-            "features": features,
-            "tokens": torch.tensor(record["tokens"], dtype=torch.int64),  # (U,)
-            "text": record["text"],
-            "duration_ms": int(record["duration_ms"]),
-        }
+        return self.__getitems__([key])[0]
 
-    def _table(self, shard: int) -> pa.Table:
+    def __getitems__(self, keys: Sequence[int | tuple[int, int]]) -> list[dict]:
+        """The items of ``keys`` (plain indices, or ``(epoch, index)`` pairs), in order."""
+        located = []  # (epoch, shard, row) per key
+        for key in keys:
+            epoch, item = key if isinstance(key, tuple) else (None, key)
+            located.append((epoch, int(self.shard_of[item]), int(self._row_of[item])))
+        # Held here as well as in the LRU: a batch may span more shards than max_open_shards keeps.
+        shards = {shard: self._table(shard) for shard in dict.fromkeys(shard for _, shard, _ in located)}
+        sizes = [shards[shard].feature_size(row) for _, shard, row in located]
+        # One float32 buffer for the batch's features, converted from the stored dtype in one copy each.
+        buffer = torch.empty(sum(sizes), dtype=torch.float32)
+        items, offset = [], 0
+        for (epoch, shard, row), size in zip(located, sizes, strict=True):
+            features = buffer[offset : offset + size]
+            offset += size
+            item = shards[shard].item(row, features)
+            transform = self.transform
+            if epoch is not None and self.transform_for_epoch is not None:
+                transform = self.transform_for_epoch(epoch)
+            if transform is not None:
+                item["features"] = transform(item["features"])
+            items.append(item)
+        return items
+
+    def _table(self, shard: int) -> OpenShard:
         # A forked DataLoader worker inherits the parent's open tables; it must open its own.
         if os.getpid() != self._owner_pid:
             self._tables = OrderedDict()
@@ -101,20 +123,67 @@ class ShardDataset(Dataset):
             self._tables.popitem(last=False)
         return table
 
-    def _open(self, shard: int) -> pa.Table:
+    def _open(self, shard: int) -> OpenShard:
         path = self.shard_paths[shard]
         if fingerprint(path) != self._fingerprints[shard]:
             raise RuntimeError(
                 f"shard {path} changed after its length index was built (fingerprint "
                 f"{fingerprint(path)} != {self._fingerprints[shard]}); rebuild the index (dvc repro index)"
             )
-        return pq.read_table(path, memory_map=True)
+        return OpenShard(pq.read_table(path, memory_map=True))
 
     def __getstate__(self) -> dict:
         # Open tables never travel to worker processes (spawn): each worker opens its own.
         state = self.__dict__.copy()
         state["_tables"] = OrderedDict()
         return state
+
+
+class OpenShard:
+    """One shard's table, read once, as arrays an item is cut from without per-value Python work.
+
+    The features stay in the stored dtype, in the table's own (decompressed) buffer: an item's are
+    converted to float32 as they are copied out (``item``), never in place.
+    """
+
+    def __init__(self, table: pa.Table) -> None:
+        self.nbytes = table.nbytes
+        self.ids = table.column("id").to_pylist()
+        self.texts = table.column("text").to_pylist()
+        self.rows = table.column("rows").to_numpy()
+        self.cols = table.column("cols").to_numpy()
+        self.duration_ms = table.column("duration_ms").to_numpy()
+        self._token_starts, self._tokens = _flat_list(table.column("tokens"))
+        self._feature_starts, features = _flat_list(table.column("features"))
+        with warnings.catch_warnings():  # read-only Arrow memory: only ever read from (module docstring)
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            self._features = torch.from_numpy(features)  # (values,) in the stored dtype
+
+    def feature_size(self, row: int) -> int:
+        return int(self._feature_starts[row + 1] - self._feature_starts[row])
+
+    def item(self, row: int, features: Tensor) -> dict:
+        """Example ``row``, its features copied into ``features`` (float32, ``feature_size(row)`` values)."""
+        start = int(self._feature_starts[row])
+        features.copy_(self._features[start : start + features.numel()])
+        tokens = self._tokens[self._token_starts[row] : self._token_starts[row + 1]]
+        return {
+            "id": self.ids[row],
+            "features": features.view(int(self.rows[row]), int(self.cols[row])),  # (T, F)
+            "tokens": torch.from_numpy(tokens.astype(np.int64)),  # (U,)
+            "text": self.texts[row],
+            "duration_ms": int(self.duration_ms[row]),
+        }
+
+
+def _flat_list(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A list column's values as one flat array, and where row ``r``'s start (``starts[r]``) and end
+    (``starts[r + 1]``) in it; zero-copy when the column is one chunk."""
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    offsets = array.offsets.to_numpy()  # (rows + 1,), absolute positions in array.values
+    return offsets - offsets[0], array.values.slice(offsets[0], offsets[-1] - offsets[0]).to_numpy(
+        zero_copy_only=False
+    )
 
 
 def _one_fingerprint_per_shard(index: pa.Table, shard_paths: list[str]) -> list[str]:
@@ -155,4 +224,4 @@ def select_examples(
     return index, SelectionReport(available, index.num_rows, too_long, within - index.num_rows)
 
 
-__all__ = ["SelectionReport", "ShardDataset", "select_examples"]
+__all__ = ["OpenShard", "SelectionReport", "ShardDataset", "select_examples"]

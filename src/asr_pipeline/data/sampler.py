@@ -29,6 +29,17 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
    ``uneven="pad"`` repeats batches from the start instead (every example at least once; duplicates are
    the caller's to remove, e.g. by id in validation). With fewer batches than ranks, "drop" pads too.
 6. Rank ``r`` takes batches ``r, r + R, r + 2R, ...`` (disjoint across ranks before padding).
+7. Readers (with shard windows, shuffled): a DataLoader with L worker processes hands a rank's batch ``m``
+   to worker ``m % L`` (in order, round robin, from worker 0 every epoch), and a process decodes every
+   shard its batches draw from. With R ranks of ``loader_workers`` L (at least one reader per rank: the
+   rank's own process) there are S = R * max(L, 1) readers; the epoch's shuffled shards are dealt out
+   among them (reader ``j`` takes shards ``j, j + S, ...``), each reader's batches are planned over its
+   own shards, window by window (steps 1-4), and the readers' batches interleaved: batch ``k * S + j``
+   is reader ``j``'s ``k``-th, which step 6 gives to rank ``j % R`` and that rank's DataLoader to worker
+   ``j // R``. Every shard is then decoded by one process an epoch, not by every worker of every rank
+   (``benchmarks/bench_loader_rate.py`` counts them). Once a reader has no batches left the others'
+   are interleaved on, so the epoch's last batches may go to a worker that has to open their shards.
+   With one reader the plan is the one of steps 1-4.
 
 Budget units, the time buckets for ``torch.compile`` and the plan statistics live in ``data.batching``.
 
@@ -79,8 +90,12 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             window of that many shards at a time (module docstring, 1). Ignored without ``shuffle`` (index
             order reads shards in order already); an ``EpochPlan`` that sorts the epoch ascending sorts
             each window of shards, the windows in index order.
-        time_buckets: pad each batch's T up to one of these lengths (``data.batching``); the caller pads
-            the collated batch with ``time_buckets.pad``; the sampler counts the padding and, in the
+        loader_workers: the DataLoader worker processes of each rank that read these batches (0: the
+            rank's own process); with shard windows, each gets the batches of shards of its own (module
+            docstring, 7). Changes the plan: a run resumes with the same count (a checkpoint of a plan of
+            more than one reader records it).
+        time_buckets: pad each batch's T up to one of these lengths (``data.batching``); the collate pads
+            to ``time_buckets.padded_length``; the sampler counts the padding and, in the
             ``padded-frames`` unit, budgets for it.
     """
 
@@ -105,6 +120,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         groups: Sequence[int] | np.ndarray | None = None,
         group_window: int | None = None,
         time_buckets: TimeBuckets | None = None,
+        loader_workers: int = 0,
     ) -> None:
         if (batch_size is None) == (budget is None):
             raise ValueError(f"give exactly one of batch_size (fixed batches) or budget (in {unit})")
@@ -115,6 +131,8 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             raise ValueError(f"sort_buffer_size must be >= 1, got {sort_buffer_size}")
         if group_window is not None and group_window < 1:
             raise ValueError(f"group_window must be >= 1 or None, got {group_window}")
+        if loader_workers < 0:
+            raise ValueError(f"loader_workers must be >= 0, got {loader_workers}")
         if groups is not None and len(groups) != len(lengths):
             raise ValueError(f"{len(groups)} groups for {len(lengths)} examples")
         if uneven not in ("drop", "pad"):
@@ -154,6 +172,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             by_group = np.argsort(codes, kind="stable")
             bounds = np.flatnonzero(np.diff(codes[by_group])) + 1
             self._group_members = np.split(by_group, bounds)
+        self.loader_workers = loader_workers
         self.epoch = 0
         self._skip = 0  # batches of ``epoch`` already done before a resume
         self._yielded = 0  # batches of the current iteration handed out so far (skipped ones included)
@@ -213,7 +232,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         if plan.ascending:  # one pass, shortest first: no buffers, no batch shuffle
             if self._group_members is not None:  # shortest first within each window of shards, in order
                 batches = []
-                for window in self._shard_windows(None):
+                for window in self._shard_windows(np.arange(len(self._group_members))):
                     kept = window if plan.keep is None else window[plan.keep[window]]
                     ordered = kept[np.argsort(self.lengths[kept], kind="stable")]
                     batches.extend(self._batch_sorted(ordered, budget, max_samples))
@@ -221,21 +240,28 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             ordered = order[np.argsort(self.lengths[order], kind="stable")]
             return self._even_out(self._batch_sorted(ordered, budget, max_samples))
         if self._group_members is not None and self.shuffle:
-            batches = []
-            for window in self._shard_windows(rng):
-                window_order = window[rng.permutation(len(window))]
-                if plan.keep is not None:
-                    window_order = window_order[plan.keep[window_order]]
-                batches.extend(self._buffered_batches(window_order, budget, max_samples, rng))
-            return self._even_out(batches)
+            shards = rng.permutation(len(self._group_members))
+            readers = min(self.readers, len(shards))
+            by_reader = []  # module docstring, 7
+            for reader in range(readers):
+                batches = []
+                for window in self._shard_windows(shards[reader::readers]):
+                    window_order = window[rng.permutation(len(window))]
+                    if plan.keep is not None:
+                        window_order = window_order[plan.keep[window_order]]
+                    batches.extend(self._buffered_batches(window_order, budget, max_samples, rng))
+                by_reader.append(batches)
+            return self._even_out(_interleave(by_reader))
         return self._even_out(self._buffered_batches(order, budget, max_samples, rng))
 
-    def _shard_windows(self, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
-        """The examples of ``group_window`` shards at a time (module docstring, 1): shuffled shards, or in
-        index order without ``rng``."""
+    @property
+    def readers(self) -> int:
+        """The processes that read an epoch's batches, all ranks together (module docstring, 7)."""
+        return self.num_replicas * max(self.loader_workers, 1)
+
+    def _shard_windows(self, shards: np.ndarray) -> Iterator[np.ndarray]:
+        """The examples of ``group_window`` of ``shards`` at a time (module docstring, 1)."""
         assert self._group_members is not None and self.group_window is not None
-        count = len(self._group_members)
-        shards = rng.permutation(count) if rng is not None else np.arange(count)
         for start in range(0, len(shards), self.group_window):
             yield np.concatenate([self._group_members[g] for g in shards[start : start + self.group_window]])
 
@@ -344,6 +370,8 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             batching += ["shard_window", self.group_window]
         if self.time_buckets is not None:  # bucketed budgets cut other batches
             batching += ["time_buckets", self.time_buckets.to_list()]
+        if self.group_window is not None and self.readers > 1:  # shards dealt out to readers
+            batching += ["readers", self.readers]
         return batching
 
     def _legacy_batching(self) -> list | None:
@@ -378,6 +406,12 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
         self._skip = int(state["batches_done"])
         self._yielded = self._skip
         self._plan_cache = None
+
+
+def _interleave(lists: list[list[list[int]]]) -> list[list[int]]:
+    """The first batch of every list, then the second of every list that has one, and so on."""
+    rounds = max((len(batches) for batches in lists), default=0)
+    return [batches[k] for k in range(rounds) for batches in lists if k < len(batches)]
 
 
 __all__ = [

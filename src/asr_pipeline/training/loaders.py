@@ -11,7 +11,8 @@ any gain or noise could be applied, so the flags would silently do nothing and t
 run that was asked for.
 
 Loader options: ``num_workers`` worker processes per rank, persistent across epochs (no re-fork and no
-re-opened shards every epoch); ``prefetch_factor`` batches per worker ahead; ``pin_memory`` unset pins on
+re-opened shards every epoch), each given the batches of shards of its own (``data.sampler``, readers: a
+shard is decoded by one process an epoch); ``prefetch_factor`` batches per worker ahead; ``pin_memory`` unset pins on
 the cuda backend only -- page-locked memory only pays for asynchronous host-to-GPU copies, and set to
 true without CUDA it is turned off with a warning (torch would warn on every loader anyway).
 """
@@ -287,6 +288,7 @@ def _batch_sampler(
         groups=groups,
         group_window=data.shuffle_window_shards or None,
         time_buckets=time_buckets,
+        loader_workers=data.num_workers,  # each worker reads shards of its own (data.sampler)
         **budget,
     )
 
@@ -365,10 +367,10 @@ def _loader(
 
 
 def _collate(items: list, feature_dim: int | None, time_buckets: TimeBuckets | None) -> Batch:
-    """``collate_batch``, then T padded up to its time bucket (a module-level function: loader workers
+    """``collate_batch`` with T padded up to its time bucket (a module-level function: loader workers
     pickle it)."""
-    batch = collate_batch(items, feature_dim=feature_dim)
-    return batch if time_buckets is None else time_buckets.pad(batch)
+    pad_to = None if time_buckets is None else time_buckets.padded_length
+    return collate_batch(items, feature_dim=feature_dim, pad_to=pad_to)
 
 
 def _check_feature_dim(index: pa.Table, input_dim: int) -> None:

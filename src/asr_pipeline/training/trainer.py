@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from asr_kernels import set_kernels
+from asr_pipeline.data.collate import Batch
 from asr_pipeline.models.initialization import initialize
 from asr_pipeline.models.loading import load_pretrained_weights
 from asr_pipeline.modules.widening import widen_into
@@ -140,6 +142,7 @@ class Trainer(TrainerStep, TrainerState):
         self.component_sums: dict[str, float] = {}
         self.component_tokens = 0.0
         self.window_started = time.perf_counter()
+        self.window_loader_wait = 0.0  # seconds this rank waited for the loader's next batch, since last log
         schedule = self.optimization.schedule
         if schedule.scaled and ctx.is_main and self.optimization.control is None:
             print(
@@ -221,6 +224,18 @@ class Trainer(TrainerStep, TrainerState):
         """The rate of optimizer update ``step + 1`` in ``epoch`` (default: the current one)."""
         return self.optimization.learning_rate(step, self.epoch if epoch is None else epoch)
 
+    def _waited_for(self, loader: Iterable[Batch]) -> Iterator[Batch]:
+        """``loader``'s batches; the time spent waiting for each is added to ``window_loader_wait``."""
+        batches = iter(loader)
+        while True:
+            asked = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            self.window_loader_wait += time.perf_counter() - asked
+            yield batch
+
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """Collective. One pass over this rank's batches of ``epoch``; returns the epoch event's values."""
         config, optim = self.config, self.config.optim
@@ -242,7 +257,7 @@ class Trainer(TrainerStep, TrainerState):
         )
         every_steps = config.validation.every_steps if self.data.val_loader is not None else None
         micro, window_size = 0, 1
-        for batch in self.data.train_loader:
+        for batch in self._waited_for(self.data.train_loader):
             if micro == 0:  # the last window of an epoch may be short
                 window_size = min(optim.gradient_accumulation_steps, epoch_batches - batches_done)
             maybe_inject_fault(self.ctx.rank, self.step)

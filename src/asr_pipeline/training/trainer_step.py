@@ -148,6 +148,8 @@ class TrainerStep:
                 "lr": self.optimization.logged_rate(self.step, epoch),
                 "grad_norm": float(self.optimization.grad_norm),
                 "audio_seconds_per_sec": audio_ms / 1000 / elapsed,
+                # rank 0's own: the share of the window spent waiting for the loader's next batch
+                "loader_wait_fraction": self.window_loader_wait / elapsed,
                 "utterances": int(utterances),
                 **self.counters,
                 # rank 0's own terms per target token (not summed over ranks): what each loss weight buys
@@ -160,4 +162,5 @@ class TrainerStep:
         self.component_sums, self.component_tokens = {}, 0.0
         self.window.zero_()
         self.window_started = time.perf_counter()
+        self.window_loader_wait = 0.0
         return loss

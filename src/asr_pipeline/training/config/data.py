@@ -145,7 +145,11 @@ class DataConfig:
         metavar="N|LIST",
         parse=bucket_spec,
     )
-    num_workers: int = setting(0, help="DataLoader worker processes per rank", flag="--num-workers")
+    num_workers: int = setting(
+        0,
+        help="DataLoader worker processes per rank; with shard windows each reads shards of its own, so the count shapes the epoch's batch order",
+        flag="--num-workers",
+    )
     prefetch_factor: int | None = setting(
         None,
         help="batches each loader worker prepares ahead (needs --num-workers > 0); unset: torch's 2",
