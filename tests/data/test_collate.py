@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.data.collate import check_frame_labels, collate_batch
@@ -67,7 +68,7 @@ def test_padding_is_written_as_zeros_whatever_memory_the_batch_is_given(monkeypa
     # The batch tensor is allocated uninitialised: here it is given NaN memory, which every padding cell
     # must be overwritten from.
     full = torch.full
-    monkeypatch.setattr(torch, "empty", lambda *size, dtype: full(size, float("nan"), dtype=dtype))
+    monkeypatch.setattr(torch, "empty", lambda size, dtype: full(size, float("nan"), dtype=dtype))
 
     batch = collate_batch([item("a", 5, [1]), item("b", 9, [1])], pad_to=lambda frames: 16)
 
@@ -103,3 +104,15 @@ def test_frame_labels_must_match_the_models_output_frames_utterance_by_utterance
     with pytest.raises(ValueError, match=r"^utterance b: the alignment has 3 frame labels but the model outputs 2 "
                        r"frames for its 6 \(1 of 2 in the batch differ\); align with a model of the same frame rate"):  # fmt: skip
         check_frame_labels(batch, torch.tensor([4, 2]), batch.feature_lengths)
+
+
+def test_in_a_loader_worker_the_batch_is_made_in_shared_memory_and_in_process_it_is_not():
+    items = [item("a", 4, [1]), item("b", 7, [2]), item("c", 5, [3]), item("d", 2, [4])]
+
+    def made_shared(batch_items: list[dict]) -> bool:
+        return collate_batch(batch_items).features.is_shared()
+
+    in_workers = list(DataLoader(items, batch_size=2, collate_fn=made_shared, num_workers=1))
+
+    assert in_workers == [True, True]
+    assert not made_shared(items)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from torch.utils.data import DataLoader
@@ -189,3 +190,16 @@ def test_each_loader_worker_opens_only_the_shards_the_sampler_gave_it(tmp_path):
 
     assert len(opened[0]) == len(opened[1]) == 2
     assert opened[0] | opened[1] == {0, 1, 2, 3}
+
+
+def test_rows_of_every_row_group_of_a_shard_are_read_from_their_own_group(tmp_path):
+    shard = write_random_shard(tmp_path / "shard-00000.parquet", [3 + i % 5 for i in range(300)])
+    assert pq.ParquetFile(shard).num_row_groups == 2, "write_shard's groups of 256 rows"
+    dataset = ShardDataset(build_length_index([shard]))
+    examples = list(iter_examples(shard))
+    keys = [0, 255, 256, 299, 17]
+
+    for key, item in zip(keys, dataset.__getitems__(keys), strict=True):
+        assert item["id"] == examples[key]["id"]
+        np.testing.assert_array_equal(item["features"].numpy(), examples[key]["features"])
+        assert item["tokens"].tolist() == examples[key]["tokens"]

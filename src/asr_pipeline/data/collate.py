@@ -26,11 +26,13 @@ works with both the native CPU and CUDA kernels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
+from torch.utils.data import get_worker_info
 
 
 @dataclass
@@ -126,9 +128,11 @@ def collate_batch(
     batch_size, longest, bins = len(items), int(feature_lengths.max()), num_bins.pop()
     frames = longest if pad_to is None else pad_to(longest)
     if frames < longest:
-        raise ValueError(f"pad_to({longest}) = {frames}: a batch cannot be padded to fewer frames than its longest")
+        raise ValueError(
+            f"pad_to({longest}) = {frames}: a batch cannot be padded to fewer frames than its longest"
+        )
     # Written once: each row's frames copied, only the padding after them zeroed.
-    features = torch.empty(batch_size, frames, bins, dtype=torch.float32)  # (B, T, F)
+    features = _batch_tensor((batch_size, frames, bins))  # (B, T, F)
     targets = torch.zeros(batch_size, int(target_lengths.max()), dtype=torch.int64)  # (B, U)
     for b, (item, length) in enumerate(zip(items, feature_lengths.tolist(), strict=True)):
         features[b, :length] = item["features"]
@@ -151,6 +155,15 @@ def collate_batch(
         skipped=skipped,
         frame_labels=frame_labels,
     )
+
+
+def _batch_tensor(shape: tuple[int, int, int]) -> Tensor:
+    """An uninitialised float32 tensor; in a DataLoader worker, in shared memory, where the batch goes to
+    the main process anyway: allocated there, it is not copied there (``default_collate`` does the same)."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=torch.float32)
+    storage = torch.UntypedStorage._new_shared(math.prod(shape) * 4)  # float32: 4 bytes a value
+    return torch.empty(0, dtype=torch.float32).set_(storage).view(shape)
 
 
 def _empty_batch(feature_dim: int, skipped: list[str]) -> Batch:

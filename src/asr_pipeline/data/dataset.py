@@ -142,8 +142,8 @@ class ShardDataset(Dataset):
 class OpenShard:
     """One shard's table, read once, as arrays an item is cut from without per-value Python work.
 
-    The features stay in the stored dtype, in the table's own (decompressed) buffer: an item's are
-    converted to float32 as they are copied out (``item``), never in place.
+    The features stay in the stored dtype, in the table's own (decompressed) buffers, one per row group:
+    an item's are converted to float32 as they are copied out (``item``), never in place.
     """
 
     def __init__(self, table: pa.Table) -> None:
@@ -153,37 +153,53 @@ class OpenShard:
         self.rows = table.column("rows").to_numpy()
         self.cols = table.column("cols").to_numpy()
         self.duration_ms = table.column("duration_ms").to_numpy()
-        self._token_starts, self._tokens = _flat_list(table.column("tokens"))
-        self._feature_starts, features = _flat_list(table.column("features"))
-        with warnings.catch_warnings():  # read-only Arrow memory: only ever read from (module docstring)
+        self._tokens = RowValues(table.column("tokens"))
+        self._features = RowValues(table.column("features"))
+        with warnings.catch_warnings():  # read-only Arrow memory: only ever read from (class docstring)
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            self._features = torch.from_numpy(features)  # (values,) in the stored dtype
+            self._feature_chunks = [torch.from_numpy(values) for values in self._features.chunks]
 
     def feature_size(self, row: int) -> int:
-        return int(self._feature_starts[row + 1] - self._feature_starts[row])
+        return self._features.size(row)
 
     def item(self, row: int, features: Tensor) -> dict:
         """Example ``row``, its features copied into ``features`` (float32, ``feature_size(row)`` values)."""
-        start = int(self._feature_starts[row])
-        features.copy_(self._features[start : start + features.numel()])
-        tokens = self._tokens[self._token_starts[row] : self._token_starts[row + 1]]
+        chunk, start, end = self._features.where(row)
+        features.copy_(self._feature_chunks[chunk][start:end])
+        chunk, start, end = self._tokens.where(row)
         return {
             "id": self.ids[row],
             "features": features.view(int(self.rows[row]), int(self.cols[row])),  # (T, F)
-            "tokens": torch.from_numpy(tokens.astype(np.int64)),  # (U,)
+            "tokens": torch.from_numpy(self._tokens.chunks[chunk][start:end].astype(np.int64)),  # (U,)
             "text": self.texts[row],
             "duration_ms": int(self.duration_ms[row]),
         }
 
 
-def _flat_list(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """A list column's values as one flat array, and where row ``r``'s start (``starts[r]``) and end
-    (``starts[r + 1]``) in it; zero-copy when the column is one chunk."""
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    offsets = array.offsets.to_numpy()  # (rows + 1,), absolute positions in array.values
-    return offsets - offsets[0], array.values.slice(offsets[0], offsets[-1] - offsets[0]).to_numpy(
-        zero_copy_only=False
-    )
+class RowValues:
+    """A list column's values, chunk by chunk (zero-copy NumPy arrays), and where each row's lie."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        self.chunks: list[np.ndarray] = []
+        chunk_of, starts, ends = [], [], []
+        for index, chunk in enumerate(column.chunks):
+            offsets = chunk.offsets.to_numpy()  # (rows + 1,): positions in chunk.values, past any slice
+            first = int(offsets[0])
+            values = chunk.values.slice(first, int(offsets[-1]) - first)
+            self.chunks.append(values.to_numpy(zero_copy_only=False))
+            chunk_of.append(np.full(len(chunk), index, dtype=np.int64))
+            starts.append(offsets[:-1] - first)
+            ends.append(offsets[1:] - first)
+        self._chunk_of = np.concatenate(chunk_of) if chunk_of else np.zeros(0, dtype=np.int64)
+        self._starts = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+        self._ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
+
+    def where(self, row: int) -> tuple[int, int, int]:
+        """Row ``row``'s chunk and its first and past-the-last positions in that chunk's values."""
+        return int(self._chunk_of[row]), int(self._starts[row]), int(self._ends[row])
+
+    def size(self, row: int) -> int:
+        return int(self._ends[row] - self._starts[row])
 
 
 def _one_fingerprint_per_shard(index: pa.Table, shard_paths: list[str]) -> list[str]:
@@ -224,4 +240,4 @@ def select_examples(
     return index, SelectionReport(available, index.num_rows, too_long, within - index.num_rows)
 
 
-__all__ = ["OpenShard", "SelectionReport", "ShardDataset", "select_examples"]
+__all__ = ["OpenShard", "RowValues", "SelectionReport", "ShardDataset", "select_examples"]
