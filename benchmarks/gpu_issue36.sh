@@ -19,10 +19,12 @@
 #   layers_m      each repeated layer compiled on its own (--compile-scope layers: a shorter cold compile),
 #                 bf16, kernels off, and its profile;
 #   engine        `asr-pipeline train` Zipformer-M bf16 --compile default --compile-scope layers
-#                 --pad-to-buckets 1280,1600 on LibriSpeech-shaped synthetic shards (1-16 s, F = 80), its
-#                 events.jsonl read by bench_gpu_step.py --engine-run (time to first step, compiles,
-#                 steady audio-s/s);
+#                 --pad-to-buckets 1280,1600 --num-workers 4 on LibriSpeech-shaped synthetic shards (1-16 s,
+#                 F = 80), its events.jsonl read by bench_gpu_step.py --engine-run (time to first step,
+#                 compiles, steady audio-s/s, and the share of the steady windows spent waiting for the loader);
 #   engine_warm   the same settings on 64 other utterances: the time to the first step on a warm cache;
+#   loader        the training loader alone on this machine's CPUs (bench_loader_rate.py: audio-s/s with 0, 4
+#                 and 8 workers, 4 with every worker reading every shard as before): can it feed the target?
 #   kernels_ops   Zipformer-M eager bf16 with each op's kernel alone against the references (--per-op): which
 #                 kernels pay at the model level, the evidence asr_kernels.AUTO_KERNELS is set from;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
@@ -42,17 +44,19 @@ set -uo pipefail
 REHEARSE=${REHEARSE:-}
 # Where the step's files go, and the sizes: the GPU's, or the rehearsal's (CPU, tiny model, aot_eager).
 if [ -n "$REHEARSE" ]; then
-  ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32
+  ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32 WORKERS=1
+  LOADER="--shards 4 --rows 32 --repeats 1 --arms batched:0 batched:1"
   SIZES="--batch-frames 400 --lengths 80 100 --backend aot_eager" MODEL="--variant tiny --backend cpu --compile-backend aot_eager"
   BUDGET_SEC=${BUDGET_SEC:-900}
 else
-  ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512
+  ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512 WORKERS=4
+  LOADER="--repeats 1 --arms batched:0 batched:4:shared batched:4 batched:8"
   SIZES="--batch-frames 128000 --lengths 800 1000" MODEL="--variant m --backend cuda"
   BUDGET_SEC=${BUDGET_SEC:-540}
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -125,7 +129,7 @@ esac
 TRAIN="python3 -m asr_pipeline.cli train --architecture zipformer $MODEL --vocab-size 500 --precision bf16
   --compile-scope layers --pad-to-buckets 1280,1600 --compile-cache $ROOT/compile_cache
   --max-audio-duration-sec 16 --adaptive-batch-budget 128000 --adaptive-batch-max-samples 256
-  --lr-warmup-steps 20 --log-every 5 --no-dvclive"
+  --lr-warmup-steps 20 --log-every 5 --no-dvclive --num-workers $WORKERS"
 CORPUS=$ROOT/corpus/corpus-v1-F80-rows$ROWS-seed0
 step engine 150 $TRAIN --train-manifest $CORPUS --compile default --epochs 3 --output-dir $ROOT/engine_run
 step engine_warm 75 $TRAIN --train-manifest $ROOT/corpus/corpus-v1-F80-rows64-seed1 --compile default --epochs 1 \
@@ -139,6 +143,7 @@ copy_engine_figures() {
   done
 }
 copy_engine_figures
+step loader 90 python3 benchmarks/bench_loader_rate.py $LOADER --workdir $ROOT/loader_corpus
 
 step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --deadline 95 --json "$OUT/kernels_ops.json"
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
@@ -164,6 +169,7 @@ grep -h -m 1 "memory copy" "$OUT/eager_m.log" 2>/dev/null  # the rates: matmul T
 for name in eager_m compiled_m layers_m kernels_ops others cudagraphs combo compiled_more; do
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
+[ -f "$OUT/loader.log" ] && sed -n '/^ *arm | /,$p' "$OUT/loader.log"
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
 cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1

@@ -39,7 +39,8 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
    ``j // R``. Every shard is then decoded by one process an epoch, not by every worker of every rank
    (``benchmarks/bench_loader_rate.py`` counts them). Once a reader has no batches left the others'
    are interleaved on, so the epoch's last batches may go to a worker that has to open their shards.
-   With one reader the plan is the one of steps 1-4.
+   With one reader the plan is the one of steps 1-4; an ascending epoch (``EpochPlan.ascending``, a
+   curriculum's) is planned for one reader whatever the count.
 
 Budget units, the time buckets for ``torch.compile`` and the plan statistics live in ``data.batching``.
 
