@@ -44,12 +44,12 @@ set -uo pipefail
 REHEARSE=${REHEARSE:-}
 # Where the step's files go, and the sizes: the GPU's, or the rehearsal's (CPU, tiny model, aot_eager).
 if [ -n "$REHEARSE" ]; then
-  ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32 WORKERS=1
+  ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32 WORKERS=1 BUDGET=8000
   LOADER="--shards 4 --rows 32 --repeats 1 --arms batched:0 batched:1"
   SIZES="--batch-frames 400 --lengths 80 100 --backend aot_eager" MODEL="--variant tiny --backend cpu --compile-backend aot_eager"
   BUDGET_SEC=${BUDGET_SEC:-900}
 else
-  ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512 WORKERS=4
+  ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512 WORKERS=4 BUDGET=128000
   LOADER="--repeats 1 --arms batched:0 batched:4:shared batched:4 batched:8"
   SIZES="--batch-frames 128000 --lengths 800 1000" MODEL="--variant m --backend cuda"
   BUDGET_SEC=${BUDGET_SEC:-540}
@@ -128,7 +128,7 @@ esac
 # meets the graphs the first run compiled.
 TRAIN="python3 -m asr_pipeline.cli train --architecture zipformer $MODEL --vocab-size 500 --precision bf16
   --compile-scope layers --pad-to-buckets 1280,1600 --compile-cache $ROOT/compile_cache
-  --max-audio-duration-sec 16 --adaptive-batch-budget 128000 --adaptive-batch-max-samples 256
+  --max-audio-duration-sec 16 --adaptive-batch-budget $BUDGET --adaptive-batch-max-samples 256
   --lr-warmup-steps 20 --log-every 5 --no-dvclive --num-workers $WORKERS"
 CORPUS=$ROOT/corpus/corpus-v1-F80-rows$ROWS-seed0
 step engine 150 $TRAIN --train-manifest $CORPUS --compile default --epochs 3 --output-dir $ROOT/engine_run
