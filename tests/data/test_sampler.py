@@ -539,33 +539,67 @@ def test_unequal_readers_still_give_every_example_once_and_only_their_tails_to_a
     batches = list(windowed(lengths, groups, window=2, loader_workers=4))
 
     assert sorted(itertools.chain.from_iterable(batches)) == list(range(3000))
-    # Until the first reader runs out (past 3/4 of the epoch here), worker m % 4 reads only its shards.
+    # Until the first reader runs out (past 9/10 of the epoch here), worker m % 4 reads only its shards.
     by_worker: dict[int, set[int]] = {}
-    for m, batch in enumerate(batches[: int(0.75 * len(batches))]):
+    for m, batch in enumerate(batches[: int(0.9 * len(batches))]):
         by_worker.setdefault(m % 4, set()).update(int(groups[i]) for i in batch)
     assert sum(len(shards) for shards in by_worker.values()) == len(set().union(*by_worker.values()))
-    # The whole epoch: the tails cross over, still far from every worker reading every shard (120).
+    # The whole epoch: a reader that ran out takes batches from the end of the longest one, so a few shards
+    # are read by two workers; every worker reading every shard would be 120.
     touched = reader_shards(lengths, groups, 1, 4, window=2)
-    assert sum(len(shards) for shards in touched.values()) < 50
+    assert sum(len(shards) for shards in touched.values()) <= 36
 
 
-def test_one_reader_per_rank_plans_as_without_workers_and_resumes_need_the_same_workers():
+def test_one_reader_per_rank_plans_as_without_workers():
     lengths, groups = random_lengths(1000, seed=11), shard_codes(1000, 50)
+
     assert windowed(lengths, groups, window=3, loader_workers=1).epoch_batches(2) == windowed(
         lengths, groups, window=3
     ).epoch_batches(2)
+
+
+def test_a_resume_within_an_epoch_needs_its_readers_and_one_at_an_epochs_start_does_not():
+    lengths, groups = random_lengths(1000, seed=11), shard_codes(1000, 50)
     sampler = windowed(lengths, groups, window=3, loader_workers=4)
     full = list(sampler)
     resumed = windowed(lengths, groups, window=3, loader_workers=4)
     resumed.load_state_dict(sampler.state_dict(batches_done=5))
 
     assert list(resumed) == full[5:]
-    with pytest.raises(ValueError, match=r"batching=.*'readers', 4\]"):
+    with pytest.raises(
+        ValueError, match=r"planned for 4 reader\(s\) .* this run has 2; resume with the --num-workers"
+    ):
         windowed(lengths, groups, window=3, loader_workers=2).load_state_dict(
             sampler.state_dict(batches_done=5)
         )
+    # An epoch not yet begun is planned anew for this run's readers.
+    other = windowed(lengths, groups, window=3, loader_workers=2)
+    other.load_state_dict(sampler.state_dict(batches_done=0))
+    assert list(other) == windowed(lengths, groups, window=3, loader_workers=2).epoch_batches(0)
+    # A checkpoint from before readers (no "readers" entry) was planned for one.
+    before = {key: value for key, value in sampler.state_dict(batches_done=5).items() if key != "readers"}
+    windowed(lengths, groups, window=3, loader_workers=1).load_state_dict(before)
+    with pytest.raises(ValueError, match=r"planned for 1 reader\(s\)"):
+        windowed(lengths, groups, window=3, loader_workers=4).load_state_dict(before)
     with pytest.raises(ValueError, match="loader_workers must be >= 0, got -1"):
         windowed(lengths, groups, window=3, loader_workers=-1)
+
+
+@pytest.mark.parametrize(
+    ("shards", "world", "workers", "readers"), [(6, 1, 8, 4), (5, 2, 4, 4), (3, 4, 2, 3)]
+)
+def test_with_fewer_shards_than_workers_the_readers_are_fewer_and_every_example_comes_once(
+    shards, world, workers, readers
+):
+    lengths, groups = random_lengths(shards * 40, seed=12), shard_codes(shards * 40, 40)
+    samplers = [
+        windowed(lengths, groups, window=2, num_replicas=world, rank=r, loader_workers=workers, uneven="pad")
+        for r in range(world)
+    ]
+
+    assert samplers[0].readers == readers, "a multiple of the ranks and a divisor of the workers, when it can"
+    seen = sorted({i for sampler in samplers for batch in sampler for i in batch})
+    assert seen == list(range(shards * 40))
 
 
 # --- the plan with time buckets (tests/data/test_batching.py: the buckets themselves) ----------------

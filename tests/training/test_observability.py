@@ -67,7 +67,7 @@ def test_train_events_carry_step_epoch_loss_lr_grad_norm_and_throughput(
 
 def test_the_time_waited_for_each_batch_is_added_up_for_the_train_event(monkeypatch):
     clock = iter([0.0, 1.5, 2.0, 2.25, 3.0])  # asked, got the first; asked, got the second; asked: no more
-    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     trainer = SimpleNamespace(window_loader_wait=0.0)
 
     batches = list(Trainer._waited_for(trainer, ["first", "second"]))

@@ -32,15 +32,16 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
 7. Readers (with shard windows, shuffled): a DataLoader with L worker processes hands a rank's batch ``m``
    to worker ``m % L`` (in order, round robin, from worker 0 every epoch), and a process decodes every
    shard its batches draw from. With R ranks of ``loader_workers`` L (at least one reader per rank: the
-   rank's own process) there are S = R * max(L, 1) readers; the epoch's shuffled shards are dealt out
-   among them (reader ``j`` takes shards ``j, j + S, ...``), each reader's batches are planned over its
-   own shards, window by window (steps 1-4), and the readers' batches interleaved: batch ``k * S + j``
-   is reader ``j``'s ``k``-th, which step 6 gives to rank ``j % R`` and that rank's DataLoader to worker
-   ``j // R``. Every shard is then decoded by one process an epoch, not by every worker of every rank
-   (``benchmarks/bench_loader_rate.py`` counts them). Once a reader has no batches left the others'
-   are interleaved on, so the epoch's last batches may go to a worker that has to open their shards.
-   With one reader the plan is the one of steps 1-4; an ascending epoch (``EpochPlan.ascending``, a
-   curriculum's) is planned for one reader whatever the count.
+   rank's own process) there are S = R * max(L, 1) readers (fewer with fewer shards: still a multiple
+   of R). The epoch's shuffled shards are dealt out among them, each in turn to the reader with the
+   fewest frames so far; each reader's batches are planned over its own shards, window by window (steps
+   1-4); and the readers' batches are interleaved: batch ``k * S + j`` is reader ``j``'s ``k``-th, which
+   step 6 gives to rank ``j % R`` and that rank's DataLoader to worker ``j // R``. Every shard is then
+   decoded by one process an epoch, not by every worker of every rank (``benchmarks/bench_loader_rate.py``
+   counts them). A reader that runs out before the others takes its turns from the end of the longest
+   remaining list, so only its worker reads another reader's shards, near the epoch's end. With one
+   reader the plan is the one of steps 1-4; an ascending epoch (``EpochPlan.ascending``, a curriculum's)
+   is planned for one reader whatever the count. Resuming within an epoch needs the same readers.
 
 Budget units, the time buckets for ``torch.compile`` and the plan statistics live in ``data.batching``.
 
@@ -51,6 +52,7 @@ is replayed and no data is read to skip them (the sampler only yields indices).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -93,8 +95,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             each window of shards, the windows in index order.
         loader_workers: the DataLoader worker processes of each rank that read these batches (0: the
             rank's own process); with shard windows, each gets the batches of shards of its own (module
-            docstring, 7). Changes the plan: a run resumes with the same count (a checkpoint of a plan of
-            more than one reader records it).
+            docstring, 7). Changes the plan: a run resumes within an epoch only with the same count.
         time_buckets: pad each batch's T up to one of these lengths (``data.batching``); the collate pads
             to ``time_buckets.padded_length``; the sampler counts the padding and, in the
             ``padded-frames`` unit, budgets for it.
@@ -173,6 +174,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             by_group = np.argsort(codes, kind="stable")
             bounds = np.flatnonzero(np.diff(codes[by_group])) + 1
             self._group_members = np.split(by_group, bounds)
+            self._group_frames = np.array([int(self.lengths[m].sum()) for m in self._group_members])
         self.loader_workers = loader_workers
         self.epoch = 0
         self._skip = 0  # batches of ``epoch`` already done before a resume
@@ -241,12 +243,10 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             ordered = order[np.argsort(self.lengths[order], kind="stable")]
             return self._even_out(self._batch_sorted(ordered, budget, max_samples))
         if self._group_members is not None and self.shuffle:
-            shards = rng.permutation(len(self._group_members))
-            readers = min(self.readers, len(shards))
             by_reader = []  # module docstring, 7
-            for reader in range(readers):
+            for reader_shards in self._deal(rng.permutation(len(self._group_members))):
                 batches = []
-                for window in self._shard_windows(shards[reader::readers]):
+                for window in self._shard_windows(reader_shards):
                     window_order = window[rng.permutation(len(window))]
                     if plan.keep is not None:
                         window_order = window_order[plan.keep[window_order]]
@@ -257,8 +257,32 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
 
     @property
     def readers(self) -> int:
-        """The processes that read an epoch's batches, all ranks together (module docstring, 7)."""
-        return self.num_replicas * max(self.loader_workers, 1)
+        """The processes that read an epoch's batches, all ranks together (module docstring, 7): one per
+        worker of every rank, fewer when there are too few shards to give each one."""
+        assert self._group_members is not None
+        shards = len(self._group_members)
+        if shards < self.num_replicas:
+            return shards
+        # A multiple of the ranks, so that batch k * S + j still goes to rank j % R; per rank, a divisor of
+        # the workers, so that each reader's batches go to the same few workers.
+        workers, most = max(self.loader_workers, 1), shards // self.num_replicas
+        return self.num_replicas * max(d for d in range(1, min(workers, most) + 1) if workers % d == 0)
+
+    def _readers_or_one(self) -> int:
+        """The readers a shuffled, windowed plan is dealt to; any other plan has one."""
+        return self.readers if self._group_members is not None and self.shuffle else 1
+
+    def _deal(self, shards: np.ndarray) -> list[np.ndarray]:
+        """The epoch's shuffled ``shards`` dealt out to the readers (module docstring, 7): each in turn to
+        the reader with the fewest frames so far, so their batches run out at about the same time."""
+        assert self._group_members is not None
+        frames = np.zeros(self.readers, dtype=np.int64)
+        dealt: list[list[int]] = [[] for _ in range(self.readers)]
+        for shard in shards.tolist():
+            reader = int(np.argmin(frames))
+            dealt[reader].append(shard)
+            frames[reader] += self._group_frames[shard]
+        return [np.asarray(reader_shards, dtype=np.int64) for reader_shards in dealt]
 
     def _shard_windows(self, shards: np.ndarray) -> Iterator[np.ndarray]:
         """The examples of ``group_window`` of ``shards`` at a time (module docstring, 1)."""
@@ -352,6 +376,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             "num_examples": len(self.lengths),
             "num_replicas": self.num_replicas,
             "batching": self._batching(),
+            "readers": self._readers_or_one(),
         }
 
     def _batching(self) -> list:
@@ -371,8 +396,6 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             batching += ["shard_window", self.group_window]
         if self.time_buckets is not None:  # bucketed budgets cut other batches
             batching += ["time_buckets", self.time_buckets.to_list()]
-        if self.group_window is not None and self.readers > 1:  # shards dealt out to readers
-            batching += ["readers", self.readers]
         return batching
 
     def _legacy_batching(self) -> list | None:
@@ -403,6 +426,16 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
                     f"cannot resume the sampler: the checkpoint has {key}={saved} but this run has "
                     f"{key}={mine}; resume with the same data, seed, batching options and number of ranks"
                 )
+        # The readers shape the plan of a windowed epoch: resuming within one needs the same count
+        # (a checkpoint without it was planned for one); an epoch not yet begun is planned anew.
+        saved_readers, readers = state.get("readers", 1), self._readers_or_one()
+        if int(state["batches_done"]) > 0 and saved_readers != readers:
+            raise ValueError(
+                f"cannot resume the sampler mid-epoch: the checkpoint's epoch was planned for {saved_readers} "
+                f"reader(s) (ranks x DataLoader workers, each reading shards of its own) but this run has "
+                f"{readers}; resume with the --num-workers and ranks it ran with, or from a checkpoint at "
+                "an epoch's end"
+            )
         self.epoch = int(state["epoch"])
         self._skip = int(state["batches_done"])
         self._yielded = self._skip
@@ -410,9 +443,18 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
 
 
 def _interleave(lists: list[list[list[int]]]) -> list[list[int]]:
-    """The first batch of every list, then the second of every list that has one, and so on."""
-    rounds = max((len(batches) for batches in lists), default=0)
-    return [batches[k] for k in range(rounds) for batches in lists if k < len(batches)]
+    """The readers' batches in turn, one of each list per round; a list that has run out takes its turn
+    from the end of the longest one, so every other list's batches keep their places in the rounds."""
+    queues = [deque(batches) for batches in lists]
+    interleaved: list[list[int]] = []
+    left = sum(len(queue) for queue in queues)
+    while left:
+        for queue in queues:
+            if not left:
+                break
+            interleaved.append(queue.popleft() if queue else max(queues, key=len).pop())
+            left -= 1
+    return interleaved
 
 
 __all__ = [

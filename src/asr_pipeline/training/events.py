@@ -54,8 +54,9 @@ compile cache's ``artifacts.bin`` rank 0 wrote, 0 when nothing new compiled)
 over ranks
     ``loss`` (per target token), ``lr`` and ``grad_norm`` (of the last step; the norm before clipping),
     ``audio_seconds_per_sec`` (throughput: seconds of training audio per wall-clock second, all ranks),
-    ``loader_wait_fraction`` (rank 0's share of the window's wall time spent waiting for the loader's next
-    batch: near 0 when loading is hidden behind the steps), ``utterances``, and the counters.
+    ``loader_wait_fraction`` (rank 0's share of the window's wall time, validation included, spent waiting
+    for the loader's next batch: near 0 when loading is hidden behind the steps), ``utterances``, and the
+    counters.
 ``checkpoint``, every ``run.checkpoint_every_steps`` steps when that is set
     ``path`` (the ``checkpoint_latest`` directory).
 ``validation``, every ``validation.every_steps`` steps when that is set, and after every epoch (unless

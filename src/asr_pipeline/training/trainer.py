@@ -225,16 +225,18 @@ class Trainer(TrainerStep, TrainerState):
         return self.optimization.learning_rate(step, self.epoch if epoch is None else epoch)
 
     def _waited_for(self, loader: Iterable[Batch]) -> Iterator[Batch]:
-        """``loader``'s batches; the time spent waiting for each is added to ``window_loader_wait``."""
+        """``loader``'s batches; the time spent waiting for each is added to ``window_loader_wait``, the
+        first's with the start of the epoch's iteration (worker processes started or woken)."""
+        asked = time.perf_counter()
         batches = iter(loader)
         while True:
-            asked = time.perf_counter()
             try:
                 batch = next(batches)
             except StopIteration:
                 return
             self.window_loader_wait += time.perf_counter() - asked
             yield batch
+            asked = time.perf_counter()
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """Collective. One pass over this rank's batches of ``epoch``; returns the epoch event's values."""
