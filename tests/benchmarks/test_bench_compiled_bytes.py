@@ -4,24 +4,16 @@ and (slow) the tiny Zipformer's compiled step against its eager one."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch import nn
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .conftest import imported_script
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
-    import bench_compiled_bytes
-
-    yield bench_compiled_bytes
-    sys.modules.pop("bench_compiled_bytes", None)
-    sys.modules.pop("bench_forward_bytes", None)
+    yield from imported_script(monkeypatch, "bench_compiled_bytes", "bench_forward_bytes")
 
 
 @pytest.fixture

@@ -6,25 +6,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .conftest import imported_script
+
 TINY_BATCH = argparse.Namespace(batch_frames=800, max_frames=200)  # 4 utterances, the longest 2 s
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
-    import bench_forward_bytes
-
-    yield bench_forward_bytes
-    sys.modules.pop("bench_forward_bytes", None)
+    yield from imported_script(monkeypatch, "bench_forward_bytes")
 
 
 @pytest.fixture

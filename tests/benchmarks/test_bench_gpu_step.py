@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .conftest import imported_script
 
 
 @pytest.fixture
@@ -19,11 +17,7 @@ def bench(monkeypatch):
     # The script drops TRITON_INTERPRET when imported (it times compiled GPU kernels): monkeypatch gives the value
     # back afterwards, or every later kernel test of the session finds no way to run Triton on the CPU.
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
-    import bench_gpu_step
-
-    yield bench_gpu_step
-    sys.modules.pop("bench_gpu_step", None)
+    yield from imported_script(monkeypatch, "bench_gpu_step")
 
 
 def test_the_smoke_run_times_a_bucketed_arm_and_writes_its_profile(bench, tmp_path):

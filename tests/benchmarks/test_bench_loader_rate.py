@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .conftest import imported_script
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours as top-level modules
-    import bench_loader_rate
-
-    yield bench_loader_rate
-    sys.modules.pop("bench_loader_rate", None)
+    yield from imported_script(monkeypatch, "bench_loader_rate")
 
 
 def test_every_arm_reads_the_same_epoch_and_workers_of_their_own_shards_decode_each_once(bench, tmp_path):

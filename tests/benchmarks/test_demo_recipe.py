@@ -3,19 +3,14 @@ epochs, from the rows the script records."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .conftest import imported_script
 
 
 @pytest.fixture
 def recipe(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import demo_recipe
-
-    return demo_recipe
+    yield from imported_script(monkeypatch, "demo_recipe")
 
 
 def row(arm, cers, epoch_seconds, cpu_seconds):

@@ -22,7 +22,7 @@ Reading is a batch at a time (``ShardDataset.__getitems__``, which ``DataLoader`
 indices): an open shard keeps its columns as flat arrays (``OpenShard``), and each example's features are
 converted from the stored dtype (float16 or float32) straight into one float32 buffer per batch, by torch's
 vectorized copy. ``benchmarks/bench_loader_rate.py`` measures the loader (docs/results/data-loading.md:
-1.43x the per-example reads through pyarrow scalars and NumPy's float16 conversion, in one process).
+1.23x the per-example reads through pyarrow scalars and NumPy's float16 conversion, in one process).
 """
 
 from __future__ import annotations
