@@ -520,7 +520,7 @@ def reader_shards(lengths, groups, world: int, workers: int, **options) -> dict[
     return touched
 
 
-@pytest.mark.parametrize(("world", "workers"), [(1, 4), (2, 2), (2, 0)])
+@pytest.mark.parametrize(("world", "workers"), [(1, 4), (2, 2), (4, 2)])
 def test_each_reader_of_a_windowed_epoch_reads_shards_of_its_own(world, workers):
     # 16 shards of 16 equal examples, batches of 4: every reader (rank, worker) plans 4 shards into 16 batches.
     lengths, groups = np.full(256, 500), shard_codes(256, 16)
@@ -558,6 +558,17 @@ def test_one_reader_per_rank_plans_as_without_workers():
     ).epoch_batches(2)
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_ranks_without_workers_share_windows_and_keep_the_one_rank_plan(workers):
+    lengths, groups = random_lengths(2000, seed=13), shard_codes(2000, 100)
+    whole = windowed(lengths, groups, window=4).epoch_batches(1)
+    whole = whole[: len(whole) - len(whole) % 2]  # "drop" evens the plan out for 2 ranks
+
+    for rank in range(2):
+        sampler = windowed(lengths, groups, window=4, num_replicas=2, rank=rank, loader_workers=workers)
+        assert sampler.epoch_batches(1) == whole[rank::2]
+
+
 def test_a_resume_within_an_epoch_needs_its_readers_and_one_at_an_epochs_start_does_not():
     lengths, groups = random_lengths(1000, seed=11), shard_codes(1000, 50)
     sampler = windowed(lengths, groups, window=3, loader_workers=4)
@@ -586,7 +597,7 @@ def test_a_resume_within_an_epoch_needs_its_readers_and_one_at_an_epochs_start_d
 
 
 @pytest.mark.parametrize(
-    ("shards", "world", "workers", "readers"), [(6, 1, 8, 4), (5, 2, 4, 4), (3, 4, 2, 3)]
+    ("shards", "world", "workers", "readers"), [(6, 1, 8, 4), (5, 2, 4, 4), (3, 4, 2, 1)]
 )
 def test_with_fewer_shards_than_workers_the_readers_are_fewer_and_every_example_comes_once(
     shards, world, workers, readers

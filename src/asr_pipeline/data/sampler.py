@@ -31,17 +31,18 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
 6. Rank ``r`` takes batches ``r, r + R, r + 2R, ...`` (disjoint across ranks before padding).
 7. Readers (with shard windows, shuffled): a DataLoader with L worker processes hands a rank's batch ``m``
    to worker ``m % L`` (in order, round robin, from worker 0 every epoch), and a process decodes every
-   shard its batches draw from. With R ranks of ``loader_workers`` L (at least one reader per rank: the
-   rank's own process) there are S = R * max(L, 1) readers (fewer with fewer shards: still a multiple
-   of R). The epoch's shuffled shards are dealt out among them, each in turn to the reader with the
+   shard its batches draw from. With R ranks of ``loader_workers`` L >= 2 there are S = R * L readers
+   (fewer with fewer shards: still a multiple of R). The epoch's shuffled shards are dealt out among them, each in turn to the reader with the
    fewest frames so far; each reader's batches are planned over its own shards, window by window (steps
    1-4); and the readers' batches are interleaved: batch ``k * S + j`` is reader ``j``'s ``k``-th, which
    step 6 gives to rank ``j % R`` and that rank's DataLoader to worker ``j // R``. Every shard is then
    decoded by one process an epoch, not by every worker of every rank (``benchmarks/bench_loader_rate.py``
    counts them). A reader that runs out before the others takes its turns from the end of the longest
-   remaining list, so only its worker reads another reader's shards, near the epoch's end. With one
-   reader the plan is the one of steps 1-4; an ascending epoch (``EpochPlan.ascending``, a curriculum's)
-   is planned for one reader whatever the count. Resuming within an epoch needs the same readers.
+   remaining list, so only its worker reads another reader's shards, near the epoch's end. Ranks without
+   workers (L 0 or 1) keep one reader, the plan of steps 1-4 whatever R: their windows are shared, each
+   rank decoding every shard of a window, and a run's batches stay those of runs before readers (the
+   demo's digits). An ascending epoch (``EpochPlan.ascending``, a curriculum's) is planned for one reader
+   whatever the count. Resuming within an epoch needs the same readers.
 
 Budget units, the time buckets for ``torch.compile`` and the plan statistics live in ``data.batching``.
 
@@ -258,11 +259,12 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
     @property
     def readers(self) -> int:
         """The processes that read an epoch's batches, all ranks together (module docstring, 7): one per
-        worker of every rank, fewer when there are too few shards to give each one."""
+        worker of every rank, fewer when there are too few shards to give each one; one (the plan of steps
+        1-4) for ranks without workers of their own, or with fewer shards than ranks."""
         assert self._group_members is not None
         shards = len(self._group_members)
-        if shards < self.num_replicas:
-            return shards
+        if self.loader_workers <= 1 or shards < self.num_replicas:
+            return 1
         # A multiple of the ranks, so that batch k * S + j still goes to rank j % R; per rank, a divisor of
         # the workers, so that each reader's batches go to the same few workers.
         workers, most = max(self.loader_workers, 1), shards // self.num_replicas
