@@ -32,8 +32,8 @@ One epoch's plan, a pure function of (lengths, options, seed, epoch, num_replica
 7. Readers (with shard windows, shuffled): a DataLoader with L worker processes hands a rank's batch ``m``
    to worker ``m % L`` (in order, round robin, from worker 0 every epoch), and a process decodes every
    shard its batches draw from. With R ranks of ``loader_workers`` L >= 2 there are S = R * L readers
-   (fewer with fewer shards: still a multiple of R). The epoch's shuffled shards are dealt out among them, each in turn to the reader with the
-   fewest frames so far; each reader's batches are planned over its own shards, window by window (steps
+   (fewer with fewer shards: still a multiple of R). The epoch's shuffled shards are dealt out among
+   them, each in turn to the reader with the fewest frames so far; each reader's batches are planned over its own shards, window by window (steps
    1-4); and the readers' batches are interleaved: batch ``k * S + j`` is reader ``j``'s ``k``-th, which
    step 6 gives to rank ``j % R`` and that rank's DataLoader to worker ``j // R``. Every shard is then
    decoded by one process an epoch, not by every worker of every rank (``benchmarks/bench_loader_rate.py``
@@ -259,25 +259,22 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
     @property
     def readers(self) -> int:
         """The processes that read an epoch's batches, all ranks together (module docstring, 7): one per
-        worker of every rank, fewer when there are too few shards to give each one; one (the plan of steps
-        1-4) for ranks without workers of their own, or with fewer shards than ranks."""
-        assert self._group_members is not None
-        shards = len(self._group_members)
-        if self.loader_workers <= 1 or shards < self.num_replicas:
+        worker of every rank of a shuffled, windowed plan, fewer when there are too few shards to give each
+        one; one (the plan of steps 1-4) for any other plan, for ranks without workers of their own, or
+        with fewer shards than ranks."""
+        if self._group_members is None or not self.shuffle:
+            return 1
+        shards, workers = len(self._group_members), self.loader_workers
+        if workers <= 1 or shards < self.num_replicas:
             return 1
         # A multiple of the ranks, so that batch k * S + j still goes to rank j % R; per rank, a divisor of
         # the workers, so that each reader's batches go to the same few workers.
-        workers, most = max(self.loader_workers, 1), shards // self.num_replicas
+        most = shards // self.num_replicas
         return self.num_replicas * max(d for d in range(1, min(workers, most) + 1) if workers % d == 0)
-
-    def _readers_or_one(self) -> int:
-        """The readers a shuffled, windowed plan is dealt to; any other plan has one."""
-        return self.readers if self._group_members is not None and self.shuffle else 1
 
     def _deal(self, shards: np.ndarray) -> list[np.ndarray]:
         """The epoch's shuffled ``shards`` dealt out to the readers (module docstring, 7): each in turn to
         the reader with the fewest frames so far, so their batches run out at about the same time."""
-        assert self._group_members is not None
         frames = np.zeros(self.readers, dtype=np.int64)
         dealt: list[list[int]] = [[] for _ in range(self.readers)]
         for shard in shards.tolist():
@@ -378,7 +375,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
             "num_examples": len(self.lengths),
             "num_replicas": self.num_replicas,
             "batching": self._batching(),
-            "readers": self._readers_or_one(),
+            "readers": self.readers,
         }
 
     def _batching(self) -> list:
@@ -430,7 +427,7 @@ class LengthBucketedBatchSampler(Sampler[list[int]]):
                 )
         # The readers shape the plan of a windowed epoch: resuming within one needs the same count
         # (a checkpoint without it was planned for one); an epoch not yet begun is planned anew.
-        saved_readers, readers = state.get("readers", 1), self._readers_or_one()
+        saved_readers, readers = state.get("readers", 1), self.readers
         if int(state["batches_done"]) > 0 and saved_readers != readers:
             raise ValueError(
                 f"cannot resume the sampler mid-epoch: the checkpoint's epoch was planned for {saved_readers} "

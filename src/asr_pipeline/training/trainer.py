@@ -228,12 +228,7 @@ class Trainer(TrainerStep, TrainerState):
         """``loader``'s batches; the time spent waiting for each is added to ``window_loader_wait``, the
         first's with the start of the epoch's iteration (worker processes started or woken)."""
         asked = time.perf_counter()
-        batches = iter(loader)
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
+        for batch in loader:
             self.window_loader_wait += time.perf_counter() - asked
             yield batch
             asked = time.perf_counter()
