@@ -24,6 +24,7 @@ lowers under inductor settings (the engine's flag: ``combo_kernels=True``).
 
     python benchmarks/bench_compiled_bytes.py                           # Zipformer-M, 128 x <=10 s, f32 and bf16
     python benchmarks/bench_compiled_bytes.py --models zipformer:demo --arms bf16 --by-module bf16
+    python benchmarks/bench_compiled_bytes.py --models w2v-bert:600m --arms bf16 --model-option relative_key_attention=flex
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from unittest import mock
 
 import torch
 import torch.fx.traceback as fx_traceback
+import torch.nn.attention.flex_attention as flex_attention
 from bench_forward_bytes import (
     PRECISIONS,
     CudaFloat32Ops,
@@ -54,6 +56,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from training_step import compile_options, print_table
 
 from asr_kernels import use_kernels
+from asr_pipeline.cli.train import parse_model_options
+from asr_pipeline.models import w2v_bert_blocks
 
 GB = 1e9
 # The kinds of kernel that do matrix work: cuBLAS / cuDNN calls and inductor's matmul templates (max-autotune).
@@ -122,6 +126,8 @@ def sm90() -> Iterator[None]:
         mock.patch.object(torch.cuda, "get_device_capability", lambda device=None: (9, 0)),
         mock.patch.object(torch.cuda, "current_device", lambda: 0),
         mock.patch.object(inductor_scheduler, "has_triton", lambda: True),
+        # A Triton template's code (FlexAttention's) is keyed by the Triton backend: not asked of a driver.
+        mock.patch.object(torch.utils._triton, "triton_hash_with_backend", lambda: "sm90 (fake)"),
         config.patch(joint_graph_constant_folding=False),
     ]
     caches = (DeviceProperties.create, is_big_gpu)  # what inductor caches of a device: not the fake's, after
@@ -187,10 +193,14 @@ def joint_graph(model: torch.nn.Module, batch: dict, precision: str):
         step, fw_compiler=lambda graph, _: graph, partition_fn=capture, decompositions=select_decomp_table()
     )
     model.train()
-    # A compiled forward skips what eager checks by reading the device (zipformer's shortest length).
+    # A compiled forward skips what eager checks by reading the device (zipformer's shortest length), and
+    # takes FlexAttention where CUDA has it (W2V-BERT's relative_key_attention 'flex'; torch's CPU kernel has no
+    # backward, so its device check is lifted: the fake trace runs nothing).
     with (
         use_kernels("reference"),
         mock.patch.object(torch.compiler, "is_compiling", lambda: True),
+        mock.patch.object(w2v_bert_blocks, "flex_runs_here", lambda q: True),
+        mock.patch.object(flex_attention, "_validate_device", lambda *tensors: None),
         contextlib.suppress(Stop),
     ):
         traced(list(model.parameters()), list(model.buffers()), batch["features"], batch["lengths"])
@@ -380,14 +390,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
         metavar="KEY=VALUE,...",
         help="inductor config settings to lower with, as the engine's --compile-options (combo_kernels=True)",
     )
+    parser.add_argument(
+        "--model-option",
+        dest="model_option_items",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a model config field for every model, as train's --model-option (relative_key_attention=flex)",
+    )
     args = parser.parse_args(argv)
+    options = parse_model_options(args.model_option_items)
     from torch._inductor import config
 
     results = []
     for model_name in args.models:
         fake = FakeTensorMode(allow_non_fake_inputs=True)
         try:
-            model, batch = fake_model(model_name, fake, "cpu"), fake_batch(model_name, args, fake, "cpu")
+            model = fake_model(model_name, fake, "cpu", **options)
+            batch = fake_batch(model_name, args, fake, "cpu")
         except ValueError as error:  # an unknown architecture or size: the registry names the choices
             parser.error(f"--models {model_name}: {error}")
         shape = "x".join(str(n) for n in batch["features"].shape[:2])
@@ -406,6 +426,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     "arm": precision,
                     "batch": shape,
                     "compile_options": args.compile_options,
+                    "model_options": options,
                     "forward_kernels": forward.kernels(),
                     "backward_kernels": backward.kernels(),
                     "matmul_kernels": forward.kernels(MATMUL_KINDS) + backward.kernels(MATMUL_KINDS),

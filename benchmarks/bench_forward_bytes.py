@@ -405,11 +405,17 @@ def step_census_on_cpu(model: torch.nn.Module, batch: dict, precision: str) -> t
     return forward, backward
 
 
-def fake_model(model_name: str, fake, device: str = "cuda") -> torch.nn.Module:
-    """The model built as training builds it, its parameters and buffers fake tensors on ``device``."""
+def fake_model(model_name: str, fake, device: str = "cuda", **options: object) -> torch.nn.Module:
+    """The model built as training builds it (``options``: model config fields over its variant's), its
+    parameters and buffers fake tensors on ``device``."""
     architecture, size = parse_model(model_name)
     model = build_model(
-        architecture, size, input_dim=default_input_dim(architecture), vocab_size=VOCAB_SIZE, dropout=0.1
+        architecture,
+        size,
+        input_dim=default_input_dim(architecture),
+        vocab_size=VOCAB_SIZE,
+        dropout=0.1,
+        **options,
     )
     with fake:
         return model._apply(lambda tensor: fake.from_tensor(tensor).to(device))

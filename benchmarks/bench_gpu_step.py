@@ -66,6 +66,7 @@ from training_step import (
 )
 
 from asr_kernels import OPS, auto_runs_kernel, use_kernels
+from asr_pipeline.cli.train import parse_model_options
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
@@ -161,7 +162,12 @@ class Arm:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
         architecture, size = parse_model(model_name)
         self.model = build_model(
-            architecture, size, input_dim=default_input_dim(architecture), vocab_size=VOCAB_SIZE, dropout=0.1
+            architecture,
+            size,
+            input_dim=default_input_dim(architecture),
+            vocab_size=VOCAB_SIZE,
+            dropout=0.1,
+            **args.model_options,
         ).to(device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.runner = self.model
@@ -383,6 +389,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         metavar="KEY=VALUE,...",
         help="inductor config settings for every compiled arm, as the engine's --compile-options",
     )
+    parser.add_argument(
+        "--model-option",
+        dest="model_option_items",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a model config field for every model, as train's --model-option (relative_key_attention=flex)",
+    )
     parser.add_argument("--deadline", type=float, help="seconds: arms not started by then are skipped")
     parser.add_argument("--profile", type=parse_arm, help="also profile this arm (first model)")
     parser.add_argument("--profile-out", default="profile.txt")
@@ -402,6 +416,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--engine-run", help="only print the engine's figures from this run dir's events.jsonl"
     )
     args = parser.parse_args(argv)
+    args.model_options = parse_model_options(args.model_option_items)
     if args.engine_run:
         print(json.dumps(engine_throughput(args.engine_run)))
         return []
@@ -463,6 +478,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     "rates_tflops": {k: v / 1e12 for k, v in rates.items()},
                     "memory_tbs": memory / 1e12,
                     "compile_options": args.compile_options,
+                    "model_options": args.model_options,
                     "rows": rows,
                     "kernel_verdicts": verdicts,
                     **report,

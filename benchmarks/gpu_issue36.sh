@@ -39,24 +39,29 @@
 #   engine_graphs the engine with CUDA graphs (--compile reduce-overhead; bucketed batches hold one batch
 #                 size per bucket but the last, so a few graphs are recorded);
 #   compiled_more layer-compiled with auto's kernels (a run's default kernels), the whole model compiled with
-#                 every kernel on, and in f32.
+#                 every kernel on, and in f32;
+#   w2v_dense     W2V-BERT 600m layer-compiled, bf16, relative_key's (B, H, T, T) bias built in each layer;
+#   w2v_flex      the same with the bias added inside FlexAttention (--model-option relative_key_attention=flex),
+#                 after the flex path's CUDA parity test (its gradients included: the fused kernel's scatter).
 set -uo pipefail
 REHEARSE=${REHEARSE:-}
 # Where the step's files go, and the sizes: the GPU's, or the rehearsal's (CPU, tiny model, aot_eager).
 if [ -n "$REHEARSE" ]; then
   ROOT=/tmp/rehearse_issue36 M=zipformer:tiny OTHERS="squeezeformer:tiny zipformer:demo" ROWS=32 WORKERS=1 BUDGET=8000
+  W2V=w2v-bert:tiny
   LOADER="--shards 4 --rows 32 --repeats 1 --arms batched:0 batched:1"
   SIZES="--batch-frames 400 --lengths 80 100 --backend aot_eager" MODEL="--variant tiny --backend cpu --compile-backend aot_eager"
   BUDGET_SEC=${BUDGET_SEC:-900}
 else
   ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512 WORKERS=4 BUDGET=128000
+  W2V=w2v-bert:600m
   LOADER="--repeats 1 --arms batched:0 batched:4:shared batched:4 batched:8"
   SIZES="--batch-frames 128000 --lengths 800 1000" MODEL="--variant m --backend cuda"
   BUDGET_SEC=${BUDGET_SEC:-540}
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -163,15 +168,21 @@ step engine_graphs 150 $TRAIN --train-manifest $CORPUS --compile reduce-overhead
 copy_engine_figures
 step compiled_more 240 $BENCH --models $M \
   --arms layers:auto:bf16:buckets compile:on:bf16:buckets compile:off:f32:buckets --json "$OUT/compiled_more.json"
+step w2v_dense 150 $BENCH --models $W2V --arms layers:off:bf16:buckets --json "$OUT/w2v_dense.json"
+FLEX_TEST="python3 -m pytest tests/models/test_w2v_bert_blocks.py -q -p no:cacheprovider -m gpu"
+python3 -c "import pytest" 2>/dev/null || FLEX_TEST="echo no pytest in the image: the flex parity test skipped"
+step w2v_flex 180 bash -c "$FLEX_TEST; $BENCH --models $W2V --arms layers:off:bf16:buckets \
+  --model-option relative_key_attention=flex --json $OUT/w2v_flex.json"
 
 echo; echo "=== summary ($(( $(date +%s) - START ))s; device: $(head -n 1 "$OUT/device.txt"))"
 grep -h -m 1 "memory copy" "$OUT/eager_m.log" 2>/dev/null  # the rates: matmul TFLOP/s, memory TB/s
-for name in eager_m compiled_m layers_m kernels_ops others cudagraphs combo compiled_more; do
+for name in eager_m compiled_m layers_m kernels_ops others cudagraphs combo compiled_more w2v_dense w2v_flex; do
   [ -f "$OUT/$name.log" ] && sed -n '/^ *model .* arm /,$p' "$OUT/$name.log"
 done
 [ -f "$OUT/loader.log" ] && sed -n '/^ *arm | /,$p' "$OUT/loader.log"
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
 cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
+grep -h -E "passed|failed|skipped" "$OUT/w2v_flex.log" 2>/dev/null | head -n 1  # the flex parity test
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"
 exit 0

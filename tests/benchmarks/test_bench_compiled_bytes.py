@@ -156,3 +156,45 @@ def test_the_tiny_zipformers_compiled_step_fuses_what_eager_runs_op_by_op(bench,
     # bf16 moves fewer bytes than f32 once compiled (the float32 detours are fused into their neighbours)
     assert bf16["forward_gb"] + bf16["backward_gb"] < 0.7 * (f32["forward_gb"] + f32["backward_gb"])
     assert "step GB" in capsys.readouterr().out
+
+
+class RelativeKeyAttention(nn.Module):
+    """W2V-BERT's relative_key self-attention (2 heads of 16: the smallest FlexAttention's CUDA kernel takes)."""
+
+    def __init__(self, attention: str) -> None:
+        from asr_pipeline.models.w2v_bert_blocks import SelfAttention
+        from asr_pipeline.models.w2v_bert_spec import w2v_bert_config
+
+        super().__init__()
+        config = w2v_bert_config("tiny", num_heads=2, dropout=0.0, relative_key_attention=attention)
+        self.attention = SelfAttention(config, config.d_model, "relative_key")
+
+    def forward(self, features, lengths):
+        return self.attention(features, lengths, None), lengths
+
+
+def test_flex_relative_key_attention_lowers_to_one_template_each_way_and_moves_no_t_by_t_bias(bench, fake):
+    batch, frames = 2, 256
+    steps = {}
+    for attention in ("dense", "flex"):
+        module = RelativeKeyAttention(attention)
+        with fake:
+            module = module._apply(fake.from_tensor)
+            inputs = {
+                "features": fake.from_tensor(torch.randn(batch, frames, 32)),
+                "lengths": fake.from_tensor(torch.tensor([frames, 100])),
+            }
+        steps[attention] = bench.compiled_step(module, inputs, "bf16", fake)
+
+    def kinds(kernels):
+        return {kind for _, kind in kernels.count}
+
+    dense, flex = steps["dense"], steps["flex"]
+    assert "template" in kinds(flex[0]) and "template" in kinds(flex[1])  # the fused attention, each way
+    assert "template" not in kinds(dense[0]) | kinds(dense[1])
+    bias = (
+        batch * 2 * frames * frames * 2
+    )  # one (B, H, T, T) bf16 tensor: the dense path writes and reads several
+    assert dense[0].gb() * 1e9 > flex[0].gb() * 1e9 + bias
+    assert dense[1].gb() * 1e9 > flex[1].gb() * 1e9 + bias
+    assert flex[0].saved_bytes < dense[0].saved_bytes - bias

@@ -232,6 +232,8 @@ def test_config_round_trips_through_json():
         ({"conv_depthwise_kernel_size": 8}, "odd"),
         ({"d_model": 30, "num_heads": 4}, "divisible"),
         ({"use_intermediate_ffn_before_adapter": True}, "needs add_adapter"),
+        ({"relative_key_attention": "sparse"}, "relative_key_attention must be one of"),
+        ({"relative_key_attention": "flex", "attention_dropout": 0.1}, "set attention_dropout=0"),
     ],
 )
 def test_invalid_configs_are_rejected_with_a_hint(overrides, message):

@@ -1,12 +1,17 @@
 """models.w2v_bert_blocks: the adapter's length arithmetic is a real Conv1d's; rotary positions rotate each
 head (norms kept, scores depend on the offset only); self-attention under every position scheme ignores what
-padded frames hold; the convolution module never sees the future. Shapes follow the module's legend."""
+padded frames hold, and relative_key's FlexAttention path computes what its dense one does; the convolution
+module never sees the future. Shapes follow the module's legend."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
+import torch.nn.attention.flex_attention as flex_attention_module
 
+from asr_pipeline.models.w2v_bert import w2v_bert_tiny
 from asr_pipeline.models.w2v_bert_blocks import (
     ConvolutionModule,
     RotaryEmbedding,
@@ -90,3 +95,116 @@ def test_the_convolution_module_is_causal_a_frame_never_sees_a_later_one():
 
     assert torch.allclose(before[0, :12], after[0, :12], atol=1e-6), "frames 0..11 do not see frames 12.."
     assert not torch.allclose(before[0, 12:], after[0, 12:])
+
+
+# --- relative_key_attention 'flex': the position scores added inside FlexAttention ---------------------------
+def relative_key_attention(flex: bool) -> SelfAttention:
+    config = w2v_bert_config("tiny", dropout=0.0, relative_key_attention="flex" if flex else "dense")
+    torch.manual_seed(0)
+    return SelfAttention(config, config.d_model, "relative_key")
+
+
+@pytest.fixture
+def flex_backward_on_cpu(monkeypatch):
+    """torch's FlexAttention refuses a backward on the CPU (its compiled CPU kernel has none); its eager
+    reference (the scores built in full, autograd through them) has one, and is what this lifts the check for:
+    the score_mod's gradients (into q, k and the per-distance scores) checked on CPU arithmetic."""
+    monkeypatch.setattr(flex_attention_module, "_validate_device", lambda *tensors: None)
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_relative_key_attention_gives_the_dense_outputs_and_gradients(flex_backward_on_cpu, monkeypatch):
+    dense, flex = relative_key_attention(False), relative_key_attention(True)
+    flex.load_state_dict(dense.state_dict())
+    monkeypatch.setattr(flex, "fused_relative_key", lambda q: True)  # as inside torch.compile on CUDA
+    # 13 frames reach both clips of tiny's distances [-8, 2]; example 2 attends to one key.
+    lengths = torch.tensor([13, 7, 1])
+    x = torch.randn(3, 13, dense.linear_q.in_features, generator=torch.Generator().manual_seed(1))
+    outputs, gradients = [], []
+    for attention in (dense, flex):
+        inputs = x.clone().requires_grad_()
+        out = attention.train()(inputs, lengths, None)
+        out.square().sum().backward()
+        outputs.append(out)
+        gradients.append([inputs.grad, *(p.grad for p in attention.parameters())])
+
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
+    assert flex.distance_embedding.weight.grad.abs().sum() > 0  # the per-distance scores got gradients
+    for got, want in zip(gradients[1], gradients[0], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_averages_a_zero_length_example_as_the_dense_mask_does(monkeypatch):
+    dense, flex = relative_key_attention(False).eval(), relative_key_attention(True).eval()
+    flex.load_state_dict(dense.state_dict())
+    monkeypatch.setattr(flex, "fused_relative_key", lambda q: True)
+    lengths = torch.tensor([9, 0])
+    x = torch.randn(2, 9, dense.linear_q.in_features, generator=torch.Generator().manual_seed(2))
+
+    with torch.no_grad():
+        want, got = dense(x, lengths, None), flex(x, lengths, None)
+
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_is_taken_only_inside_torch_compile_where_torch_can_run_it(monkeypatch):
+    flex, dense = relative_key_attention(True), relative_key_attention(False)
+    q = torch.zeros(1, 4, 3, 8)
+
+    assert not flex.fused_relative_key(q)  # eager: FlexAttention would build the T x T scores
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert flex.fused_relative_key(q)  # compiled, no gradients: the CPU kernel runs
+    assert not flex.fused_relative_key(q.requires_grad_())  # compiled CPU training: torch has no backward
+    assert not dense.fused_relative_key(torch.zeros(1, 4, 3, 8))
+
+
+def test_a_compiled_model_with_flex_traces_flexattention_and_matches_eager():
+    model = w2v_bert_tiny(input_dim=20, vocab_size=11, dropout=0.0, relative_key_attention="flex").eval()
+    traced = []
+
+    def backend(graph: torch.fx.GraphModule, inputs):
+        traced.extend(str(node.target) for node in graph.graph.nodes)
+        return graph.forward
+
+    features = torch.randn(2, 13, 20, generator=torch.Generator().manual_seed(3))
+    lengths = torch.tensor([13, 6])
+    with torch.no_grad():
+        want, want_lengths = model(features, lengths)
+        got, got_lengths = torch.compile(model, backend=backend, fullgraph=True)(features, lengths)
+
+    assert any("flex_attention" in target for target in traced)
+    assert torch.equal(got_lengths, want_lengths)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1, :6], want[1, :6], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_compiled_flex_on_cuda_gives_the_dense_outputs_and_gradients(precision):
+    # FlexAttention's fused CUDA kernel, forward and backward (the per-distance scores' gradient is its
+    # atomic scatter), against the dense path in eager; 2 heads of 16 (the kernel's smallest head width),
+    # 300 frames (several of its blocks), a batch with a one-frame example.
+    config = w2v_bert_config("tiny", num_heads=2, dropout=0.0)
+    torch.manual_seed(0)
+    dense = SelfAttention(config, config.d_model, "relative_key").cuda()
+    flex = SelfAttention(
+        dataclasses.replace(config, relative_key_attention="flex"), config.d_model, "relative_key"
+    )
+    flex.load_state_dict(dense.state_dict())
+    compiled = torch.compile(flex.cuda(), fullgraph=True)
+    lengths = torch.tensor([300, 171, 1], device="cuda")
+    x = torch.randn(3, 300, config.d_model, device="cuda")
+    results = []
+    for attention in (dense, compiled):
+        inputs = x.clone().requires_grad_()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            out = attention(inputs, lengths, None)
+        out.float().square().sum().backward()
+        results.append([out.float(), inputs.grad, *(p.grad for p in attention.parameters())])
+
+    tolerance = 1e-4 if precision == "f32" else 3e-2
+    for got, want in zip(results[1], results[0], strict=True):
+        assert ((got - want).norm() / want.norm()).item() < tolerance

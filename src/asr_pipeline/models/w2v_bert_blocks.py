@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention.flex_attention import flex_attention
 
 from asr_kernels.glu import glu
 from asr_kernels.mask_time import mask_time
@@ -33,6 +34,10 @@ ACTIVATIONS = {
     "tanh": nn.Tanh,
     "sigmoid": nn.Sigmoid,
 }
+
+# A padded key's score in the fused relative_key attention: finite after FlexAttention's x log2(e), so a fully
+# padded row (a zero-length example) averages, as SDPA's finfo.min mask makes the dense path do.
+MASKED_SCORE = -1e30
 
 
 def adapter_output_lengths(lengths: Tensor, kernel_size: int, stride: int) -> Tensor:
@@ -109,6 +114,7 @@ class SelfAttention(nn.Module):
         if position_embeddings_type == "relative_key":  # Shaw et al., 2018: one vector per clipped distance
             self.left, self.right = config.left_max_position_embeddings, config.right_max_position_embeddings
             self.distance_embedding = nn.Embedding(self.left + self.right + 1, self.head_size)
+            self.relative_key_attention = config.relative_key_attention
 
     def forward(self, x: Tensor, lengths: Tensor, positions: Tensor | tuple[Tensor, Tensor] | None) -> Tensor:
         """x: (B, T, D); lengths: (B,) real frames; positions: rotary (cos, sin), relative sinusoids (2T-1, D),
@@ -127,11 +133,16 @@ class SelfAttention(nn.Module):
             bias = relative_shift(position_scores) * self.scaling
             q = q + self.pos_bias_u[:, None, :]
         elif self.position_embeddings_type == "relative_key":
-            frames = torch.arange(length, device=x.device)
-            distance = (frames[None, :] - frames[:, None]).clamp(-self.left, self.right) + self.left  # (T, T)
             # Scaled on q (B, H, T, K), not on the (B, H, T, T) gathered bias: one pass over T x T fewer.
             embedding = self.distance_embedding.weight.to(q.dtype)  # (L+R+1, K)
             per_distance = (q * self.scaling) @ embedding.T  # (B, H, T, L+R+1)
+            if self.fused_relative_key(q):
+                context = relative_key_flex_attention(
+                    q, k, v, per_distance, lengths, (self.left, self.right), self.scaling
+                )
+                return self.linear_out(context.transpose(1, 2).flatten(2))
+            frames = torch.arange(length, device=x.device)
+            distance = (frames[None, :] - frames[:, None]).clamp(-self.left, self.right) + self.left  # (T, T)
             bias = per_distance.gather(-1, distance.expand(*q.shape[:2], length, length))
         # Additive 0 / finfo.min over padded keys (finfo.min, not -inf: a fully padded row, a zero-length
         # example, averages instead of giving NaN), built from the lengths in one kernel (asr_kernels).
@@ -141,6 +152,41 @@ class SelfAttention(nn.Module):
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0, scale=self.scaling
         )  # (B, H, T, K)
         return self.linear_out(context.transpose(1, 2).flatten(2))  # (B, T, D)
+
+    def fused_relative_key(self, q: Tensor) -> bool:
+        """Whether this call adds the relative_key scores inside FlexAttention (``relative_key_attention``
+        'flex'): only inside torch.compile, which fuses it (eager FlexAttention builds the T x T scores), and
+        where torch can run it (its CPU kernel has no backward)."""
+        return self.relative_key_attention == "flex" and torch.compiler.is_compiling() and flex_runs_here(q)
+
+
+def flex_runs_here(q: Tensor) -> bool:
+    """Whether torch has a compiled FlexAttention for ``q``: on CUDA; on the CPU only without gradients."""
+    return q.is_cuda or not q.requires_grad
+
+
+def relative_key_flex_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    per_distance: Tensor,
+    lengths: Tensor,
+    clip: tuple[int, int],
+    scale: float,
+) -> Tensor:
+    """Attention whose score (l, r) is q_l·k_r·scale plus ``per_distance``[b, h, l, clamp(r - l, -left, right)
+    + left], keys at or past each example's length masked: what SDPA over the gathered (B, H, T, T) bias and
+    the key mask computes, with the bias read per score inside FlexAttention's kernel instead of built.
+
+    q, k, v: (B, H, T, K); per_distance: (B, H, T, left + right + 1), already scaled like q·k; lengths: (B,)
+    real frames; clip: (left, right). Returns (B, H, T, K)."""
+    left, right = clip
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, query: Tensor, key: Tensor) -> Tensor:
+        distance = torch.clamp(key - query, -left, right) + left
+        return torch.where(key < lengths[b], score + per_distance[b, h, query, distance], MASKED_SCORE)
+
+    return flex_attention(q, k, v, score_mod=score_mod, scale=scale)
 
 
 class ConvolutionModule(nn.Module):

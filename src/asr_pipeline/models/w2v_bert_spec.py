@@ -25,6 +25,8 @@ ACTIVATION_NAMES = (
     "sigmoid",
 )
 POSITION_EMBEDDINGS_TYPES = ("relative_key", "relative", "rotary", None)
+# How a compiled relative_key attention adds its position scores (models.w2v_bert_blocks.SelfAttention).
+RELATIVE_KEY_ATTENTIONS = ("dense", "flex")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,14 @@ class W2VBertConfig:
     position_embeddings_type: str | None = "relative_key"
     left_max_position_embeddings: int = 64  # relative_key: distances clipped to [-left, right]
     right_max_position_embeddings: int = 8
+    relative_key_attention: str = setting(
+        "dense",
+        help="relative_key positions under torch.compile: 'dense' adds a (B, H, T, T) bias built per layer; "
+        "'flex' adds each score's per-distance term inside FlexAttention's kernel, no T x T tensor (needs "
+        "attention_dropout 0; on CUDA, or without gradients; eager and CPU training stay dense)",
+        flag="--w2v-relative-key-attention",
+        choices=RELATIVE_KEY_ATTENTIONS,
+    )
     rotary_embedding_base: int = 10000
     layer_norm_eps: float = 1e-5
     # Dropout: the rates left at None are ``dropout`` (the trainer sets that one). Attention and activation
@@ -92,6 +102,15 @@ class W2VBertConfig:
             raise ValueError(
                 f"position_embeddings_type must be one of {POSITION_EMBEDDINGS_TYPES}, "
                 f"got {self.position_embeddings_type!r}"
+            )
+        if self.relative_key_attention not in RELATIVE_KEY_ATTENTIONS:
+            raise ValueError(
+                f"relative_key_attention must be one of {RELATIVE_KEY_ATTENTIONS}, got {self.relative_key_attention!r}"
+            )
+        if self.relative_key_attention == "flex" and self.attention_dropout:
+            raise ValueError(
+                f"relative_key_attention='flex' has no attention dropout (FlexAttention draws none); set "
+                f"attention_dropout=0 (got {self.attention_dropout}) or relative_key_attention='dense'"
             )
         if self.position_embeddings_type in ("relative", "rotary") and self.head_size % 2:
             raise ValueError(
