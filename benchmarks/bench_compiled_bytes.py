@@ -53,10 +53,9 @@ from bench_forward_bytes import (
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 # The batch and the table the training-step benchmarks share.
-from training_step import compile_options, print_table
+from training_step import add_model_option_flag, compile_options, print_table
 
 from asr_kernels import use_kernels
-from asr_pipeline.cli.train import parse_model_options
 from asr_pipeline.models import w2v_bert_blocks
 
 GB = 1e9
@@ -390,16 +389,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         metavar="KEY=VALUE,...",
         help="inductor config settings to lower with, as the engine's --compile-options (combo_kernels=True)",
     )
-    parser.add_argument(
-        "--model-option",
-        dest="model_option_items",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a model config field for every model, as train's --model-option (relative_key_attention=flex)",
-    )
+    add_model_option_flag(parser)
     args = parser.parse_args(argv)
-    options = parse_model_options(args.model_option_items)
+    options = dict(args.model_option)
     from torch._inductor import config
 
     results = []

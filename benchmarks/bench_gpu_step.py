@@ -53,6 +53,7 @@ import torch.nn.functional as F
 from training_step import (
     KERNEL_ARMS,
     VOCAB_SIZE,
+    add_model_option_flag,
     compile_options,
     count_flops,
     kernel_choice,
@@ -66,7 +67,6 @@ from training_step import (
 )
 
 from asr_kernels import OPS, auto_runs_kernel, use_kernels
-from asr_pipeline.cli.train import parse_model_options
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
@@ -389,14 +389,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         metavar="KEY=VALUE,...",
         help="inductor config settings for every compiled arm, as the engine's --compile-options",
     )
-    parser.add_argument(
-        "--model-option",
-        dest="model_option_items",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a model config field for every model, as train's --model-option (relative_key_attention=flex)",
-    )
+    add_model_option_flag(parser)
     parser.add_argument("--deadline", type=float, help="seconds: arms not started by then are skipped")
     parser.add_argument("--profile", type=parse_arm, help="also profile this arm (first model)")
     parser.add_argument("--profile-out", default="profile.txt")
@@ -416,7 +409,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--engine-run", help="only print the engine's figures from this run dir's events.jsonl"
     )
     args = parser.parse_args(argv)
-    args.model_options = parse_model_options(args.model_option_items)
+    args.model_options = dict(args.model_option)
     if args.engine_run:
         print(json.dumps(engine_throughput(args.engine_run)))
         return []

@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from asr_kernels import OPS
+from asr_pipeline.cli.common import UsageError
+from asr_pipeline.cli.train import parse_model_options
 from asr_pipeline.models.registry import default_input_dim, frontend_of
 from asr_pipeline.training.config import OptimConfig
 from asr_pipeline.training.config.run import inductor_options
@@ -124,6 +126,26 @@ def compile_options(text: str) -> dict[str, object]:
         return inductor_options(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_model_option_flag(parser: argparse.ArgumentParser) -> None:
+    """``--model-option NAME=VALUE`` (repeatable), as train's: a model config field over every model's
+    variant (``dict(args.model_option)``), parsed by train's own parser, its error as argparse's."""
+
+    def model_option(text: str) -> tuple[str, object]:
+        try:
+            return next(iter(parse_model_options([text]).items()))
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parser.add_argument(
+        "--model-option",
+        type=model_option,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a model config field for every model, as train's --model-option (relative_key_attention=flex)",
+    )
 
 
 # --- the device's ceiling and the timers ------------------------------------------------------------------

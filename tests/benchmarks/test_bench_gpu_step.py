@@ -58,6 +58,20 @@ def test_an_arm_names_mode_kernels_precision_and_shapes(bench):
         bench.parse_arm("eager:swish:bf16:exact")
 
 
+def test_model_options_are_trains_and_a_malformed_one_is_an_argparse_error(bench, capsys):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    bench.add_model_option_flag(parser)
+    args = parser.parse_args(
+        ["--model-option", "relative_key_attention=flex", "--model-option", "num_heads=2"]
+    )
+    assert dict(args.model_option) == {"relative_key_attention": "flex", "num_heads": 2}  # JSON values
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--model-option", "num_heads"])
+    assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
 def test_per_op_times_the_arm_once_per_op_beside_its_reference(bench):
     from asr_kernels import OPS
 

@@ -99,7 +99,10 @@ def test_the_convolution_module_is_causal_a_frame_never_sees_a_later_one():
 
 # --- relative_key_attention 'flex': the position scores added inside FlexAttention ---------------------------
 def relative_key_attention(flex: bool) -> SelfAttention:
-    config = w2v_bert_config("tiny", dropout=0.0, relative_key_attention="flex" if flex else "dense")
+    # 2 heads of 16: the narrowest FlexAttention's CUDA kernel takes
+    config = w2v_bert_config(
+        "tiny", num_heads=2, dropout=0.0, relative_key_attention="flex" if flex else "dense"
+    )
     torch.manual_seed(0)
     return SelfAttention(config, config.d_model, "relative_key")
 
@@ -151,17 +154,19 @@ def test_flex_averages_a_zero_length_example_as_the_dense_mask_does(monkeypatch)
 
 def test_flex_is_taken_only_inside_torch_compile_where_torch_can_run_it(monkeypatch):
     flex, dense = relative_key_attention(True), relative_key_attention(False)
-    q = torch.zeros(1, 4, 3, 8)
+    q = torch.zeros(1, 2, 3, 16)
 
     assert not flex.fused_relative_key(q)  # eager: FlexAttention would build the T x T scores
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert flex.fused_relative_key(q)  # compiled, no gradients: the CPU kernel runs
     assert not flex.fused_relative_key(q.requires_grad_())  # compiled CPU training: torch has no backward
-    assert not dense.fused_relative_key(torch.zeros(1, 4, 3, 8))
+    assert not dense.fused_relative_key(torch.zeros(1, 2, 3, 16))
 
 
 def test_a_compiled_model_with_flex_traces_flexattention_and_matches_eager():
-    model = w2v_bert_tiny(input_dim=20, vocab_size=11, dropout=0.0, relative_key_attention="flex").eval()
+    model = w2v_bert_tiny(
+        input_dim=20, vocab_size=11, dropout=0.0, num_heads=2, relative_key_attention="flex"
+    ).eval()
     traced = []
 
     def backend(graph: torch.fx.GraphModule, inputs):

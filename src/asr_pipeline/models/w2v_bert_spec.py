@@ -107,6 +107,11 @@ class W2VBertConfig:
             raise ValueError(
                 f"relative_key_attention must be one of {RELATIVE_KEY_ATTENTIONS}, got {self.relative_key_attention!r}"
             )
+        if self.relative_key_attention == "flex" and self.head_size < 16:
+            raise ValueError(
+                f"relative_key_attention='flex' needs heads at least 16 wide (FlexAttention's CUDA kernel), got "
+                f"d_model={self.d_model} / num_heads={self.num_heads} = {self.head_size}"
+            )
         if self.relative_key_attention == "flex" and self.attention_dropout:
             raise ValueError(
                 f"relative_key_attention='flex' has no attention dropout (FlexAttention draws none); set "
