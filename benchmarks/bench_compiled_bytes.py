@@ -192,6 +192,7 @@ def joint_graph(model: torch.nn.Module, batch: dict, precision: str):
         step, fw_compiler=lambda graph, _: graph, partition_fn=capture, decompositions=select_decomp_table()
     )
     model.train()
+    prime_dynamo()
     # A compiled forward skips what eager checks by reading the device (zipformer's shortest length), and
     # takes FlexAttention where CUDA has it (W2V-BERT's relative_key_attention 'flex'; torch's CPU kernel has no
     # backward, so its device check is lifted: the fake trace runs nothing).
@@ -205,6 +206,18 @@ def joint_graph(model: torch.nn.Module, batch: dict, precision: str):
         traced(list(model.parameters()), list(model.buffers()), batch["features"], batch["lengths"])
     primals, tangents = captured["inputs"]
     return captured["graph"], primals, tangents, captured["kwargs"]
+
+
+def prime_dynamo() -> None:
+    """Dynamo's tables of torch's functions, built once a process and kept, built before ``joint_graph``
+    patches ``torch.compiler.is_compiling``: FlexAttention's reference traces with dynamo, and tables built
+    under the patch would hold the patch, so every later trace in the process would break at
+    ``is_compiling`` (a graph break, or fullgraph's error)."""
+
+    def uses_is_compiling(x: torch.Tensor) -> torch.Tensor:
+        return x + 1 if torch.compiler.is_compiling() else x
+
+    torch.compile(uses_is_compiling, backend="eager", fullgraph=True)(torch.zeros(1))
 
 
 def to_cuda(graph: torch.fx.GraphModule, inputs: list, fake: FakeTensorMode) -> list:

@@ -174,6 +174,13 @@ class RelativeKeyAttention(nn.Module):
 
 
 def test_flex_relative_key_attention_lowers_to_one_template_each_way_and_moves_no_t_by_t_bias(bench, fake):
+    from torch._dynamo import trace_rules
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    # dynamo's tables of torch's functions as in a fresh process (FlexAttention's reference traces with dynamo)
+    trace_rules.get_torch_obj_rule_map.cache_clear()
+    dynamo_torch.tracing_state_functions.cache_clear()
+    dynamo_torch.TorchInGraphFunctionVariable._get_handlers.cache_clear()
     batch, frames = 2, 256
     steps = {}
     for attention in ("dense", "flex"):
@@ -198,3 +205,10 @@ def test_flex_relative_key_attention_lowers_to_one_template_each_way_and_moves_n
     assert dense[0].gb() * 1e9 > flex[0].gb() * 1e9 + bias
     assert dense[1].gb() * 1e9 > flex[1].gb() * 1e9 + bias
     assert flex[0].saved_bytes < dense[0].saved_bytes - bias
+
+    # and the process's later traces still see is_compiling as dynamo does (not the bench's patch of it)
+    def doubled_when_compiled(x):
+        return 2 * x if torch.compiler.is_compiling() else x
+
+    compiled = torch.compile(doubled_when_compiled, backend="eager", fullgraph=True)
+    assert compiled(torch.ones(1)).item() == 2.0

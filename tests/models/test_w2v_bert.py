@@ -235,6 +235,8 @@ def test_config_round_trips_through_json():
         ({"relative_key_attention": "sparse"}, "relative_key_attention must be one of"),
         ({"relative_key_attention": "flex", "attention_dropout": 0.1}, "set attention_dropout=0"),
         ({"relative_key_attention": "flex", "d_model": 32, "num_heads": 4}, "at least 16 wide"),
+        ({"relative_key_attention": "flex", "position_embeddings_type": "rotary"}, "fuses relative_key"),
+        ({"relative_key_attention": "flex", "attention_dropout": None, "dropout": 0.1}, "got 0.1"),
     ],
 )
 def test_invalid_configs_are_rejected_with_a_hint(overrides, message):

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as flex_attention_module
 
+from asr_pipeline.models import w2v_bert_blocks
 from asr_pipeline.models.w2v_bert import w2v_bert_tiny
 from asr_pipeline.models.w2v_bert_blocks import (
     ConvolutionModule,
@@ -152,18 +153,25 @@ def test_flex_averages_a_zero_length_example_as_the_dense_mask_does(monkeypatch)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_flex_is_taken_only_inside_torch_compile_where_torch_can_run_it(monkeypatch):
+def test_flex_is_taken_only_inside_torch_compile_on_cuda(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     flex, dense = relative_key_attention(True), relative_key_attention(False)
-    q = torch.zeros(1, 2, 3, 16)
+    with FakeTensorMode():  # a CUDA tensor's shape and device, no GPU
+        on_cuda = torch.empty(1, 2, 3, 16, device="cuda")
+    on_cpu = torch.zeros(1, 2, 3, 16)
 
-    assert not flex.fused_relative_key(q)  # eager: FlexAttention would build the T x T scores
+    assert not flex.fused_relative_key(on_cuda)  # eager: FlexAttention would build the T x T scores
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    assert flex.fused_relative_key(q)  # compiled, no gradients: the CPU kernel runs
-    assert not flex.fused_relative_key(q.requires_grad_())  # compiled CPU training: torch has no backward
-    assert not dense.fused_relative_key(torch.zeros(1, 2, 3, 16))
+    assert flex.fused_relative_key(on_cuda)
+    # torch's compiled CPU FlexAttention: no backward, and wrong numbers for this score_mod without one
+    assert not flex.fused_relative_key(on_cpu)
+    assert not dense.fused_relative_key(on_cuda)
 
 
-def test_a_compiled_model_with_flex_traces_flexattention_and_matches_eager():
+def test_a_compiled_model_with_flex_traces_flexattention_and_matches_eager(monkeypatch):
+    # The trace (dynamo, one graph) with torch's reference run on its graph: the fused kernel is CUDA's.
+    monkeypatch.setattr(w2v_bert_blocks, "flex_runs_here", lambda q: True)
     model = w2v_bert_tiny(
         input_dim=20, vocab_size=11, dropout=0.0, num_heads=2, relative_key_attention="flex"
     ).eval()
@@ -187,7 +195,7 @@ def test_a_compiled_model_with_flex_traces_flexattention_and_matches_eager():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("precision", ["f32", "bf16"])
+@pytest.mark.parametrize("precision", ["f32", "bf16", "f16"])
 def test_compiled_flex_on_cuda_gives_the_dense_outputs_and_gradients(precision):
     # FlexAttention's fused CUDA kernel, forward and backward (the per-distance scores' gradient is its
     # atomic scatter), against the dense path in eager; 2 heads of 16 (the kernel's smallest head width),
@@ -202,14 +210,46 @@ def test_compiled_flex_on_cuda_gives_the_dense_outputs_and_gradients(precision):
     compiled = torch.compile(flex.cuda(), fullgraph=True)
     lengths = torch.tensor([300, 171, 1], device="cuda")
     x = torch.randn(3, 300, config.d_model, device="cuda")
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(precision)
     results = []
     for attention in (dense, compiled):
         inputs = x.clone().requires_grad_()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
             out = attention(inputs, lengths, None)
         out.float().square().sum().backward()
         results.append([out.float(), inputs.grad, *(p.grad for p in attention.parameters())])
 
-    tolerance = 1e-4 if precision == "f32" else 3e-2
+    tolerance = 1e-4 if dtype is None else 3e-2
     for got, want in zip(results[1], results[0], strict=True):
+        assert torch.isfinite(got).all()
         assert ((got - want).norm() / want.norm()).item() < tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_a_compiled_flex_model_on_cuda_trains_as_the_dense_one_over_two_lengths(checkpointing):
+    # The whole model compiled as a run compiles it: a second length (dynamo's dynamic recompile), a
+    # zero-length example, and activation checkpointing's recomputation of each layer.
+    torch.manual_seed(0)
+    options = dict(
+        input_dim=20, vocab_size=11, dropout=0.0, num_heads=2, activation_checkpointing=checkpointing
+    )
+    dense = w2v_bert_tiny(**options).cuda().train()
+    flex = w2v_bert_tiny(**options, relative_key_attention="flex").cuda().train()
+    flex.load_state_dict(dense.state_dict())
+    compiled = torch.compile(flex)
+    for frames, lengths in ((200, [200, 90, 0]), (260, [260, 260, 7])):
+        features = torch.randn(3, frames, 20, device="cuda")
+        lengths = torch.tensor(lengths, device="cuda")
+        results = []
+        for model in (dense, compiled):
+            model.zero_grad()
+            log_probs, out_lengths = model(features, lengths)  # (B, T, V), (B,)
+            real = torch.arange(log_probs.size(1), device="cuda") < out_lengths[:, None]  # (B, T)
+            (log_probs * real[..., None]).sum().backward()
+            results.append([log_probs[real], *(p.grad.clone() for p in model.parameters())])
+
+        for got, want in zip(results[1], results[0], strict=True):
+            assert torch.isfinite(got).all()
+            assert ((got - want).norm() / want.norm()).item() < 1e-4, frames

@@ -176,3 +176,11 @@ def test_chunking_a_model_trained_by_another_objective_is_refused():
         match=r"data\.chunk_frames trains frame-wise cross-entropy on chunks .* hubert-pretrain is trained by hubert",
     ):
         resolve_config(MINIMAL, override)
+
+
+def test_flex_relative_key_attention_is_refused_under_a_compile_backend_other_than_inductor():
+    flex = {"model.architecture": "w2v-bert", "model.options": {"relative_key_attention": "flex"}}
+    with pytest.raises(ValueError, match=r"compile_backend=aot_eager runs torch's reference"):
+        resolve_config(MINIMAL, {**flex, "run.compile": "default", "run.compile_backend": "aot_eager"})
+    resolve_config(MINIMAL, {**flex, "run.compile": "default"})  # inductor
+    resolve_config(MINIMAL, {**flex, "run.compile_backend": "aot_eager"})  # not compiled: eager, dense

@@ -35,8 +35,10 @@ ACTIVATIONS = {
     "sigmoid": nn.Sigmoid,
 }
 
-# A padded key's score in the fused relative_key attention: finite after FlexAttention's x log2(e), so a fully
-# padded row (a zero-length example) averages, as SDPA's finfo.min mask makes the dense path do.
+# A padded key's score in the fused relative_key attention (at most, in float16: its finfo.min): finite after
+# FlexAttention's x log2(e), so a fully padded row (a zero-length example) averages in the forward, as SDPA's
+# finfo.min mask makes the dense path do. (Its backward differs there, harmlessly: the padded frames' gradient
+# is zeroed by the residual's mask.)
 MASKED_SCORE = -1e30
 
 
@@ -140,7 +142,7 @@ class SelfAttention(nn.Module):
                 context = relative_key_flex_attention(
                     q, k, v, per_distance, lengths, (self.left, self.right), self.scaling
                 )
-                return self.linear_out(context.transpose(1, 2).flatten(2))
+                return self.linear_out(context.transpose(1, 2).flatten(2))  # (B, T, D)
             frames = torch.arange(length, device=x.device)
             distance = (frames[None, :] - frames[:, None]).clamp(-self.left, self.right) + self.left  # (T, T)
             bias = per_distance.gather(-1, distance.expand(*q.shape[:2], length, length))
@@ -156,13 +158,16 @@ class SelfAttention(nn.Module):
     def fused_relative_key(self, q: Tensor) -> bool:
         """Whether this call adds the relative_key scores inside FlexAttention (``relative_key_attention``
         'flex'): only inside torch.compile, which fuses it (eager FlexAttention builds the T x T scores), and
-        where torch can run it (its CPU kernel has no backward)."""
+        where torch's kernel is sound (``flex_runs_here``)."""
         return self.relative_key_attention == "flex" and torch.compiler.is_compiling() and flex_runs_here(q)
 
 
 def flex_runs_here(q: Tensor) -> bool:
-    """Whether torch has a compiled FlexAttention for ``q``: on CUDA; on the CPU only without gradients."""
-    return q.is_cuda or not q.requires_grad
+    """Whether the fused relative_key attention runs for ``q``: on CUDA only. torch 2.11's compiled CPU
+    FlexAttention has no backward, and without one it reads this score_mod's ``lengths[b]`` and
+    ``per_distance[b, ...]`` wrongly for every example but the first (and fails to build for a second
+    length): measured, the dense path is the CPU's."""
+    return q.is_cuda
 
 
 def relative_key_flex_attention(
@@ -181,10 +186,11 @@ def relative_key_flex_attention(
     q, k, v: (B, H, T, K); per_distance: (B, H, T, left + right + 1), already scaled like q·k; lengths: (B,)
     real frames; clip: (left, right). Returns (B, H, T, K)."""
     left, right = clip
+    masked = max(MASKED_SCORE, torch.finfo(q.dtype).min)  # float16's range ends at -65504
 
     def score_mod(score: Tensor, b: Tensor, h: Tensor, query: Tensor, key: Tensor) -> Tensor:
         distance = torch.clamp(key - query, -left, right) + left
-        return torch.where(key < lengths[b], score + per_distance[b, h, query, distance], MASKED_SCORE)
+        return torch.where(key < lengths[b], score + per_distance[b, h, query, distance], masked)
 
     return flex_attention(q, k, v, score_mod=score_mod, scale=scale)
 

@@ -49,8 +49,9 @@ class W2VBertConfig:
     relative_key_attention: str = setting(
         "dense",
         help="relative_key positions under torch.compile: 'dense' adds a (B, H, T, T) bias built per layer; "
-        "'flex' adds each score's per-distance term inside FlexAttention's kernel, no T x T tensor (needs "
-        "attention_dropout 0; on CUDA, or without gradients; eager and CPU training stay dense)",
+        "'flex' adds each score's per-distance term inside FlexAttention's kernel, no T x T tensor (on CUDA "
+        "with the inductor backend; needs attention_dropout 0 and heads >= 16 wide; eager and the CPU stay "
+        "dense)",
         flag="--w2v-relative-key-attention",
         choices=RELATIVE_KEY_ATTENTIONS,
     )
@@ -107,15 +108,20 @@ class W2VBertConfig:
             raise ValueError(
                 f"relative_key_attention must be one of {RELATIVE_KEY_ATTENTIONS}, got {self.relative_key_attention!r}"
             )
+        if self.relative_key_attention == "flex" and self.position_embeddings_type != "relative_key":
+            raise ValueError(
+                f"relative_key_attention='flex' fuses relative_key positions, but position_embeddings_type="
+                f"{self.position_embeddings_type!r}: set relative_key_attention='dense'"
+            )
         if self.relative_key_attention == "flex" and self.head_size < 16:
             raise ValueError(
                 f"relative_key_attention='flex' needs heads at least 16 wide (FlexAttention's CUDA kernel), got "
                 f"d_model={self.d_model} / num_heads={self.num_heads} = {self.head_size}"
             )
-        if self.relative_key_attention == "flex" and self.attention_dropout:
+        if self.relative_key_attention == "flex" and self.rate("attention_dropout"):
             raise ValueError(
                 f"relative_key_attention='flex' has no attention dropout (FlexAttention draws none); set "
-                f"attention_dropout=0 (got {self.attention_dropout}) or relative_key_attention='dense'"
+                f"attention_dropout=0 (got {self.rate('attention_dropout')}) or relative_key_attention='dense'"
             )
         if self.position_embeddings_type in ("relative", "rotary") and self.head_size % 2:
             raise ValueError(

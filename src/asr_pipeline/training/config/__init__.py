@@ -118,6 +118,13 @@ class TrainConfig:
                     "finetune.method lora trains adapters on a fixed model: optim.ema_decay, "
                     "optim.use_averaged_model and train.grow do not apply; unset them"
                 )
+        flex = self.model.options.get("relative_key_attention") == "flex"
+        if flex and self.run.compile != "off" and self.run.compile_backend != "inductor":
+            raise ValueError(
+                "model.options.relative_key_attention=flex (--w2v-relative-key-attention) is FlexAttention's "
+                f"inductor kernel; run.compile_backend={self.run.compile_backend} runs torch's reference, whose "
+                "backward drops the position scores' gradient: use --compile-backend inductor or dense attention"
+            )
         if self.regularization.cr_ctc:
             spec = get_spec(self.model.architecture)
             if spec.output != "ctc" or not spec.feature_masking or self.data.alignment is not None:
