@@ -23,10 +23,9 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from asr_kernels import OPS
-from asr_pipeline.cli.common import UsageError
-from asr_pipeline.cli.train import parse_model_options
 from asr_pipeline.models.registry import default_input_dim, frontend_of
 from asr_pipeline.training.config import OptimConfig
+from asr_pipeline.training.config.model import parse_model_option
 from asr_pipeline.training.config.run import inductor_options
 
 FRAME_SEC = {"fbank": 0.01, "w2v-bert": 0.02}  # audio per input frame: w2v-bert stacks two 10 ms frames
@@ -130,12 +129,12 @@ def compile_options(text: str) -> dict[str, object]:
 
 def add_model_option_flag(parser: argparse.ArgumentParser) -> None:
     """``--model-option NAME=VALUE`` (repeatable), as train's: a model config field over every model's
-    variant (``dict(args.model_option)``), parsed by train's own parser, its error as argparse's."""
+    variant (``dict(args.model_option)``), parsed as train parses it (``parse_model_option``), its error as argparse's."""
 
     def model_option(text: str) -> tuple[str, object]:
         try:
-            return next(iter(parse_model_options([text]).items()))
-        except UsageError as error:
+            return parse_model_option(text)
+        except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     parser.add_argument(

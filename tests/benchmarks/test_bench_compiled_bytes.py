@@ -199,9 +199,8 @@ def test_flex_relative_key_attention_lowers_to_one_template_each_way_and_moves_n
     dense, flex = steps["dense"], steps["flex"]
     assert "template" in kinds(flex[0]) and "template" in kinds(flex[1])  # the fused attention, each way
     assert "template" not in kinds(dense[0]) | kinds(dense[1])
-    bias = (
-        batch * 2 * frames * frames * 2
-    )  # one (B, H, T, T) bf16 tensor: the dense path writes and reads several
+    # one (B, H, T, T) bf16 tensor: the dense path writes and reads several
+    bias = batch * 2 * frames * frames * 2
     assert dense[0].gb() * 1e9 > flex[0].gb() * 1e9 + bias
     assert dense[1].gb() * 1e9 > flex[1].gb() * 1e9 + bias
     assert flex[0].saved_bytes < dense[0].saved_bytes - bias

@@ -36,6 +36,7 @@ from asr_pipeline.training.config import (
     profile_values,
     resolve_config,
 )
+from asr_pipeline.training.config.model import parse_model_option
 
 # Every config field with a flag (training.config, ``setting(flag=...)``) is an option of ``train``.
 CONFIG_FLAGS = config_flags(TrainConfig)
@@ -195,17 +196,10 @@ def _check_model_options(architecture: str | None, options: dict[str, Any]) -> N
 
 def parse_model_options(items: list[str]) -> dict[str, Any]:
     """``["conv_kernel_size=15", "conv_use_glu=true"]`` -> ``{"conv_kernel_size": 15, "conv_use_glu": True}``."""
-    options: dict[str, Any] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"--model-option {item!r}: expected NAME=VALUE, e.g. conv_kernel_size=15")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text  # a bare string, e.g. input_normalization=utterance
-        options[name.strip()] = value
-    return options
+    try:
+        return dict(parse_model_option(item) for item in items)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _add_launch_flags(parser: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,3 +114,15 @@ class ModelConfig:
                 "load_pretrained_weights (--w2v-hf-load-weights) needs pretrained_dir (--w2v-hf-model-dir): "
                 "the folder whose weights to import"
             )
+
+
+def parse_model_option(text: str) -> tuple[str, Any]:
+    """``"conv_kernel_size=15"`` -> ("conv_kernel_size", 15): one ``model.options`` field as a command line
+    gives it (``--model-option``), the value as JSON or else a plain string (``input_normalization=utterance``)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"--model-option {text!r}: expected NAME=VALUE, e.g. conv_kernel_size=15")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
