@@ -213,3 +213,11 @@ def test_a_paraformer_run_validates_and_is_evaluated_by_its_own_parallel_pass(
     assert set(metrics["skipped"]) == {"lexicon", "lexicon_free"}
     rows = [json.loads(line) for line in hypotheses.splitlines()]
     assert [set(row) for row in rows] == [{"id", "reference", "greedy"}] * 5
+
+
+def test_a_model_config_its_architecture_refuses_is_refused_before_torchrun(corpus, tokenizer_path, tmp_path):
+    config = config_for("w2v-bert", corpus, tokenizer_path, tmp_path)
+    config["model"]["options"] = {"relative_key_attention": "flex"}  # tiny's heads are 8 wide
+
+    with pytest.raises(ValueError, match=r"relative_key_attention='flex' needs heads at least 16 wide"):
+        check_config(resolve_config(config))

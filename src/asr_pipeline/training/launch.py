@@ -234,20 +234,21 @@ def check_devices(config: TrainConfig, nproc_per_node: int, cuda_device_count: i
 
 def check_config(config: TrainConfig) -> None:
     """Refuse a config the workers could only fail on after torchrun started (each rank with its own
-    traceback): no vocabulary size, or a resume/init source without a checkpoint. Raises ValueError or
-    FileNotFoundError, one line naming the option and the flag to pass."""
+    traceback): no vocabulary size, a model config its architecture refuses (sizes and options together,
+    e.g. W2V-BERT's flex attention on narrow heads), or a resume/init source without a checkpoint. Raises
+    ValueError or FileNotFoundError, one line naming the option and the flag to pass."""
+    from asr_pipeline.models.loading import resolve_model_config
     from asr_pipeline.run_layout import require_checkpoint
     from asr_pipeline.training.config import check_vocab_source
 
     check_vocab_source(config)
-    if config.grow.start_width is not None:  # the architecture must have a narrower config at that width
-        from asr_pipeline.models.loading import resolve_model_config
-
+    # The model's config as the workers resolve it, and at grow.start_width the architecture's narrower one.
+    for width in {1.0, config.grow.start_width or 1.0}:
         resolve_model_config(
             config.model,
             input_dim=config.data.input_dim,
-            vocab_size=config.model.vocab_size or 2,  # any size: narrowing never touches the vocabulary
-            width=config.grow.start_width,
+            vocab_size=config.model.vocab_size or 2,  # any size: no check reads the vocabulary
+            width=width,
         )
     if config.data.alignment is not None:
         from asr_pipeline.models.registry import get_spec
