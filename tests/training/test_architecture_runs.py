@@ -221,3 +221,13 @@ def test_a_model_config_its_architecture_refuses_is_refused_before_torchrun(corp
 
     with pytest.raises(ValueError, match=r"relative_key_attention='flex' needs heads at least 16 wide"):
         check_config(resolve_config(config))
+
+
+def test_the_check_before_torchrun_takes_a_blank_past_2_from_a_tokenizer_it_has_not_read(
+    corpus, tokenizer_path, tmp_path
+):
+    # The tokenizer's vocabulary is read in the workers; the model's blank check must not meet a vocabulary of 2.
+    config = config_for("paraformer", corpus, tokenizer_path, tmp_path)
+    config["model"]["blank_id"] = 5
+
+    check_config(resolve_config(config))

@@ -243,13 +243,14 @@ def check_config(config: TrainConfig) -> None:
 
     check_vocab_source(config)
     # The model's config as the workers resolve it, and at grow.start_width the architecture's narrower one.
+    # A tokenizer's vocabulary is read in the workers (its file may be copied into the run dir after this):
+    # until then, the smallest vocabulary that holds the blank (the one check that reads the size).
+    vocab_size = config.model.vocab_size or max(2, config.model.blank_id + 1)
     for width in {1.0, config.grow.start_width or 1.0}:
         resolve_model_config(
-            config.model,
-            input_dim=config.data.input_dim,
-            vocab_size=config.model.vocab_size or 2,  # any size: no check reads the vocabulary
-            width=width,
+            config.model, input_dim=config.data.input_dim, vocab_size=vocab_size, width=width
         )
+    run = config.run
     if config.data.alignment is not None:
         from asr_pipeline.models.registry import get_spec
 
@@ -265,7 +266,6 @@ def check_config(config: TrainConfig) -> None:
             raise FileNotFoundError(
                 f"data.{key} {path!r}: no such file (run the stage that writes it: align, or HuBERT's units)"
             )
-    run = config.run
     if run.resume_from is not None:
         require_checkpoint(run.resume_from, "run.resume_from (--resume-from)")
     elif run.init_from is not None:  # ignored when resuming
