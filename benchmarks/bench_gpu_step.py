@@ -9,7 +9,8 @@ distinct batches). ``exact``: each batch as long as its longest utterance (a new
 shapes marked as the engine marks them (``training.compile.mark_batch_shapes``). Per arm: a first pass
 over the batches (compiles; ``first_pass_sec``, dynamo's ``compiles``/``recompiles``/``graph_breaks``/
 ``compile_sec``), then ``--repeats`` timed passes (CUDA events per step): median step ms, audio-s/s over
-the timed passes, peak GiB, recompiles while timed (a steady state has 0), and MFU: FLOPs per audio second
+the timed passes, the same passes queued back to back with one wait at the end (``b2b s/s``: as the engine
+runs, its step reading nothing back), peak GiB, recompiles while timed (a steady state has 0), and MFU: FLOPs per audio second
 (``FlopCounterMode``, one eager forward + backward: matrix products and convolutions only, so a lower
 bound) x audio-s/s over the matmul rate of the arm's precision measured in the same run. The memory copy
 rate measured beside it (``memory_tbs``) turns the bytes a compiled step moves (``bench_compiled_bytes.py``,
@@ -62,6 +63,7 @@ from training_step import (
     parse_model,
     print_table,
     synthetic_batch,
+    time_back_to_back,
     time_calls,
     train_step,
 )
@@ -209,6 +211,7 @@ def measure(arm: Arm, repeats: int) -> dict:
     order = itertools.cycle(arm.batches)
     count = repeats * len(arm.batches)
     times = time_calls(lambda: arm.step(next(order)), arm.device, warmup=0, repeats=count)
+    back_to_back = time_back_to_back(lambda: arm.step(next(order)), arm.device, count)
     timed = compile_counts() - before - compiled
     audio = repeats * sum(b["audio_sec"] for b in arm.batches)
     return {
@@ -219,6 +222,9 @@ def measure(arm: Arm, repeats: int) -> dict:
         "padded_frames": [list(b["features"].shape[:2]) for b in arm.batches],
         "step_ms_median": statistics.median(times) * 1e3,
         "audio_sec_per_sec": audio / sum(times),
+        # the same steps queued back to back, one wait at the end: the engine's way (a step reads nothing
+        # back but inside torch's CTC); over audio_sec_per_sec, what a wait after every step costs
+        "back_to_back_audio_sec_per_sec": audio / back_to_back,
         "peak_gib": torch.cuda.max_memory_allocated(arm.device) / 2**30 if cuda else math.nan,
         "first_pass_sec": first_pass_sec,
         **{k: v for k, v in compiled.to_dict().items() if k in ("compiles", "recompiles", "graph_breaks", "compile_sec")},
@@ -349,11 +355,12 @@ def print_verdicts(verdicts: list[dict]) -> None:
 
 def print_rows(rows: list[dict]) -> None:
     header = (
-        f"{'model':>15} {'arm':>40} | {'step ms':>8} {'audio s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
+        f"{'model':>15} {'arm':>40} | {'step ms':>8} {'audio s/s':>9} {'b2b s/s':>9} {'MFU':>6} {'peak GiB':>8} | "
         f"{'first s':>7} {'compiles':>8} {'recomp':>6} {'breaks':>6} {'timed recomp':>12}"
     )
     print_table(header, (
         f"{r['model']:>15} {r['arm']:>40} | {r['step_ms_median']:8.1f} {r['audio_sec_per_sec']:9.0f} "
+        f"{r['back_to_back_audio_sec_per_sec']:9.0f} "
         f"{r['mfu']:6.1%} {r['peak_gib']:8.2f} | {r['first_pass_sec']:7.1f} {r['compiles']:>8} "
         f"{r['recompiles']:>6} {r['graph_breaks']:>6} {r['timed_recompiles']:>12}"
         for r in rows

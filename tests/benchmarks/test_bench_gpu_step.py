@@ -42,6 +42,7 @@ def test_the_smoke_run_times_a_bucketed_arm_and_writes_its_profile(bench, tmp_pa
     # smoke: 2 batches whose longest utterances are 80 and 160 frames; 2 buckets ending at 160: 160 / 1.25
     assert [t for _, t in row["padded_frames"]] == [128, 160]
     assert row["audio_sec_per_sec"] > 0 and row["step_ms_median"] > 0
+    assert row["back_to_back_audio_sec_per_sec"] > 0
     assert row["gflop_per_audio_sec"] > 0
     assert row["compiles"] == 0 and row["timed_recompiles"] == 0  # eager: dynamo never ran
     assert "aten::" in (tmp_path / "p.txt").read_text()

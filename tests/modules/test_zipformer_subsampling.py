@@ -59,3 +59,8 @@ def test_channels_are_cut_to_a_narrower_stack_or_zero_padded_to_a_wider_one():
     assert tuple(convert_num_channels(x, 3).shape) == (1, 2, 3)
     wider = convert_num_channels(x, 6)
     assert tuple(wider.shape) == (1, 2, 6) and wider[..., 4:].abs().sum() == 0
+
+
+def test_lengths_under_the_minimum_give_no_frames_not_fewer():
+    """A compiled or GPU forward does not read the lengths back to refuse a short utterance: it gets no frames."""
+    assert embed_output_lengths(torch.tensor([0, 5, 8, 9, 12])).tolist() == [0, 0, 0, 1, 2]

@@ -146,5 +146,8 @@ def test_a_training_step_under_cr_ctc_logs_both_terms_and_the_loader_leaves_mask
     assert data.train_loader.dataset.transform is None  # type: ignore[attr-defined]
     trainer.backward(next(iter(data.train_loader)), window_size=1, last_micro=True)
 
-    assert set(trainer.component_sums) == {"ctc", "cr"} and trainer.component_sums["cr"] > 0
+    # the terms' sums and then their tokens, on the device until the log reads them
+    assert set(trainer.component_names) == {"ctc", "cr"} and trainer.component_sums is not None
+    sums = dict(zip(trainer.component_names, trainer.component_sums.tolist(), strict=False))
+    assert sums["cr"] > 0 and trainer.component_sums[-1] > 0
     assert all(p.grad is not None for p in trainer.model.parameters() if p.requires_grad)

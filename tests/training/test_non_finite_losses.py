@@ -54,18 +54,25 @@ def test_more_non_finite_losses_than_allowed_abort_the_run_with_an_actionable_me
     corpus, tokenizer_path, tmp_path, monkeypatch
 ):
     poisoned = poison_training_losses(monkeypatch, set(range(10**6)))  # a diverged model: every batch
-    config = tiny_config(corpus, tokenizer_path, tmp_path, max_non_finite_losses=2)
+    # The step reads nothing back (training.health): the counts passing the limit at step 3 are read, and
+    # the run stopped, at the next sync: no train event comes first here, so the first epoch's end (4 steps).
+    config = tiny_config(corpus, tokenizer_path, tmp_path, max_non_finite_losses=2, log_every=100)
 
     with pytest.raises(NonFiniteLossError) as error:
         run(config)
 
     message = str(error.value)
-    assert "3 batches had a non-finite (NaN/inf) loss in the first 3 optimizer steps" in message
+    assert "4 batches had a non-finite (NaN/inf) loss in the first 4 optimizer steps" in message
     assert "run.max_non_finite_losses=2" in message and "--max-non-finite-losses" in message
     assert str(poisoned[0]) in message, "names the batches that failed"
     [abort] = events(tmp_path, "abort")
     assert abort["values"]["reason"] == message
-    assert (abort["values"]["non_finite_losses"], abort["step"]) == (3, 3)
+    assert (abort["values"]["non_finite_losses"], abort["values"]["skipped_steps"], abort["step"]) == (
+        4,
+        4,
+        4,
+    )
+    assert abort["values"]["batches"] == poisoned[:3], "the first three, read at one sync"
     assert not (tmp_path / "metrics.json").exists()
 
 

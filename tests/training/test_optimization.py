@@ -45,6 +45,36 @@ def test_scaled_adam_takes_its_options_from_the_config():
     assert (group["clipping_scale"], group["param_max_rms"], group["scalar_lr_scale"]) == (3.0, 2.0, 0.1)
 
 
+def snapshot(optimization: Optimization, model: torch.nn.Module) -> list[torch.Tensor]:
+    """The weights and every optimizer state tensor (moments, step counts), copied."""
+    state = [t for per_param in optimization.optimizer.state.values() for t in per_param.values()]
+    return [t.detach().clone() for t in [*model.parameters(), *state] if isinstance(t, torch.Tensor)]
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_a_non_finite_gradient_skips_the_update_whole_and_the_next_one_applies(optimizer):
+    """The fused AdamW skips on the device (told the verdict as a tensor, no host read); SGD reads the
+    verdict. Either way nothing moves: weights, moments, the step count."""
+    model = tiny_model()
+    optimization = Optimization(model, config(optimizer=optimizer, lr_warmup_steps=0), CPU, 10)
+    assert optimization.skips_on_device == (optimizer == "adamw")
+    backward(model)
+    assert bool(optimization.step(model, step=0, epoch=0))
+    before = snapshot(optimization, model)
+
+    backward(model, scale=math.nan)
+    applied = optimization.step(model, step=1, epoch=0)
+
+    assert applied.shape == () and not bool(applied)
+    after = snapshot(optimization, model)
+    assert len(after) == len(before) > 4
+    assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert not hasattr(optimization.optimizer, "found_inf"), "left as GradScaler leaves it"
+    backward(model)
+    assert bool(optimization.step(model, step=2, epoch=0))
+    assert not all(torch.equal(a, b) for a, b in zip(snapshot(optimization, model), before, strict=True))
+
+
 def test_under_lr_scale_with_batch_each_step_applies_and_logs_the_rate_times_batch_over_n():
     # Step schedule, no warmup, a long decay: the schedule's rate stays ~1e-3 (read from it, exactly).
     chosen = config(learning_rate=1e-3, lr_warmup_steps=0, lr_decay_steps=10**6, lr_scale_with_batch=8)

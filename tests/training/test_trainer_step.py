@@ -3,8 +3,12 @@ gradient accumulation, clipping and the EMA update, without a whole run."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.training.trainer import Trainer
@@ -100,3 +104,70 @@ def test_the_ema_copies_the_weights_before_its_start_step_and_averages_after(mak
     trainer.optimization.ema.update(trainer.model, step=1)  # 0.5 * 2 + 0.5 * 4
 
     assert torch.equal(trainer.optimization.ema.shadow[name], torch.full_like(param, 3.0))
+
+
+class HostReads(TorchFunctionMode):
+    """Every read of a tensor's value back into Python (on a GPU, a wait for the device) made under it, as
+    (the function, the caller's file:function). Torch's own C++ reads (inside CTC) are not seen."""
+
+    READS = frozenset(
+        {
+            torch.Tensor.item,
+            torch.Tensor.tolist,
+            torch.Tensor.__bool__,
+            torch.Tensor.__int__,
+            torch.Tensor.__float__,
+            torch.Tensor.__index__,
+            torch.Tensor.cpu,
+            torch.Tensor.numpy,
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[str, str]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS:
+            caller = sys._getframe(1)
+            self.reads.append(
+                (func.__name__, f"{Path(caller.f_code.co_filename).name}:{caller.f_code.co_name}")
+            )
+        return func(*args, **(kwargs or {}))
+
+
+# Reads of host memory, no wait for a device: the loader's batch is checked before its copy to the device,
+# and the Zipformer checks each utterance's length where the lengths are on the CPU (only there).
+HOST_SIDE = {("__bool__", "ctc.py:check_targets"), ("__int__", "zipformer.py:forward")}
+
+
+@pytest.mark.parametrize(
+    ("architecture", "precision"),
+    [
+        ("squeezeformer", "f32"),
+        ("squeezeformer", "bf16"),
+        ("squeezeformer", "f16"),
+        ("zipformer", "bf16"),
+        ("w2v-bert", "bf16"),
+    ],  # not Paraformer: its CIF reads how many tokens fired, its decoder's length
+)
+def test_training_steps_read_nothing_back_from_the_device_between_logs(make_trainer, architecture, precision):
+    """The CPU must be free to queue the next step while the GPU runs this one: a value read back (the
+    loss, a count, the gradient norm's verdict) makes it wait for the whole step. The counts wait on the
+    device for the log (training.health), and the fused AdamW skips a non-finite step there. The step
+    before session 28 read twice a step: its counts after the backward, the norm's verdict before the
+    update."""
+    trainer = make_trainer(precision, architecture=architecture)
+    assert trainer.optimization.skips_on_device
+    batches = [collate_batch(utterances(4, seed=seed)) for seed in range(3)]
+
+    with HostReads() as mode:
+        for batch in batches:
+            trainer.backward(batch, window_size=1, last_micro=True)
+            trainer.optimizer_step()
+
+    assert [read for read in mode.reads if read not in HOST_SIDE] == []
+    assert ("__bool__", "ctc.py:check_targets") in mode.reads, "the mode sees reads"
+    with HostReads() as mode:
+        trainer._log_train(epoch=0)
+    assert mode.reads, "the log reads the counts, once a log window"

@@ -228,9 +228,15 @@ class Zipformer(nn.Module):
                 "check that the feature extractor and the model config agree on input_dim"
             )
         shortest = features.size(1)
-        # Reading the lengths' minimum is a device sync and, under torch.compile, a graph break (issue 36):
-        # eager calls check every utterance, a compiled forward only the padded T, a static shape.
-        if feature_lengths.numel() and not torch.compiler.is_compiling():
+        # Every utterance is checked where its length is a host read: lengths on the CPU, eager. On a GPU
+        # the read would wait for the device (the CPU could not queue the step ahead), and under
+        # torch.compile it is a graph break (issue 36): there only the padded T, a static shape, is
+        # checked, and a shorter utterance gives no frames (its target counted as infeasible).
+        if (
+            feature_lengths.numel()
+            and feature_lengths.device.type == "cpu"
+            and not torch.compiler.is_compiling()
+        ):
             shortest = min(shortest, int(feature_lengths.min()))
         if shortest < MIN_INPUT_FRAMES:
             raise ValueError(

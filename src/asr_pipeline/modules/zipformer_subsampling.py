@@ -28,8 +28,9 @@ MIN_INPUT_FRAMES = 9  # (9 - 7) // 2 = 1 frame at 50 Hz
 
 
 def embed_output_lengths(lengths: Tensor) -> Tensor:
-    """(L - 7) // 2: 50 Hz frames from L 100 Hz frames (see the module docstring)."""
-    return torch.div(lengths - 7, 2, rounding_mode="floor")
+    """(L - 7) // 2: 50 Hz frames from L 100 Hz frames (see the module docstring); none, not fewer, from
+    L < 9."""
+    return torch.div(lengths - 7, 2, rounding_mode="floor").clamp(min=0)
 
 
 def downsampled_lengths(lengths: Tensor, factor: int) -> Tensor:

@@ -75,14 +75,18 @@ class WeightEMA(_ShadowWeights):
 
     @torch.no_grad()
     def update(self, model: nn.Module, step: int) -> None:
-        """After optimizer step ``step`` (0-based); ``model`` is unwrapped (no DDP)."""
-        for name, param in model.named_parameters():
-            if name not in self.shadow:
-                continue
-            if step < self.start_step:
-                self.shadow[name].copy_(param.detach())
-            else:
-                self.shadow[name].lerp_(param.detach().float(), 1.0 - self.decay)
+        """After optimizer step ``step`` (0-based); ``model`` is unwrapped (no DDP). Every tensor in one
+        foreach call: on a GPU a few multi-tensor kernels a step, not two launches per parameter."""
+        pairs = [
+            (self.shadow[name], p.detach()) for name, p in model.named_parameters() if name in self.shadow
+        ]
+        if not pairs:
+            return
+        shadows, params = (list(side) for side in zip(*pairs, strict=True))
+        if step < self.start_step:
+            torch._foreach_copy_(shadows, params)
+        else:
+            torch._foreach_lerp_(shadows, [p.float() for p in params], 1.0 - self.decay)
 
 
 class RunningAverage(_ShadowWeights):

@@ -130,10 +130,15 @@ class Optimization:
             return self.applied_lr
         return self.learning_rate(max(steps_taken - 1, 0), epoch)
 
-    def step(self, model: nn.Module, step: int, epoch: int, batch_size: float | None = None) -> bool:
+    def step(self, model: nn.Module, step: int, epoch: int, batch_size: float | None = None) -> Tensor:
         """Unscale, measure and clip the gradients, and update unless their norm is non-finite; then zero
         them and update the averages. ``batch_size``: the step's utterances over all ranks (needed only under
-        ``optim.lr_scale_with_batch``). Returns whether the update was taken."""
+        ``optim.lr_scale_with_batch``). Returns whether the update was taken: a 0-d bool on the device.
+
+        A fused optimizer (torch's ``fused=True`` Adam, AdamW: ``skips_on_device``) is told the verdict as
+        a tensor (its ``found_inf``, as ``GradScaler`` tells it) and skips the update, its step count
+        included, on the device. Nothing is read back to the host, so the CPU queues the update and the
+        next batch's forward while the GPU still runs this backward. The others read the norm here."""
         self.scaler.unscale_(self.optimizer)
         # inf: measure the norm, clip nothing (scaled_adam clips by its own median rule).
         clip = (self.config.optimizer != "scaled_adam" and self.config.gradient_clip_norm) or math.inf
@@ -142,12 +147,19 @@ class Optimization:
             self.config.gradient_clip_value is not None
         ):  # after measuring: the logged norm is the unclipped one
             torch.nn.utils.clip_grad_value_(model.parameters(), self.config.gradient_clip_value)
-        applied = bool(torch.isfinite(self.grad_norm))
-        if applied:
-            rate = self.applied_rate(step, epoch, batch_size)
-            for group in self.optimizer.param_groups:
-                group["lr"] = rate
-            self.applied_lr = rate
+        applied = torch.isfinite(self.grad_norm)  # (,)
+        if self.skips_on_device:
+            self._set_rate(step, epoch, batch_size)
+            if self.scaler.is_enabled():  # f16: the scaler tells it its own inf check of the unscaled grads
+                self.scaler.step(self.optimizer)
+            else:
+                self.optimizer.found_inf = (~applied).float()  # type: ignore[attr-defined]  # 1.0: skip
+                try:
+                    self.optimizer.step()
+                finally:
+                    del self.optimizer.found_inf  # type: ignore[attr-defined]  # as GradScaler leaves it
+        elif bool(applied):
+            self._set_rate(step, epoch, batch_size)
             self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -156,6 +168,18 @@ class Optimization:
         if self.average is not None:
             self.average.update(model, step)
         return applied
+
+    @property
+    def skips_on_device(self) -> bool:
+        """Whether the optimizer takes a skip verdict as a tensor (``found_inf``), as torch's fused
+        optimizers do for ``GradScaler``."""
+        return bool(getattr(self.optimizer, "_step_supports_amp_scaling", False))
+
+    def _set_rate(self, step: int, epoch: int, batch_size: float | None) -> None:
+        rate = self.applied_rate(step, epoch, batch_size)
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
+        self.applied_lr = rate
 
     def averages(self, model: nn.Module) -> dict[str, dict[str, Tensor]]:
         """The weight averages kept, as file name -> state dict for a checkpoint: the EMA in the

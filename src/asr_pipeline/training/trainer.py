@@ -134,13 +134,15 @@ class Trainer(TrainerStep, TrainerState):
         )
         self.step = 0  # optimizer steps taken (skipped ones included): the schedule's clock
         self.epoch = 0
-        self.epoch_totals = [0.0, 0.0, 0.0]  # loss sum, target tokens, audio ms: this rank, this epoch
+        # loss sum, target tokens, audio ms: this rank, this epoch (on the device: read at the epoch's end)
+        self.epoch_totals = torch.zeros(3, dtype=torch.float64, device=ctx.device)
         self.epoch_skipped_examples = 0  # examples the loader could not produce: this rank, this epoch
         self.epoch_skipped_first: list[str] = []  # the first of them, "location: reason (detail)"
         self.window = torch.zeros(4, dtype=torch.float64, device=ctx.device)  # + utterances, since last log
-        # Multi-term losses (Paraformer): this rank's sum of each term and its target tokens since the last log.
-        self.component_sums: dict[str, float] = {}
-        self.component_tokens = 0.0
+        # Multi-term losses (Paraformer): this rank's sum of each term, then their target tokens, since the
+        # last log (on the device), and the terms' names.
+        self.component_sums: torch.Tensor | None = None
+        self.component_names: list[str] = []
         self.window_started = time.perf_counter()
         self.window_loader_wait = 0.0  # seconds this rank waited for the loader's next batch, since last log
         schedule = self.optimization.schedule
@@ -244,7 +246,7 @@ class Trainer(TrainerStep, TrainerState):
         self.apply_settings(epoch)
         epoch_batches, batches_done = len(self.sampler.epoch_batches()), self.sampler.batches_to_skip
         if batches_done == 0:
-            self.epoch_totals = [0.0, 0.0, 0.0]
+            self.epoch_totals.zero_()
         self.epoch_skipped_examples = 0  # after a mid-epoch resume: counts the resumed part only
         self.epoch_skipped_first = []
         self._train_mode()
@@ -263,9 +265,7 @@ class Trainer(TrainerStep, TrainerState):
             if micro < window_size:
                 continue
             micro = 0
-            if not self.optimizer_step():
-                # Every rank skips the same steps (the gradient norm is all-reduced): all reach this collective.
-                self.health.sync(self.step, epoch)
+            self.optimizer_step()
             self.progress.advance(self.step)
             # Also at the run's last step, so a run shorter than log_every still has its curves (dvc plots).
             # Every rank has the same epoch_batches, so all of them take this collective together.
@@ -277,8 +277,8 @@ class Trainer(TrainerStep, TrainerState):
             if config.run.checkpoint_every_steps and self.step % config.run.checkpoint_every_steps == 0:
                 self.checkpoint(epoch, self.sampler.state_dict(batches_done=batches_done), {})
         self.health.sync(self.step, epoch)
-        totals = [*self.epoch_totals, self.epoch_skipped_examples]
-        sums = all_reduce_sum(torch.tensor(totals, dtype=torch.float64, device=self.ctx.device))
+        skipped = torch.tensor([self.epoch_skipped_examples], dtype=torch.float64, device=self.ctx.device)
+        sums = all_reduce_sum(torch.cat([self.epoch_totals, skipped]))
         loss_sum, tokens, audio_ms, skipped_examples = sums.tolist()
         if tokens == 0 and skipped_examples > 0:  # every rank skipped every example: not a 0.0 loss
             raise nothing_trained_error(self.epoch_skipped_first, int(skipped_examples), f"epoch {epoch + 1}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
+
 from asr_pipeline.models.lora import load_saved_weights
 from asr_pipeline.run_layout import WEIGHTS
 from asr_pipeline.training.checkpoint import load_training_state, load_weights, restore_rng, rng_state
@@ -44,7 +46,9 @@ class TrainerState:
         if self.early_stopping is not None:
             self.early_stopping.load_state_dict(state.get("early_stopping"))
         self.optimization.load_averages(lambda file: load_weights(run_dir, file))
-        self.epoch_totals = list(state["epoch_totals"][self.ctx.rank])
+        self.epoch_totals = torch.tensor(
+            state["epoch_totals"][self.ctx.rank], dtype=torch.float64, device=self.ctx.device
+        )
         restore_rng(state["rng"][self.ctx.rank], self.ctx.device)
         self.epoch = self.sampler.epoch
         return self.sampler.epoch
@@ -55,7 +59,7 @@ class TrainerState:
         """Collective: every rank's RNG state and running totals go into rank 0's checkpoint
         (``training.run_checkpoints``; ``best``: ``checkpoint_best`` too, written first)."""
         self.health.sync(self.step, epoch)  # the saved counters are the run's, all ranks included
-        rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals)
+        rng, totals = gather(rng_state(self.ctx.device)), gather(self.epoch_totals.tolist())
         if not self.ctx.is_main:
             return
         averages = self.optimization.averages(self.model)

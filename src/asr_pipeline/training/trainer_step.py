@@ -75,6 +75,7 @@ class TrainerStep:
             loss_sum = losses.sum()
             tokens = (batch.target_lengths if step.tokens is None else step.tokens).sum()
             self.optimization.scale(loss_sum / tokens.clamp(min=1) / window_size).backward()
+        # Counted on the device, read at the next log (training.health): no host read in the step.
         finite = torch.isfinite(loss_sum)
         stats = torch.stack(
             [
@@ -85,17 +86,13 @@ class TrainerStep:
             ]
         )
         self.window += stats
-        counts = torch.stack([~finite, (out_lengths < batch.target_lengths).sum()]).double()
-        *totals, non_finite, infeasible = torch.cat([stats[:3], counts]).tolist()  # one copy to the host
-        self.epoch_totals = [total + value for total, value in zip(self.epoch_totals, totals, strict=True)]
-        self.health.note_batch(bool(non_finite), int(infeasible), batch.ids)
-        if step.components and not non_finite:  # this rank's loss terms, per target token at the next log
-            sums = torch.stack(
-                [value.detach().sum() for value in step.components.values()]
-            ).tolist()  # one copy
-            for name, value in zip(step.components, sums, strict=True):
-                self.component_sums[name] = self.component_sums.get(name, 0.0) + value
-            self.component_tokens += float(totals[1])
+        self.epoch_totals += stats[:3]
+        self.health.note_batch(~finite, (out_lengths < batch.target_lengths).sum(), batch.ids)
+        if step.components:  # this rank's loss terms of its finite batches, per target token at the next log
+            sums = torch.stack([value.detach().sum() for value in step.components.values()]).double()
+            terms = torch.cat([torch.where(finite, sums, 0.0), stats[1:2]])  # (terms + 1,): + the tokens
+            self.component_sums = terms if self.component_sums is None else self.component_sums + terms
+            self.component_names = list(step.components)
 
     def _backward_empty(self, last_micro: bool) -> None:
         """A batch whose every example was skipped. A single rank has nothing to add; under DDP this rank
@@ -116,9 +113,9 @@ class TrainerStep:
         finally:
             self._train_mode()
 
-    def optimizer_step(self) -> bool:
+    def optimizer_step(self) -> None:
         """The update closing an accumulation window (``training.optimization``); the clock moves on
-        either way. Returns False when the step was skipped for a non-finite gradient norm (counted)."""
+        whether it is taken or skipped for a non-finite gradient norm (counted at the next log)."""
         batch_size = None
         if self.optimization.config.lr_scale_with_batch is not None:  # the same rate on every rank
             local = torch.tensor([float(self.step_utterances)], dtype=torch.float64, device=self.ctx.device)
@@ -126,17 +123,22 @@ class TrainerStep:
         applied = self.optimization.step(self.model, self.step, self.epoch, batch_size)
         self.micro = 0
         self.step_utterances = 0
-        if not applied:
-            self.health.note_skipped_step()
+        self.health.note_step(applied)
         self.step += 1
         for hook in self.hooks:
             hook.on_step(self)
-        return applied
 
     def _log_train(self, epoch: int) -> float:
         """Collective: the loss and throughput since the last log, summed over ranks."""
         self.health.sync(self.step, epoch)
         loss_sum, tokens, audio_ms, utterances = all_reduce_sum(self.window.clone()).tolist()
+        terms = {}
+        if self.component_sums is not None:  # rank 0's own (not summed over ranks): what each weight buys
+            *sums, component_tokens = self.component_sums.tolist()
+            terms = {
+                f"loss_{name}": value / max(component_tokens, 1.0)
+                for name, value in zip(self.component_names, sums, strict=True)
+            }
         elapsed = time.perf_counter() - self.window_started
         loss = loss_sum / max(tokens, 1)
         self.events.write(
@@ -152,14 +154,10 @@ class TrainerStep:
                 "loader_wait_fraction": self.window_loader_wait / elapsed,
                 "utterances": int(utterances),
                 **self.counters,
-                # rank 0's own terms per target token (not summed over ranks): what each loss weight buys
-                **{
-                    f"loss_{name}": value / max(self.component_tokens, 1.0)
-                    for name, value in self.component_sums.items()
-                },
+                **terms,  # per target token
             },
         )
-        self.component_sums, self.component_tokens = {}, 0.0
+        self.component_sums = None
         self.window.zero_()
         self.window_started = time.perf_counter()
         self.window_loader_wait = 0.0
