@@ -107,7 +107,8 @@ def test_the_ema_copies_the_weights_before_its_start_step_and_averages_after(mak
 
 
 class HostReads(TorchFunctionMode):
-    """Every read of a tensor's value back into Python (on a GPU, a wait for the device) made under it, as
+    """Every read of a tensor's value back into Python made under it, and every tensor made from Python
+    data (on a GPU, both wait for the device: a copy from pageable host memory synchronizes its stream), as
     (the function, the caller's file:function). Torch's own C++ reads (inside CTC) are not seen."""
 
     READS = frozenset(
@@ -120,6 +121,9 @@ class HostReads(TorchFunctionMode):
             torch.Tensor.__index__,
             torch.Tensor.cpu,
             torch.Tensor.numpy,
+            torch.tensor,
+            torch.as_tensor,
+            torch.Tensor.new_tensor,
         }
     )
 
@@ -155,8 +159,8 @@ def test_training_steps_read_nothing_back_from_the_device_between_logs(make_trai
     """The CPU must be free to queue the next step while the GPU runs this one: a value read back (the
     loss, a count, the gradient norm's verdict) makes it wait for the whole step. The counts wait on the
     device for the log (training.health), and the fused AdamW skips a non-finite step there. The step
-    before session 28 read twice a step: its counts after the backward, the norm's verdict before the
-    update."""
+    before session 28 waited three times a step: its counts after the backward, the norm's verdict before
+    the update, and torch.tensor(len(batch), device=...)."""
     trainer = make_trainer(precision, architecture=architecture)
     assert trainer.optimization.skips_on_device
     batches = [collate_batch(utterances(4, seed=seed)) for seed in range(3)]
