@@ -3,6 +3,7 @@ utterance mean, and leave the input alone."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from asr_pipeline.features.augment import SpecAugment
@@ -74,3 +75,26 @@ def test_a_batch_is_masked_per_utterance_within_its_frames_and_its_padding_is_ke
 
     assert torch.equal(masked[1, 7:], features[1, 7:]) and torch.equal(masked[2, 4:], features[2, 4:])
     assert not torch.equal(masked, features), "seed 1 draws at least one mask"
+
+
+@pytest.mark.parametrize("mask_value", [None, 0.0])
+def test_a_batch_takes_the_draws_and_fill_of_masking_each_utterance_alone(mask_value):
+    """``batch`` masks on the device in one pass; row by row, ``__call__`` with the same generator draws the
+    same spans and fills them with the same value (the utterance's mean over its own frames)."""
+    augment = SpecAugment(
+        time_masks=3, time_mask_max_frames=4, freq_masks=2, freq_mask_max_bins=3, mask_value=mask_value
+    )
+    features = torch.randn(4, 15, 7) + 2.0  # (B, T, F)
+    lengths = [15, 9, 0, 5]
+
+    masked = augment.batch(features, lengths, torch.Generator().manual_seed(3))
+
+    generator = torch.Generator().manual_seed(3)
+    expected = features.clone()
+    for row, length in enumerate(lengths):
+        expected[row, :length] = augment(features[row, :length], generator)
+    torch.testing.assert_close(masked, expected, rtol=1e-6, atol=1e-6)
+    assert not torch.equal(masked, features)
+    assert torch.equal(
+        augment.batch(features, torch.tensor(lengths), torch.Generator().manual_seed(3)), masked
+    )

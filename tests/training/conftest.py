@@ -78,8 +78,8 @@ def single_process(monkeypatch, keep_torch_threads):
 
 @pytest.fixture
 def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
-    """``make(precision="f32", hooks=None, architecture="squeezeformer", **optim)``: a single-process CPU
-    Trainer of the architecture's tiny model on the tiny corpus, dropout off (deterministic forward passes), events not written, writing checkpoints to ``tmp_path/run``; ``hooks``
+    """``make(precision="f32", hooks=None, architecture="squeezeformer", regularization=None, **optim)``: a
+    single-process CPU Trainer of the architecture's tiny model on the tiny corpus, dropout off (deterministic forward passes), events not written, writing checkpoints to ``tmp_path/run``; ``hooks``
     replaces the ones the config asks for; keyword args override ``optim`` keys."""
     from asr_pipeline.training.config import resolve_config
     from asr_pipeline.training.distributed import DistributedContext
@@ -88,10 +88,15 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
     from asr_pipeline.training.trainer import Trainer
 
     def make(
-        precision: str = "f32", hooks: list | None = None, architecture: str = "squeezeformer", **optim: Any
+        precision: str = "f32",
+        hooks: list | None = None,
+        architecture: str = "squeezeformer",
+        regularization: dict | None = None,
+        **optim: Any,
     ) -> Trainer:
         config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
         config_dict["model"] = {"architecture": architecture, "variant": "tiny", "dropout": 0.0}
+        config_dict["regularization"] = regularization or {}
         config_dict["optim"] |= optim
         config = resolve_config(config_dict)
         ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))

@@ -75,6 +75,32 @@ def test_a_non_finite_gradient_skips_the_update_whole_and_the_next_one_applies(o
     assert not all(torch.equal(a, b) for a, b in zip(snapshot(optimization, model), before, strict=True))
 
 
+def test_under_f16_a_norm_that_overflows_on_finite_gradients_skips_the_update_too():
+    """The scaler's own check sees finite gradients; the norm's verdict (told to the fused AdamW) skips."""
+    model = tiny_model()
+    chosen = resolve_config(
+        {
+            "data": {"train_manifests": ["train.jsonl"]},
+            "optim": {"lr_warmup_steps": 0},
+            "run": {"precision": "f16"},
+        }
+    )
+    optimization = Optimization(model, chosen, CPU, 10)
+    assert optimization.scaler.is_enabled() and optimization.skips_on_device
+    inputs = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
+    optimization.scale(model(inputs).pow(2).mean()).backward()
+    assert bool(optimization.step(model, step=0, epoch=0))
+    before = snapshot(optimization, model)
+    scale = optimization.scaler.get_scale()
+    for p in model.parameters():  # finite once unscaled (3e38 / scale), their squares' sum not
+        p.grad = torch.full_like(p, 3e38)
+
+    assert not bool(optimization.step(model, step=1, epoch=0))
+
+    assert all(torch.equal(a, b) for a, b in zip(snapshot(optimization, model), before, strict=True))
+    assert optimization.scaler.get_scale() == scale, "the scaler saw no inf: its scale stays"
+
+
 def test_under_lr_scale_with_batch_each_step_applies_and_logs_the_rate_times_batch_over_n():
     # Step schedule, no warmup, a long decay: the schedule's rate stays ~1e-3 (read from it, exactly).
     chosen = config(learning_rate=1e-3, lr_warmup_steps=0, lr_decay_steps=10**6, lr_scale_with_batch=8)

@@ -20,6 +20,7 @@ the fly, ``data.audio_dataset``): a random gain and additive Gaussian noise per 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,13 +101,35 @@ class SpecAugment:
             masked[:, start : start + width] = fill
         return masked
 
-    def batch(self, features: Tensor, lengths: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def batch(
+        self, features: Tensor, lengths: Tensor | Sequence[int], generator: torch.Generator | None = None
+    ) -> Tensor:
         """A masked copy of a padded batch ``features`` (B, T, F): each utterance masked within its
-        ``lengths`` (B,) frames as ``__call__`` masks one, its padding left as it was."""
-        masked = features.clone()
-        for row, length in enumerate(lengths.tolist()):
-            masked[row, :length] = self(features[row, :length], generator)
-        return masked
+        ``lengths`` (B,) frames as ``__call__`` masks one (the same draws), its padding left as it was.
+
+        The spans are drawn on the host from the lengths, which a list gives without reading ``features``'
+        device (a batch's lengths read before its copy to the GPU); the masks and the fill go to the device
+        in one pass, and nothing comes back: the training step does not wait for the GPU."""
+        frames = lengths.tolist() if isinstance(lengths, Tensor) else list(lengths)
+        rows, width, bins = features.shape
+        time = torch.zeros(rows, width, dtype=torch.bool)  # (B, T)
+        freq = torch.zeros(rows, bins, dtype=torch.bool)  # (B, F)
+        for row, length in enumerate(frames):
+            spans = self.sample_spans(length, bins, generator)
+            for start, span in spans.time:
+                time[row, start : start + span] = True
+            for start, span in spans.freq:
+                freq[row, start : start + span] = True
+        counts = torch.tensor(frames, dtype=torch.int64)  # (B,)
+        inside = torch.arange(width) < counts[:, None]  # (B, T): the utterance's frames, not its padding
+        device = features.device
+        time, freq, inside = (t.to(device, non_blocking=True) for t in (time, freq, inside))
+        mask = (time[:, :, None] | freq[:, None, :]) & inside[:, :, None]  # (B, T, F)
+        if self.mask_value is None:  # each utterance's mean over its own frames, as __call__ takes it
+            cells = (counts * bins).clamp(min=1).to(device, non_blocking=True)  # (B,)
+            fill = (features * inside[:, :, None]).sum(dim=(1, 2)) / cells  # (B,)
+            return torch.where(mask, fill[:, None, None].to(features.dtype), features)
+        return features.masked_fill(mask, self.mask_value)
 
 
 def _spans(

@@ -46,13 +46,16 @@ def views_augment(data: DataConfig, regularization: RegularizationConfig) -> Spe
     )
 
 
-def two_views(batch: Batch, augment: SpecAugment) -> Batch:
-    """``batch`` twice over, (2B, ...): rows b and B + b are utterance b, each masked with its own draw."""
+def two_views(batch: Batch, augment: SpecAugment, frames: list[int] | None = None) -> Batch:
+    """``batch`` twice over, (2B, ...): rows b and B + b are utterance b, each masked with its own draw.
+    ``frames``: the utterances' lengths read on the host before the batch went to the device (else read
+    from it: on a GPU, a wait)."""
     features = batch.features.repeat(2, 1, 1)  # (2B, T, F)
     lengths = batch.feature_lengths.repeat(2)  # (2B,)
+    frames = batch.feature_lengths.tolist() if frames is None else frames
     return dataclasses.replace(
         batch,
-        features=augment.batch(features, lengths),
+        features=augment.batch(features, frames * 2),
         feature_lengths=lengths,
         targets=batch.targets.repeat(2, 1),
         target_lengths=batch.target_lengths.repeat(2),
@@ -89,11 +92,13 @@ class CRCTC:
         ramp = min(1.0, step / warmup) if warmup else 1.0
         return self.regularization.cr_loss_scale * ramp
 
-    def losses(self, model: nn.Module, batch: Batch, config: TrainConfig, step: int) -> StepLosses:
+    def losses(
+        self, model: nn.Module, batch: Batch, config: TrainConfig, step: int, frames: list[int] | None = None
+    ) -> StepLosses:
         """Per-utterance losses (B,) of ``batch`` with components ``ctc`` and ``cr`` (each (B,), unweighted);
-        the first view's log-probs and output lengths."""
+        the first view's log-probs and output lengths. ``frames``: as ``two_views`` takes them."""
         size = len(batch)
-        losses, log_probs, out_lengths = ctc_losses(model, two_views(batch, self.augment), config)
+        losses, log_probs, out_lengths = ctc_losses(model, two_views(batch, self.augment, frames), config)
         ctc = (losses[:size] + losses[size:]) / 2  # (B,)
         consistency = consistency_losses(log_probs.float(), out_lengths)
         cr = (consistency[:size] + consistency[size:]) / 2  # (B,)

@@ -138,7 +138,9 @@ class Optimization:
         A fused optimizer (torch's ``fused=True`` Adam, AdamW: ``skips_on_device``) is told the verdict as
         a tensor (its ``found_inf``, as ``GradScaler`` tells it) and skips the update, its step count
         included, on the device. Nothing is read back to the host, so the CPU queues the update and the
-        next batch's forward while the GPU still runs this backward. The others read the norm here."""
+        next batch's forward while the GPU still runs this backward. The others read the norm here. The
+        rate logged under ``lr_scale_with_batch`` (``applied_lr``) is then the last step's, skipped or
+        not."""
         self.scaler.unscale_(self.optimizer)
         # inf: measure the norm, clip nothing (scaled_adam clips by its own median rule).
         clip = (self.config.optimizer != "scaled_adam" and self.config.gradient_clip_norm) or math.inf
@@ -149,15 +151,14 @@ class Optimization:
             torch.nn.utils.clip_grad_value_(model.parameters(), self.config.gradient_clip_value)
         applied = torch.isfinite(self.grad_norm)  # (,)
         if self.skips_on_device:
+            # The norm's verdict, f16 included (the gradients are unscaled already): a norm that overflows
+            # while every gradient is finite skips the step too, which the scaler's own inf check would not.
             self._set_rate(step, epoch, batch_size)
-            if self.scaler.is_enabled():  # f16: the scaler tells it its own inf check of the unscaled grads
-                self.scaler.step(self.optimizer)
-            else:
-                self.optimizer.found_inf = (~applied).float()  # type: ignore[attr-defined]  # 1.0: skip
-                try:
-                    self.optimizer.step()
-                finally:
-                    del self.optimizer.found_inf  # type: ignore[attr-defined]  # as GradScaler leaves it
+            self.optimizer.found_inf = (~applied).float()  # type: ignore[attr-defined]  # 1.0: skip
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf  # type: ignore[attr-defined]  # as GradScaler leaves it
         elif bool(applied):
             self._set_rate(step, epoch, batch_size)
             self.scaler.step(self.optimizer)

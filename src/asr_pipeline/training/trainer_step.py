@@ -56,6 +56,7 @@ class TrainerStep:
             self._backward_empty(last_micro)
             return
         check_targets(batch, self.vocab_size, self.config.model.blank_id)
+        frames = batch.feature_lengths.tolist()  # on the host before the copy: CR-CTC's masks, no wait
         batch = batch.to(self.ctx.device, non_blocking=True)
         for hook in self.hooks:  # a compiled model's shape marks
             hook.on_batch(self, batch)
@@ -67,7 +68,7 @@ class TrainerStep:
         noise = self.weight_noise.applied(self.step, micro) if self.weight_noise else contextlib.nullcontext()
         with sync, noise:
             if self.cr_ctc is not None:
-                step = self.cr_ctc.losses(self.ddp_model, batch, self.config, self.step)
+                step = self.cr_ctc.losses(self.ddp_model, batch, self.config, self.step, frames)
             else:
                 step = model_losses(self.ddp_model, batch, self.config, training=True)
             losses, out_lengths = step.losses, step.out_lengths  # (B,), (B,)

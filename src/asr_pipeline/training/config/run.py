@@ -192,7 +192,7 @@ class RunConfig:
     # stops within 100 / world_size micro-batches instead of burning its budget. None: never abort.
     max_non_finite_losses: int | None = setting(
         100,
-        help="abort once more batches than this had a NaN/inf loss (summed over ranks; counted at each train event, every --log-every steps)",
+        help="abort once more batches than this had a NaN/inf loss (summed over ranks; counted at each train event, every --log-every steps, checkpoint and epoch end)",
         flag="--max-non-finite-losses",
     )
     # Bitwise-reproducible weights (training.determinism): seeded RNGs, deterministic algorithms, cuDNN and
