@@ -25,6 +25,8 @@
 #   engine_warm   the same settings on 64 other utterances: the time to the first step on a warm cache;
 #   loader        the training loader alone on this machine's CPUs (bench_loader_rate.py: audio-s/s with 0, 4
 #                 and 8 workers, 4 with every worker reading every shard as before): can it feed the target?
+#   waits         the training step's waits for the GPU under torch's sync debug mode (tests/training/
+#                 test_trainer_step.py -m gpu; needs pytest): no more than torch's CTC loss makes alone;
 #   kernels_ops   Zipformer-M eager bf16 with each op's kernel alone against the references (--per-op): which
 #                 kernels pay at the model level, the evidence asr_kernels.AUTO_KERNELS is set from;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
@@ -61,7 +63,7 @@ else
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader waits kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -150,10 +152,16 @@ copy_engine_figures() {
 copy_engine_figures
 step loader 90 python3 benchmarks/bench_loader_rate.py $LOADER --workdir $ROOT/loader_corpus
 
+HAS_PYTEST=$(python3 -c "import pytest" 2>/dev/null && echo 1)
+if [ -z "$HAS_PYTEST" ]; then
+  for name in waits kernels_cuda; do
+    case " $STEPS " in *" $name "*) echo "no pytest in the image: $name skipped"; SKIPPED="$SKIPPED $name" ;; esac
+  done
+  STEPS=${STEPS/waits/}; STEPS=${STEPS/kernels_cuda/}
+fi
+step waits 60 python3 -m pytest tests/training/test_trainer_step.py -q -p no:cacheprovider -m gpu
 step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --deadline 95 --json "$OUT/kernels_ops.json"
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
-HAS_PYTEST=$(python3 -c "import pytest" 2>/dev/null && echo 1)
-[ -n "$HAS_PYTEST" ] || { echo "no pytest in the image: kernels_cuda skipped"; SKIPPED="$SKIPPED kernels_cuda"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
 step others 120 $BENCH --models $OTHERS \
   --arms eager:off:bf16:buckets eager:off:f32:buckets --json "$OUT/others.json"
@@ -183,6 +191,7 @@ done
 [ -f "$OUT/loader.log" ] && sed -n '/^ *arm | /,$p' "$OUT/loader.log"
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
 cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
+grep -h -E "passed|failed|skipped" "$OUT/waits.log" 2>/dev/null | tail -n 1  # the step's waits
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
 grep -h -E "passed|failed|skipped" "$OUT/w2v_flex.log" 2>/dev/null | head -n 1  # the flex parity test
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"

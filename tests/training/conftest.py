@@ -78,8 +78,8 @@ def single_process(monkeypatch, keep_torch_threads):
 
 @pytest.fixture
 def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
-    """``make(precision="f32", hooks=None, architecture="squeezeformer", regularization=None, **optim)``: a
-    single-process CPU Trainer of the architecture's tiny model on the tiny corpus, dropout off (deterministic forward passes), events not written, writing checkpoints to ``tmp_path/run``; ``hooks``
+    """``make(precision="f32", hooks=None, architecture="squeezeformer", regularization=None, device="cpu",
+    **optim)``: a single-process Trainer (CPU unless ``device`` is "cuda") of the architecture's tiny model on the tiny corpus, dropout off (deterministic forward passes), events not written, writing checkpoints to ``tmp_path/run``; ``hooks``
     replaces the ones the config asks for; keyword args override ``optim`` keys."""
     from asr_pipeline.training.config import resolve_config
     from asr_pipeline.training.distributed import DistributedContext
@@ -92,14 +92,17 @@ def make_trainer(corpus, tokenizer_path, tmp_path, keep_torch_threads):
         hooks: list | None = None,
         architecture: str = "squeezeformer",
         regularization: dict | None = None,
+        device: str = "cpu",
         **optim: Any,
     ) -> Trainer:
-        config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision)
+        # On CUDA without DVCLive: the GPU machines may lack dvc(live), as test_precision's CUDA runs say.
+        gpu = {"backend": "cuda", "dvclive": False} if device == "cuda" else {}
+        config_dict = tiny_config(corpus, tokenizer_path, tmp_path / "run", precision=precision, **gpu)
         config_dict["model"] = {"architecture": architecture, "variant": "tiny", "dropout": 0.0}
         config_dict["regularization"] = regularization or {}
         config_dict["optim"] |= optim
         config = resolve_config(config_dict)
-        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+        ctx = DistributedContext(rank=0, local_rank=0, world_size=1, device=torch.device(device))
         vocab_size = CTCTokenizer.from_file(tokenizer_path).vocab_size
         events = EventLog(tmp_path / "events.jsonl", enabled=False, append=False)
         return Trainer(config, ctx, build_data(config, ctx), vocab_size, events, hooks=hooks)

@@ -4,6 +4,7 @@ gradient accumulation, clipping and the EMA update, without a whole run."""
 from __future__ import annotations
 
 import sys
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -191,3 +192,50 @@ def test_training_steps_read_nothing_back_from_the_device_between_logs(
     with HostReads() as mode:
         trainer._log_train(epoch=0)
     assert mode.reads, "the log reads the counts, once a log window"
+
+
+def ctc_waits(batch, vocab_size: int, device: torch.device) -> int:
+    """The waits torch's own CTC loss makes, forward and backward, on a batch of ``batch``'s shape."""
+    frames = 40  # output frames per utterance: any length the targets fit in
+    log_probs = torch.randn(frames, len(batch), vocab_size, device=device).log_softmax(-1).requires_grad_()
+    lengths = torch.full((len(batch),), frames, device=device)
+    targets, target_lengths = batch.targets.to(device), batch.target_lengths.to(device)
+    torch.cuda.synchronize(device)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            losses = torch.nn.functional.ctc_loss(
+                log_probs, targets, lengths, target_lengths, reduction="none", zero_infinity=True
+            )
+            losses.sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum("synchronizing" in str(w.message) for w in seen)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("architecture", ["zipformer", "squeezeformer"])
+def test_on_cuda_a_step_waits_for_the_device_only_inside_the_ctc_loss(make_trainer, architecture):
+    """torch's sync debug mode counts every wait of the steps (backward, update): no more than torch's CTC
+    makes on its own (its kernel reads the lengths on the host)."""
+    trainer = make_trainer("bf16", architecture=architecture, device="cuda")
+    device = trainer.ctx.device
+    batches = [collate_batch(utterances(4, seed=seed)) for seed in range(3)]
+    trainer.backward(batches[0], window_size=1, last_micro=True)  # warm-up: cuBLAS, allocator, autotuning
+    trainer.optimizer_step()
+    torch.cuda.synchronize(device)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for batch in batches:
+                trainer.backward(batch, window_size=1, last_micro=True)
+                trainer.optimizer_step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    waits = sum("synchronizing" in str(w.message) for w in seen)
+
+    assert waits <= len(batches) * ctc_waits(batches[0], trainer.vocab_size, device)
