@@ -2,7 +2,7 @@
 bucketed/exact batch lengths, per model, on a sequence of batches of varying length as a loader makes them.
 
 One step is ``training_step.train_step`` (forward under autocast for bf16, float32 CTC per
-token, backward, clip, AdamW), on ``training_step.synthetic_batch`` batches of
+token, backward, clip, the engine's fused AdamW), on ``training_step.synthetic_batch`` batches of
 ``--batch-frames`` padded 10 ms frames whose longest utterance varies over ``--lengths`` (``--batches``
 distinct batches). ``exact``: each batch as long as its longest utterance (a new T per batch);
 ``buckets``: T padded up to one of ``--buckets`` lengths (``data.batching.TimeBuckets.geometric``), the
@@ -72,6 +72,8 @@ from asr_kernels import OPS, auto_runs_kernel, use_kernels
 from asr_pipeline.data.batching import TimeBuckets
 from asr_pipeline.models.registry import build_model, default_input_dim
 from asr_pipeline.training.compile import compile_counts, compile_model, mark_batch_shapes
+from asr_pipeline.training.config import OptimConfig
+from asr_pipeline.training.optimizers import build_optimizer
 
 MODES, KERNELS, PRECISIONS, SHAPES = (
     ("eager", "compile", "layers"),
@@ -171,7 +173,10 @@ class Arm:
             dropout=0.1,
             **args.model_options,
         ).to(device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        # the engine's AdamW: fused (one kernel for the update), weight decay off biases and norms
+        self.optimizer = build_optimizer(
+            "adamw", self.model, lr=1e-4, weight_decay=OptimConfig().weight_decay
+        )
         self.runner = self.model
         if self.mode != "eager":  # compile: the whole model; layers: each repeated layer (regional)
             scope = "model" if self.mode == "compile" else "layers"
