@@ -144,13 +144,13 @@ class HostReads(TorchFunctionMode):
 
 
 # Reads of host memory, no wait for a device, once a micro-batch: the loader's batch is checked, and its
-# lengths kept (CR-CTC's masks), before its copy to the device; the Zipformer checks each utterance's length
-# where the lengths are on the CPU (only there: in these CPU runs).
+# lengths kept (CR-CTC's masks), before its copy to the device; the Zipformer's minimum length is checked
+# there too, and again by the model where the lengths are on the CPU (only there: in these CPU runs).
 HOST_SIDE = {
     ("__bool__", "ctc.py:check_targets"): 1,
     ("tolist", "trainer_step.py:backward"): 1,
-    ("__int__", "zipformer.py:forward"): 1,
 }
+ZIPFORMER_HOST_SIDE = {("tolist", "ctc.py:check_input_lengths"): 1, ("__int__", "zipformer.py:forward"): 1}
 
 
 @pytest.mark.parametrize(
@@ -185,10 +185,8 @@ def test_training_steps_read_nothing_back_from_the_device_between_logs(
     reads = Counter(mode.reads)
     # CR-CTC draws its masks' spans from the host RNG (SpecAugment.sample_spans): CPU scalars, read there
     assert (reads.pop(("__int__", "augment.py:_spans"), 0) > 0) == cr_ctc
-    expected = {read: count * len(batches) for read, count in HOST_SIDE.items()}
-    if architecture != "zipformer":
-        del expected["__int__", "zipformer.py:forward"]
-    assert reads == expected, "the host's own reads, and no other"
+    host_side = HOST_SIDE | (ZIPFORMER_HOST_SIDE if architecture == "zipformer" else {})
+    assert reads == {read: count * len(batches) for read, count in host_side.items()}, "the host's, no other"
     with HostReads() as mode:
         trainer._log_train(epoch=0)
     assert mode.reads, "the log reads the counts, once a log window"
@@ -239,3 +237,16 @@ def test_on_cuda_a_step_waits_for_the_device_only_inside_the_ctc_loss(make_train
     waits = sum("synchronizing" in str(w.message) for w in seen)
 
     assert waits <= len(batches) * ctc_waits(batches[0], trainer.vocab_size, device)
+
+
+def test_an_utterance_shorter_than_the_model_takes_is_refused_by_name_on_the_host(make_trainer):
+    """The Zipformer's front end needs 9 frames: the step names the short utterance before the batch goes to
+    the device, on every device and under compile (the model's own check reads CPU lengths only)."""
+    trainer = make_trainer(architecture="zipformer")
+    short = utterances(1, frames=8, tokens=2, seed=1)
+    short[0]["id"] = "too-short"
+    batch = collate_batch(utterances(2) + short)
+
+    with pytest.raises(ValueError, match=r"needs at least 9 input frames.*too-short \(8 frames\)\. Drop"):
+        trainer.backward(batch, window_size=1, last_micro=True)
+    assert all(p.grad is None for p in trainer.model.parameters()), "refused before the forward"

@@ -168,6 +168,10 @@ class ZipformerStack(nn.Module):
 
 
 class Zipformer(nn.Module):
+    # The fewest 10 ms input frames an utterance may have. Training checks its batches against it on the host,
+    # before they go to the device (training.ctc.check_input_lengths), on every device and under compile.
+    min_input_frames = MIN_INPUT_FRAMES
+
     def __init__(
         self,
         config: ZipformerConfig,
@@ -231,7 +235,8 @@ class Zipformer(nn.Module):
         # Every utterance is checked where its length is a host read: lengths on the CPU, eager. On a GPU
         # the read would wait for the device (the CPU could not queue the step ahead), and under
         # torch.compile it is a graph break (issue 36): there only the padded T, a static shape, is
-        # checked, and a shorter utterance gives no frames (its target counted as infeasible).
+        # checked, and a shorter utterance gives no frames. Training checks its batches on the host before
+        # they go to the device (training.ctc.check_input_lengths, with min_input_frames).
         if (
             feature_lengths.numel()
             and feature_lengths.device.type == "cpu"

@@ -272,6 +272,23 @@ def decoding_outputs(
     return objective_of(config.model.architecture).decoding_outputs(model, batch, config, step)
 
 
+def check_input_lengths(batch: Batch, model: nn.Module) -> None:
+    """Refuse ``batch`` if an utterance is shorter than ``model`` takes (its ``min_input_frames``: the
+    Zipformer's front end needs 9 frames), naming the first few. Read on the host, before the batch goes to
+    the device: the model itself can check only where its lengths are on the CPU."""
+    minimum = getattr(model, "min_input_frames", 0)
+    if not minimum:
+        return
+    short = (batch.feature_lengths < minimum).nonzero().flatten().tolist()
+    if short:
+        named = ", ".join(f"{batch.ids[row]} ({int(batch.feature_lengths[row])} frames)" for row in short[:3])
+        raise ValueError(
+            f"{type(model).__name__} needs at least {minimum} input frames per utterance, and {len(short)} in "
+            f"batch {batch.ids} have fewer: {named}. Drop shorter utterances (a minimum duration in the data "
+            "config) or pad them"
+        )
+
+
 def check_targets(batch: Batch, vocab_size: int, blank_id: int) -> None:
     mask = (
         torch.arange(batch.targets.shape[1], device=batch.targets.device) < batch.target_lengths[:, None]
@@ -290,6 +307,7 @@ __all__ = [
     "OBJECTIVES",
     "Objective",
     "StepLosses",
+    "check_input_lengths",
     "check_targets",
     "chunked_framewise_losses",
     "ctc_losses",

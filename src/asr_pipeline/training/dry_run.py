@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from asr_pipeline.training.config import TrainConfig
-from asr_pipeline.training.ctc import check_targets, model_losses
+from asr_pipeline.training.ctc import check_input_lengths, check_targets, model_losses
 from asr_pipeline.training.distributed import DistributedContext, all_reduce_sum
 from asr_pipeline.training.loaders import SKIPPED_SHOWN, nothing_trained_error
 
@@ -36,6 +36,7 @@ def dry_run(
     if batch is None or len(batch) == 0:
         raise nothing_trained_error(skipped, seen, "the dry run's epoch")
     check_targets(batch, vocab_size, config.model.blank_id)
+    check_input_lengths(batch, model)
     batch = batch.to(ctx.device)
     with torch.no_grad():
         step = model_losses(model, batch, config, training=True)  # chunked as training cuts it

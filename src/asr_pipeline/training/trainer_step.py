@@ -33,7 +33,7 @@ import time
 import torch
 
 from asr_pipeline.data.collate import Batch
-from asr_pipeline.training.ctc import check_targets, empty_batch_loss, model_losses
+from asr_pipeline.training.ctc import check_input_lengths, check_targets, empty_batch_loss, model_losses
 from asr_pipeline.training.distributed import all_reduce_sum
 from asr_pipeline.training.loaders import SKIPPED_SHOWN
 
@@ -56,6 +56,7 @@ class TrainerStep:
             self._backward_empty(last_micro)
             return
         check_targets(batch, self.vocab_size, self.config.model.blank_id)
+        check_input_lengths(batch, self.model)
         frames = batch.feature_lengths.tolist()  # on the host before the copy: CR-CTC's masks, no wait
         batch = batch.to(self.ctx.device, non_blocking=True)
         for hook in self.hooks:  # a compiled model's shape marks
