@@ -1,9 +1,15 @@
-"""AdamW step time on a model's parameters: torch's per-tensor loop, foreach and fused, side by side.
+"""The optimizer step on a model's parameters: AdamW as torch's per-tensor loop, foreach and fused, and
+ScaledAdam (Zipformer's), side by side: the step's time here and the aten ops it dispatches.
 
     python benchmarks/bench_optimizer_step.py --architecture zipformer --variant demo --threads 1
+    python benchmarks/bench_optimizer_step.py --variant m --rounds 6     # Zipformer-M: the GPU's question
 
-Random gradients, one step per implementation in turn (interleaved), the first two rounds dropped.
-Training builds its AdamW through ``training.optimization.adamw`` (fused on CPU and CUDA).
+Random gradients, one step per optimizer in turn (interleaved), the first two rounds dropped. The aten ops
+of one more step are counted (a ``TorchDispatchMode``): on a GPU each is at least one kernel launch, so
+the count is what a step of Python-level ops (the per-tensor loops, ScaledAdam) asks of the CPU there,
+whatever this machine's time says. A foreach op counts once per tensor here (the CPU's fallback) but is
+one multi-tensor launch or a few on CUDA. Training builds its optimizers through
+``training.optimizers.build_optimizer`` (AdamW fused on CPU and CUDA).
 """
 
 from __future__ import annotations
@@ -13,11 +19,25 @@ import statistics
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from asr_pipeline.models.registry import build_model
-from asr_pipeline.training.optimization import decay_groups
+from asr_pipeline.training.config import OptimConfig
+from asr_pipeline.training.optimizers import build_optimizer, decay_groups
 
-VARIANTS = {"per-tensor": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+ADAMW = {"per-tensor": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+class DispatchedOps(TorchDispatchMode):
+    """Counts the aten ops dispatched under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
 
 
 def main() -> None:
@@ -34,27 +54,35 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = build_model(args.architecture, args.variant, input_dim=args.input_dim, vocab_size=args.vocab_size)
     for parameter in model.parameters():
-        parameter.grad = torch.randn_like(parameter)
+        parameter.grad = torch.randn_like(parameter) * 1e-3
+    decay = OptimConfig().weight_decay
     optimizers = {
-        name: torch.optim.AdamW(decay_groups(model, 5e-4), lr=1e-3, **options)
-        for name, options in VARIANTS.items()
+        f"adamw {name}": torch.optim.AdamW(decay_groups(model, decay), lr=1e-3, **options)
+        for name, options in ADAMW.items()
     }
+    optimizers["scaled_adam"] = build_optimizer("scaled_adam", model, lr=0.045, weight_decay=decay)
     times: dict[str, list[float]] = {name: [] for name in optimizers}
     for _ in range(args.rounds):
         for name, optimizer in optimizers.items():
             start = time.perf_counter()
             optimizer.step()
             times[name].append(time.perf_counter() - start)
+    ops = {}
+    for name, optimizer in optimizers.items():
+        with DispatchedOps() as counted:
+            optimizer.step()
+        ops[name] = counted.count
     tensors = sum(1 for _ in model.parameters())
     numel = sum(p.numel() for p in model.parameters())
     print(
         f"{args.architecture}-{args.variant}: {tensors} tensors, {numel:,} parameters, {args.threads} thread(s)"
     )
-    base = statistics.median(times["per-tensor"][2:])
+    base = statistics.median(times["adamw fused"][2:])
     for name, values in times.items():
         median = statistics.median(values[2:])
         print(
-            f"{name:>10}: median {1000 * median:.1f} ms, best {1000 * min(values[2:]):.1f} ms, x{median / base:.2f}"
+            f"{name:>18}: median {1000 * median:.1f} ms, best {1000 * min(values[2:]):.1f} ms, "
+            f"x{median / base:.2f} of fused | {ops[name]:,} aten ops a step"
         )
 
 
