@@ -40,7 +40,8 @@ class DispatchedOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, int]:
+    """Prints the table; returns each optimizer's aten ops a step."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=49)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model = build_model(args.architecture, args.variant, input_dim=args.input_dim, vocab_size=args.vocab_size)
     for parameter in model.parameters():
@@ -84,6 +85,7 @@ def main() -> None:
             f"{name:>18}: median {1000 * median:.1f} ms, best {1000 * min(values[2:]):.1f} ms, "
             f"x{median / base:.2f} of fused | {ops[name]:,} aten ops a step"
         )
+    return ops
 
 
 if __name__ == "__main__":
