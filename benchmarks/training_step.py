@@ -204,22 +204,15 @@ def time_cpu(fn: Callable[[], object], warmup: int, repeats: int) -> list[float]
 
 
 def time_back_to_back(fn: Callable[[], object], device: torch.device, calls: int) -> float:
-    """Seconds for ``calls`` calls queued back to back, one wait for the device at the end (CUDA events
-    around them all): as a training loop that reads nothing back runs, the CPU queueing the next call
-    while the device still runs this one. ``time_calls`` waits after each call."""
-    if device.type != "cuda":
-        started = time.perf_counter()
+    """Seconds for ``calls`` calls queued back to back, one wait for the device at the end: as a training
+    loop that reads nothing back runs, the CPU queueing the next call while the device still runs this
+    one. ``time_calls`` of one call running them all; timed call by call, each waits."""
+
+    def all_calls() -> None:
         for _ in range(calls):
             fn()
-        return time.perf_counter() - started
-    torch.cuda.synchronize(device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3
+
+    return time_calls(all_calls, device, warmup=0, repeats=1)[0]
 
 
 def time_calls(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int) -> list[float]:

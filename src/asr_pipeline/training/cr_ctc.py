@@ -52,10 +52,9 @@ def two_views(batch: Batch, augment: SpecAugment, frames: list[int] | None = Non
     from it: on a GPU, a wait)."""
     features = batch.features.repeat(2, 1, 1)  # (2B, T, F)
     lengths = batch.feature_lengths.repeat(2)  # (2B,)
-    frames = batch.feature_lengths.tolist() if frames is None else frames
     return dataclasses.replace(
         batch,
-        features=augment.batch(features, frames * 2),
+        features=augment.batch(features, lengths if frames is None else frames * 2),
         feature_lengths=lengths,
         targets=batch.targets.repeat(2, 1),
         target_lengths=batch.target_lengths.repeat(2),

@@ -10,8 +10,9 @@ every rank. Skipped optimizer steps are the same on every rank by construction (
 all-reduced), so each rank adds them itself.
 
 Once the run's total of non-finite losses passes ``run.max_non_finite_losses`` every rank raises
-``NonFiniteLossError`` from the same ``sync``, so at the "train" event after the batch that passed it (at
-most ``run.log_every`` steps later); rank 0 first writes an "abort" event naming the first batches that
+``NonFiniteLossError`` from the same ``sync``, so at the first sync after the batch that passed it (a
+"train" event at most ``run.log_every`` steps later, or a checkpoint or the epoch's end before it); rank 0
+first writes an "abort" event naming the first batches that
 failed (their ids, gathered from every rank).
 """
 
