@@ -72,6 +72,7 @@ MARKER_LINE = (
 )
 
 
+@cache
 def module_file(module: str) -> Path | None:
     """The source file of a project module (a package's ``__init__.py``), or None if it is not ours."""
     top = module.split(".")[0]
@@ -127,10 +128,18 @@ def closure(entry_modules: tuple[str, ...]) -> frozenset[Path]:
         if path is None:
             continue
         files.add(path)
-        for name in _imported_names(path, module):
-            if module_file(name) is not None:
-                pending.extend(_with_parents(name))
+        pending.extend(_project_imports(module))
     return frozenset(files)
+
+
+@cache
+def _project_imports(module: str) -> tuple[str, ...]:
+    """The project modules (with their parent packages) that ``module``'s file may import: each file is
+    parsed once, whatever the stages that share it."""
+    path = module_file(module)
+    assert path is not None
+    names = (name for name in _imported_names(path, module) if module_file(name) is not None)
+    return tuple(dict.fromkeys(parent for name in names for parent in _with_parents(name)))
 
 
 def stage_code_deps(stage: str) -> list[str]:

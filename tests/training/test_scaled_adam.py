@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 import pytest
 import torch
 
 from asr_pipeline.training.scaled_adam import ScaledAdam
+from tests.host_reads import HostReads
 
 
 def tensor_with_rms(rms: float, shape=(8, 16), seed: int = 0) -> torch.nn.Parameter:
@@ -133,6 +135,95 @@ def test_state_dict_round_trips_and_resumes_the_same_updates():
         take_step(first, [a], [g])
         take_step(second, [b], [g])
     torch.testing.assert_close(a.detach(), b.detach())
+
+
+def mixed_params(seed: int = 5) -> list[torch.nn.Parameter]:
+    """Matrices of three sizes and two scalars, as a model's parameters come."""
+    return [
+        tensor_with_rms(0.5, (8, 16), seed),
+        torch.nn.Parameter(torch.tensor([0.3])),
+        tensor_with_rms(1.0, (16,), seed + 1),
+        tensor_with_rms(2.0, (4, 4, 3), seed + 2),
+        torch.nn.Parameter(torch.tensor(-0.2)),
+    ]
+
+
+def random_grads(params, step: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(100 + step)
+    spike = 30.0 if step == 12 else 1.0  # past the threshold estimated at step 10: clipped
+    return [torch.randn(p.shape, generator=generator) * spike for p in params]
+
+
+def old_format(state_dict: dict, period: int) -> dict:
+    """``state_dict`` as the per-tensor ScaledAdam (before session 29) saved it, taken when one step of the
+    current size period has run: the RMS a tensor, the period's sums one entry a step (the stale ones of
+    the last period after it), the clipping history on the CPU, its threshold a float (absent before the
+    first estimate), the clipped count an int."""
+    old = copy.deepcopy(state_dict)
+    for state in old["state"].values():
+        assert state["step"] % period == 1
+        if "param_rms" in state:
+            state["param_rms"] = torch.tensor(state["param_rms"])
+            stale = torch.full((period - 1,), 1e6)  # must be ignored
+            state["scale_grads"] = torch.cat([state.pop("scale_grad_sum").reshape(1), stale])
+            del state["scale_grad_sq_sum"]
+        if "model_norms" in state:
+            state["model_norms"] = state["model_norms"].cpu()
+            state["num_clipped"] = int(state["num_clipped"])
+            threshold = float(state.pop("model_norm_threshold"))
+            if threshold != float("inf"):
+                state["model_norm_threshold"] = threshold
+    return old
+
+
+@pytest.mark.parametrize("steps", [5, 13])  # before and after the first clipping threshold (step 10)
+def test_a_checkpoint_of_the_per_tensor_optimizer_resumes_as_its_own_state_would(steps):
+    params, kwargs = mixed_params(), {"lr": 0.02, "clipping_update_period": 10}
+    optimizer = ScaledAdam(params, **kwargs)
+    for step in range(steps):
+        take_step(optimizer, params, random_grads(params, step))
+    saved = optimizer.state_dict()
+    runs = []
+    for state_dict in (saved, old_format(saved, period=4)):
+        resumed_params = [torch.nn.Parameter(p.detach().clone()) for p in params]
+        resumed = ScaledAdam(resumed_params, **kwargs)
+        resumed.load_state_dict(copy.deepcopy(state_dict))
+        for step in range(steps, steps + 8):  # through the end of two size periods and a clipped step
+            take_step(resumed, resumed_params, random_grads(params, step))
+        runs.append((resumed_params, resumed.num_clipped()))
+    (own, own_clipped), (old, old_clipped) = runs
+    for a, b in zip(own, old, strict=True):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=0)
+    assert own_clipped == old_clipped == 1  # step 12's spike, before or after the save
+
+
+def test_a_step_reads_back_only_the_rms_and_scale_steps_once_a_size_period():
+    """On a GPU a value read back waits for the device: the clipping norm, its median and the factor stay
+    there; each tensor's RMS and scale step come back together at a period's end (and the RMS once at the
+    start)."""
+    params = mixed_params()
+    optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10, size_update_period=4)
+    with HostReads() as mode:
+        for step in range(16):  # four periods, two threshold estimates, a clipped step
+            take_step(optimizer, params, random_grads(params, step))
+    assert Counter(mode.reads) == {
+        ("tolist", "scaled_adam.py:_init_states"): 1,
+        ("tolist", "scaled_adam.py:_sizes"): 4,
+    }
+    assert optimizer.num_clipped() == 1
+
+
+def test_the_segmented_sums_cuda_takes_step_as_the_per_tensor_ones():
+    runs = []
+    for segmented in (False, True):
+        params = mixed_params()
+        optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10)
+        optimizer.segmented_sums = segmented
+        for step in range(9):  # two size periods
+            take_step(optimizer, params, random_grads(params, step))
+        runs.append(params)
+    for a, b in zip(*runs, strict=True):
+        torch.testing.assert_close(a.detach(), b.detach())
 
 
 def test_bad_settings_are_one_line_errors():

@@ -3,18 +3,16 @@ gradient accumulation, clipping and the EMA update, without a whole run."""
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from asr_pipeline.data.collate import collate_batch
 from asr_pipeline.training.trainer import Trainer
 from tests.factories import NUM_BINS
+from tests.host_reads import HostReads
 
 
 def utterances(count: int, frames: int = 80, tokens: int = 6, seed: int = 0) -> list[dict]:
@@ -108,41 +106,6 @@ def test_the_ema_copies_the_weights_before_its_start_step_and_averages_after(mak
     assert torch.equal(trainer.optimization.ema.shadow[name], torch.full_like(param, 3.0))
 
 
-class HostReads(TorchFunctionMode):
-    """Every read of a tensor's value back into Python made under it, and every tensor made from Python
-    data (on a GPU, both wait for the device: a copy from pageable host memory synchronizes its stream), as
-    (the function, the caller's file:function). Torch's own C++ reads (inside CTC) are not seen."""
-
-    READS = frozenset(
-        {
-            torch.Tensor.item,
-            torch.Tensor.tolist,
-            torch.Tensor.__bool__,
-            torch.Tensor.__int__,
-            torch.Tensor.__float__,
-            torch.Tensor.__index__,
-            torch.Tensor.cpu,
-            torch.Tensor.numpy,
-            torch.tensor,
-            torch.as_tensor,
-            torch.Tensor.new_tensor,
-        }
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[tuple[str, str]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        host_made = func in (torch.tensor, torch.as_tensor) and "device" not in (kwargs or {})
-        if func in self.READS and not host_made:  # a tensor made on the host from host data: no wait
-            caller = sys._getframe(1)
-            self.reads.append(
-                (func.__name__, f"{Path(caller.f_code.co_filename).name}:{caller.f_code.co_name}")
-            )
-        return func(*args, **(kwargs or {}))
-
-
 # Reads of host memory, no wait for a device, once a micro-batch: the loader's batch is checked, and its
 # lengths kept (CR-CTC's masks), before its copy to the device; the Zipformer's minimum length is checked
 # there too, and again by the model where the lengths are on the CPU (only there: in these CPU runs).
@@ -190,6 +153,29 @@ def test_training_steps_read_nothing_back_from_the_device_between_logs(
     with HostReads() as mode:
         trainer._log_train(epoch=0)
     assert mode.reads, "the log reads the counts, once a log window"
+
+
+def test_under_scaled_adam_a_step_reads_back_only_the_norms_verdict_and_once_a_period_the_sizes(make_trainer):
+    """ScaledAdam (the Zipformer recipe's) is not a fused optimizer: the step reads the gradient norm's
+    verdict before it. Its own clipping stays on the device; each tensor's RMS and scale step come back
+    once a size period (4 steps), for each of its two param groups, and the RMS once at the start."""
+    trainer = make_trainer(architecture="zipformer", optimizer="scaled_adam")
+    assert not trainer.optimization.skips_on_device
+    batches = [collate_batch(utterances(4, seed=seed)) for seed in range(4)]
+
+    with HostReads() as mode:
+        for batch in batches:
+            trainer.backward(batch, window_size=1, last_micro=True)
+            trainer.optimizer_step()
+
+    per_step = HOST_SIDE | ZIPFORMER_HOST_SIDE | {("__bool__", "optimization.py:step"): 1}
+    expected = {read: count * len(batches) for read, count in per_step.items()}
+    groups = len(trainer.optimization.optimizer.param_groups)
+    expected |= {
+        ("tolist", "scaled_adam.py:_init_states"): groups,
+        ("tolist", "scaled_adam.py:_sizes"): groups,
+    }
+    assert Counter(mode.reads) == expected
 
 
 def ctc_waits(batch, vocab_size: int, device: torch.device) -> int:
