@@ -26,10 +26,10 @@ repro:  # what is stale, after rewriting the code fingerprints (`make repro STAG
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
 
 test-all: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) -q --durations=30
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q --durations=30
 
 lint: setup
 	$(BIN)/ruff check .

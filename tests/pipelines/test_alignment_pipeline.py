@@ -81,6 +81,7 @@ def test_the_train_stage_passes_every_train_section_to_the_run(stage_inputs):
     assert clips == [5.0, 1.0]
 
 
+@pytest.mark.slow  # two aligning runs and two torchrun trainings (~1 min here): in `make test-all`
 def test_two_iterations_align_train_and_realign(stage_inputs):
     root, inputs = stage_inputs
     alignment_dir = DirectoryDataset(str(root / "alignment"))

@@ -34,7 +34,12 @@ def config_for(architecture: str, corpus, tokenizer_path, run_dir, **run) -> dic
     return config
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize(
+    "architecture",
+    [  # ~25 s each here: the Zipformer's job in `make test`, the others in `make test-all`
+        arch if arch == "zipformer" else pytest.param(arch, marks=pytest.mark.slow) for arch in ARCHITECTURES
+    ],
+)
 def test_a_two_rank_torchrun_job_trains_and_its_run_dir_rebuilds_the_model(
     architecture, corpus, tokenizer_path, tmp_path
 ):

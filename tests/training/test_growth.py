@@ -137,6 +137,7 @@ def test_blocks_not_yet_grown_leave_the_output_alone(corpus, tokenizer_path, tmp
     assert counts[0] > counts[1] == counts[2] == counts[3]
 
 
+@pytest.mark.slow  # a two-rank torchrun job (~25 s here): in `make test-all`; tests/training/test_ddp_training.py keeps DDP in `make test`
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_a_two_rank_growing_and_widening_run_keeps_the_ranks_in_sync(corpus, tokenizer_path, tmp_path):
     config_path = tmp_path / "training_config.json"

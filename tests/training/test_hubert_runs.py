@@ -117,6 +117,7 @@ def test_pretraining_without_units_says_what_to_set(waveform_corpus, tokenizer_p
         run_in_process(config)
 
 
+@pytest.mark.slow  # a two-rank torchrun job (~25 s here): in `make test-all`; tests/training/test_ddp_training.py keeps DDP in `make test`
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_a_two_rank_pretraining_job_keeps_the_ranks_in_sync(waveform_corpus, tokenizer_path, tmp_path):
     config_path = tmp_path / "training_config.json"

@@ -199,6 +199,7 @@ def test_the_train_flags_set_every_newbob_option(corpus, tmp_path):
     NewbobControl(config.optim.newbob, 1e-3)  # a config the control accepts
 
 
+@pytest.mark.slow  # a two-rank torchrun job (~25 s here): in `make test-all`; tests/training/test_ddp_training.py keeps DDP in `make test`
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_two_ranks_follow_rank_0s_validation_to_the_same_rates(corpus, tokenizer_path, tmp_path):
     # Only rank 0 scores the validation set; a rank deciding on its own would train at another rate and

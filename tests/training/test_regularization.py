@@ -99,6 +99,7 @@ def test_weight_noise_perturbs_the_forward_and_restores_the_stored_weights_bit_f
     )
 
 
+@pytest.mark.slow  # a two-rank torchrun job (~25 s here): in `make test-all`; tests/training/test_ddp_training.py keeps DDP in `make test`
 @pytest.mark.usefixtures("keep_torch_threads")
 def test_a_two_rank_run_with_layer_drop_weight_noise_and_a_schedule(corpus, tokenizer_path, tmp_path):
     config = tiny_config(corpus, tokenizer_path, tmp_path / "run", dvclive=False)
