@@ -23,13 +23,15 @@ repro:  # what is stale, after rewriting the code fingerprints (`make repro STAG
 	$(BIN)/dvc repro $(STAGE)
 
 # Two pytest-xdist workers (each torch on one thread: tests/conftest.py); `make test TEST_WORKERS=0` runs in one process.
+# --dist loadfile: a test file's tests share one worker, so a module fixture (test_dvc_pipeline's whole repro)
+# is built once (xdist's loadgroup no longer groups under pytest 9.2: pytest-xdist issue 1386).
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" -q --durations=30  # the slowest tests, in the CI log too
 
 test-all: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q --durations=30
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -q --durations=30
 
 lint: setup
 	$(BIN)/ruff check .

@@ -28,6 +28,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
+# Files whose tests together run far longer than any other (test_dvc_pipeline: a whole `dvc repro` of the DAG
+# and what its clones do, ~8 min here), collected first: under `make test`'s `--dist loadfile` the worker that
+# draws one runs it while the other works through the rest, instead of finishing it alone at the end.
+LONGEST_FIRST = ("tests/test_dvc_pipeline.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)  # stable: the rest keep order
+
 TINY_SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
     "a small cat sat on the warm mat",

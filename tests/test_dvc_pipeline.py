@@ -21,10 +21,6 @@ import yaml
 from asr_pipeline.pipelines.splits import EVAL_SPLITS
 from tests.conftest import PROJECT_ROOT
 
-# One worker runs the module (`make test` passes --dist loadgroup): the `origin` fixture, a whole repro of the
-# DAG (~5 min here), is built once, not once on each worker that draws one of its tests.
-pytestmark = pytest.mark.xdist_group("dvc_origin")
-
 EVALUATIONS = {f"evaluate@{split}" for split in EVAL_SPLITS}
 ALL_STAGES = {
     "demo_corpus",

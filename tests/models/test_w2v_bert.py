@@ -10,7 +10,6 @@ from asr_pipeline.models.w2v_bert import (
     W2VBertConfig,
     W2VBertCTC,
     build_w2v_bert,
-    span_mask,
     w2v_bert_config,
     w2v_bert_tiny,
 )
@@ -140,16 +139,6 @@ def test_activation_checkpointing_recomputes_layers_and_gives_the_same_loss_and_
     torch.testing.assert_close(ckpt_loss, plain_loss, atol=1e-5, rtol=0)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(ckpt_grads[name], grad, atol=1e-5, rtol=1e-5, msg=name)
-
-
-def test_hidden_state_masks_fall_inside_each_length():
-    torch.manual_seed(0)
-    # int(prob * L / span + u) spans, at least min_spans, u ~ U[0, 1): 100 frames -> int(2 + u) = 2,
-    # 37 -> max(int(0.74 + u), 2) = 2; 5 frames cannot hold a 10-frame span -> none.
-    mask = span_mask([100, 37, 5], 100, prob=0.2, span=10, min_spans=2)
-
-    assert 11 <= int(mask[0].sum()) <= 20 and 11 <= int(mask[1].sum()) <= 20  # 2 distinct starts
-    assert not mask[1, 37:].any() and not mask[2].any()
 
 
 def test_training_replaces_masked_frames_with_the_learned_vector_and_eval_does_not():

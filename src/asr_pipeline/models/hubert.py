@@ -34,7 +34,7 @@ from asr_pipeline.models.hubert_spec import (  # the config and sizes live in th
     HubertConfig,
     hubert_config,
 )
-from asr_pipeline.modules.masks import padding_mask
+from asr_pipeline.modules.masks import padding_mask, span_mask
 
 
 def conv_output_lengths(config: HubertConfig, samples: Tensor) -> Tensor:
@@ -272,23 +272,6 @@ def normalized_waveform(waveform: Tensor, samples: Tensor) -> Tensor:
     return ((waveform - mean) / torch.sqrt(var + 1e-5)) * real
 
 
-def span_mask(
-    lengths: Tensor, frames: int, mask_prob: float, mask_length: int, min_masks: int, generator=None
-) -> Tensor:
-    """(B, frames) bool: the recipe's static spans (module docstring) within each row's ``lengths``."""
-    mask = torch.zeros(len(lengths), frames, dtype=torch.bool)
-    for row, length in enumerate(lengths.tolist()):
-        if length <= 0:
-            continue
-        u = float(torch.rand((), generator=generator))
-        count = max(min_masks, int(mask_prob * length / mask_length + u))
-        room = max(length - mask_length, 1)
-        starts = torch.randperm(room, generator=generator)[: min(count, room)]
-        spans = (starts[:, None] + torch.arange(mask_length)).flatten()
-        mask[row, spans[spans < length]] = True
-    return mask.to(lengths.device)
-
-
 def _init_weights(module: nn.Module) -> None:
     """fairseq / torchaudio: Linear normal(0, 0.02) with zero bias, conv blocks Kaiming normal."""
     for sub in module.modules():
@@ -331,15 +314,16 @@ class HubertPretrain(nn.Module):
         frames_out = projected.size(1)
         if mask is None:
             # Eval mode (validation): the same masks every time, and no draw from the global RNG.
-            generator = None if self.training else torch.Generator().manual_seed(0)
+            generator = None if self.training else torch.Generator(lengths.device).manual_seed(0)
             mask = span_mask(
-                lengths.cpu(),
+                lengths,
                 frames_out,
                 config.mask_prob,
                 config.mask_length,
                 config.mask_min_masks,
-                generator,
-            ).to(projected.device)
+                rule="fairseq",
+                generator=generator,
+            )
         hidden = self.hubert.encode(projected, lengths, mask)  # (B, T', D)
         usable = min(frames_out, labels.size(1))
         targets = torch.full((len(lengths), frames_out), -1, dtype=torch.long, device=labels.device)
@@ -385,8 +369,9 @@ class HubertCTC(nn.Module):
         _, projected, lengths = self.hubert.features(frames, frame_lengths)
         mask = None
         if self.training and config.mask_prob > 0:
-            mask = span_mask(lengths.cpu(), projected.size(1), config.mask_prob, config.mask_length, 0)
-            mask = mask.to(projected.device)
+            mask = span_mask(
+                lengths, projected.size(1), config.mask_prob, config.mask_length, 0, rule="fairseq"
+            )
         hidden = self.hubert.encode(projected, lengths, mask)
         return self.ctc_head(self.dropout(hidden)).float().log_softmax(-1), lengths
 
@@ -410,5 +395,4 @@ __all__ = [  # the config and sizes are models.hubert_spec's, re-exported for th
     "build_hubert_pretrain",
     "conv_output_lengths",
     "hubert_config",
-    "span_mask",
 ]

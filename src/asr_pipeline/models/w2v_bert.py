@@ -49,21 +49,7 @@ from asr_pipeline.models.w2v_bert_spec import (  # the config and sizes live in 
     w2v_bert_config,
 )
 from asr_pipeline.modules.attention import RelativePositionalEncoding
-
-
-def span_mask(lengths: list[int], total: int, prob: float, span: int, min_spans: int) -> Tensor:
-    """(B, total) bool, True inside masked spans: per example max(int(prob * L / span + u), min_spans)
-    spans of ``span`` frames (u ~ U[0, 1) once per batch), distinct random starts within its length L,
-    as HF's ``_compute_mask_indices`` (wav2vec 2.0's) samples them."""
-    mask = torch.zeros(len(lengths), total, dtype=torch.bool)
-    jitter = float(torch.rand(()))
-    for b, length in enumerate(lengths):
-        starts_available = max(length - span + 1, 0)
-        count = min(max(int(prob * length / span + jitter), min_spans), total // span, starts_available)
-        if count > 0:
-            starts = torch.randperm(starts_available)[:count]
-            mask[b, (starts[:, None] + torch.arange(span)).flatten()] = True
-    return mask
+from asr_pipeline.modules.masks import span_mask
 
 
 class Encoder(nn.Module):
@@ -131,16 +117,15 @@ class W2VBertModel(nn.Module):
         """SpecAugment on (B, T, D) hidden states: time spans -> masked_spec_embed, channel spans -> 0."""
         c = self.config
         if c.mask_time_prob > 0:
-            spans = span_mask(
-                lengths.tolist(), x.size(1), c.mask_time_prob, c.mask_time_length, c.mask_time_min_masks
-            )
-            x = torch.where(spans.to(x.device)[..., None], self.masked_spec_embed.to(x.dtype), x)  # (B, T, D)
+            time = c.mask_time_prob, c.mask_time_length, c.mask_time_min_masks
+            spans = span_mask(lengths, x.size(1), *time, rule="hf")
+            x = torch.where(spans[..., None], self.masked_spec_embed.to(x.dtype), x)  # (B, T, D)
         if c.mask_feature_prob > 0:
             width = x.size(2)
-            channels = span_mask(
-                [width] * len(x), width, c.mask_feature_prob, c.mask_feature_length, c.mask_feature_min_masks
-            )
-            x = x.masked_fill(channels.to(x.device)[:, None, :], 0.0)  # (B, T, D), (B, D) spans zeroed
+            widths = torch.full((len(x),), width, device=x.device)
+            feature = c.mask_feature_prob, c.mask_feature_length, c.mask_feature_min_masks
+            channels = span_mask(widths, width, *feature, rule="hf")
+            x = x.masked_fill(channels[:, None, :], 0.0)  # (B, T, D), (B, D) spans zeroed
         return x
 
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
@@ -229,7 +214,6 @@ __all__ = [  # the config and sizes are models.w2v_bert_spec's, re-exported for 
     "W2VBertModel",
     "adapter_output_lengths",
     "build_w2v_bert",
-    "span_mask",
     "w2v_bert_600m",
     "w2v_bert_config",
     "w2v_bert_demo",
