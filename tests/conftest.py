@@ -35,7 +35,10 @@ LONGEST_FIRST = ("tests/test_dvc_pipeline.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)  # stable: the rest keep order
+    items.sort(
+        key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST
+    )  # stable: the rest keep order
+
 
 TINY_SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
