@@ -4,6 +4,7 @@ and the aten ops it dispatches.
 
     python benchmarks/bench_optimizer_step.py --architecture zipformer --variant demo --threads 1
     python benchmarks/bench_optimizer_step.py --variant m --rounds 6     # Zipformer-M: the GPU's question
+    python benchmarks/bench_optimizer_step.py --variant m --rounds 8 --vocab-size 500 --device cuda
 
 Random gradients, one step per optimizer in turn (interleaved), the first two rounds dropped. The aten ops
 of one more step are counted (a ``TorchDispatchMode``): on a GPU each is at least one kernel launch, so
@@ -52,9 +53,12 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
     parser.add_argument("--vocab-size", type=int, default=49)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (a step timed to its end on the device)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
     model = build_model(args.architecture, args.variant, input_dim=args.input_dim, vocab_size=args.vocab_size)
+    model.to(device)
     for parameter in model.parameters():
         parameter.grad = torch.randn_like(parameter) * 1e-3
     decay = OptimConfig().weight_decay
@@ -69,8 +73,10 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
     times: dict[str, list[float]] = {name: [] for name in optimizers}
     for _ in range(args.rounds):
         for name, optimizer in optimizers.items():
+            _wait(device)
             start = time.perf_counter()
             optimizer.step()
+            _wait(device)
             times[name].append(time.perf_counter() - start)
     ops = {}
     for name, optimizer in optimizers.items():
@@ -79,9 +85,8 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
         ops[name] = counted.count
     tensors = sum(1 for _ in model.parameters())
     numel = sum(p.numel() for p in model.parameters())
-    print(
-        f"{args.architecture}-{args.variant}: {tensors} tensors, {numel:,} parameters, {args.threads} thread(s)"
-    )
+    on = f"{args.threads} thread(s)" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    print(f"{args.architecture}-{args.variant}: {tensors} tensors, {numel:,} parameters, {on}")
     base = statistics.median(times["adamw fused"][2:])
     for name, values in times.items():
         median = statistics.median(values[2:])
@@ -90,6 +95,11 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
             f"x{median / base:.2f} of fused | {ops[name]:,} aten ops a step"
         )
     return ops
+
+
+def _wait(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@
 #                 and 8 workers, 4 with every worker reading every shard as before): can it feed the target?
 #   waits         the training step's waits for the GPU under torch's sync debug mode (tests/training/
 #                 test_trainer_step.py -m gpu; needs pytest): no more than torch's CTC loss makes alone;
+#   optimizer     the optimizer step on Zipformer-M's parameters on the GPU (bench_optimizer_step.py): AdamW
+#                 per-tensor, foreach and fused, ScaledAdam (its sums of products segmented, as on CUDA);
 #   kernels_ops   Zipformer-M eager bf16 with each op's kernel alone against the references (--per-op): which
 #                 kernels pay at the model level, the evidence asr_kernels.AUTO_KERNELS is set from;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
@@ -53,17 +55,19 @@ if [ -n "$REHEARSE" ]; then
   W2V="w2v-bert:tiny --model-option num_heads=2"  # flex takes heads >= 16 wide
   LOADER="--shards 4 --rows 32 --repeats 1 --arms batched:0 batched:1"
   SIZES="--batch-frames 400 --lengths 80 100 --backend aot_eager" MODEL="--variant tiny --backend cpu --compile-backend aot_eager"
+  OPTIMIZER="--variant tiny --device cpu"
   BUDGET_SEC=${BUDGET_SEC:-900}
 else
   ROOT=/tmp M=zipformer:m OTHERS="squeezeformer:m w2v-bert:600m zipformer:demo" ROWS=512 WORKERS=4 BUDGET=128000
   W2V=w2v-bert:600m
   LOADER="--repeats 1 --arms batched:0 batched:4:shared batched:4 batched:8"
   SIZES="--batch-frames 128000 --lengths 800 1000" MODEL="--variant m --backend cuda"
+  OPTIMIZER="--variant m --vocab-size 500 --device cuda"
   BUDGET_SEC=${BUDGET_SEC:-540}
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader waits kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
+ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader waits optimizer kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -160,6 +164,7 @@ if [ -z "$HAS_PYTEST" ]; then
   STEPS=${STEPS/waits/}; STEPS=${STEPS/kernels_cuda/}
 fi
 step waits 60 python3 -m pytest tests/training/test_trainer_step.py -q -p no:cacheprovider -m gpu
+step optimizer 60 python3 benchmarks/bench_optimizer_step.py $OPTIMIZER --rounds 8
 step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --deadline 95 --json "$OUT/kernels_ops.json"
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
@@ -192,6 +197,7 @@ done
 grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
 cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed|skipped" "$OUT/waits.log" 2>/dev/null | tail -n 1  # the step's waits
+grep -h -A 6 "tensors," "$OUT/optimizer.log" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
 grep -h -E "passed|failed|skipped" "$OUT/w2v_flex.log" 2>/dev/null | head -n 1  # the flex parity test
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"
