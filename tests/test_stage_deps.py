@@ -112,11 +112,11 @@ def test_an_import_inside_a_function_counts(tmp_path, monkeypatch):
     (package / "sub" / "other.py").write_text("import asr_pipeline.sub.deep\n")
     (package / "sub" / "deep.py").write_text("")
     monkeypatch.setattr(stage_deps, "SOURCE_ROOTS", {"asr_pipeline": tmp_path / "src"})
-    stage_deps.closure.cache_clear()
+    stage_deps.clear_caches()
     try:
         files = {p.name for p in stage_deps.closure(("asr_pipeline.sub.entry",))}
     finally:
-        stage_deps.closure.cache_clear()
+        stage_deps.clear_caches()
 
     assert files == {"__init__.py", "entry.py", "lazy.py", "other.py", "deep.py"}
 
@@ -134,11 +134,11 @@ def test_a_module_named_by_its_lazy_import_path_counts(tmp_path, monkeypatch):
     for name in ("model", "builder", "prose"):
         (package / f"{name}.py").write_text("")
     monkeypatch.setattr(stage_deps, "SOURCE_ROOTS", {"asr_pipeline": tmp_path / "src"})
-    stage_deps.closure.cache_clear()
+    stage_deps.clear_caches()
     try:
         files = {p.name for p in stage_deps.closure(("asr_pipeline.spec",))}
     finally:
-        stage_deps.closure.cache_clear()
+        stage_deps.clear_caches()
 
     assert files == {"__init__.py", "spec.py", "model.py", "builder.py"}
 

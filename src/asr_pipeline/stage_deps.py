@@ -142,6 +142,12 @@ def _project_imports(module: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(parent for name in names for parent in _with_parents(name)))
 
 
+def clear_caches() -> None:
+    """Forget every file read and import followed: for a caller that points ``SOURCE_ROOTS`` elsewhere."""
+    for cached in (closure, module_file, _project_imports):
+        cached.cache_clear()
+
+
 def stage_code_deps(stage: str) -> list[str]:
     """Project-relative paths of the code ``stage`` runs, sorted."""
     files = closure(KEDRO_ENTRY_MODULES + STAGE_ENTRY_MODULES[stage])
