@@ -197,19 +197,21 @@ def test_a_checkpoint_of_the_per_tensor_optimizer_resumes_as_its_own_state_would
     assert own_clipped == old_clipped == 1  # step 12's spike, before or after the save
 
 
-def test_a_step_reads_back_only_the_rms_and_scale_steps_once_a_size_period():
+@pytest.mark.parametrize("segmented", [False, True])
+def test_a_step_reads_back_only_the_rms_and_scale_steps_once_a_size_period(segmented):
     """On a GPU a value read back waits for the device: the clipping norm, its median and the factor stay
     there; each tensor's RMS and scale step come back together at a period's end (and the RMS once at the
     start)."""
     params = mixed_params()
     optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10, size_update_period=4)
+    optimizer.segmented_sums = segmented  # CUDA's way: its lengths go to the device once
     with HostReads() as mode:
         for step in range(16):  # four periods, two threshold estimates, a clipped step
             take_step(optimizer, params, random_grads(params, step))
     assert Counter(mode.reads) == {
         ("tolist", "scaled_adam.py:_init_states"): 1,
         ("tolist", "scaled_adam.py:_sizes"): 4,
-    }
+    } | ({("tensor", "scaled_adam.py:sums_of_products"): 1} if segmented else {})
     assert optimizer.num_clipped() == 1
 
 

@@ -58,7 +58,7 @@ class ScaledAdam(torch.optim.Optimizer):
     """ScaledAdam (see the module docstring). ``lr`` is the relative change per step; a param group's
     ``weight_decay`` (from ``training.optimization.decay_groups``) is accepted and ignored.
     ``segmented_sums``: each tensor's ``sum(p * g)`` from one segmented reduction (True) or tensor by
-    tensor (False); None, the default: segmented on CUDA only."""
+    tensor (False); None, the default: segmented on CUDA only, in float32 and float64."""
 
     segmented_sums: bool | None = None
 
@@ -104,7 +104,7 @@ class ScaledAdam(torch.optim.Optimizer):
             "clipping_update_period": clipping_update_period,
         }
         super().__init__(params, defaults)
-        self._segments: dict[tuple[torch.device, torch.dtype, tuple[torch.Size, ...]], _Segments] = {}
+        self._segments: dict[tuple[torch.device, torch.dtype], _Segments] = {}
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -192,7 +192,7 @@ class ScaledAdam(torch.optim.Optimizer):
         states = [self.state[p] for p in params]
         grads = [p.grad for p in params]
         if factor is not None:
-            torch._foreach_mul_(grads, factor.to(params[0].dtype))
+            torch._foreach_mul_(grads, factor.to(params[0].device, params[0].dtype))
         deltas = [state["delta"] for state in states]
         torch._foreach_mul_(deltas, beta1)
         tensors = [i for i, p in enumerate(params) if p.numel() > 1]
@@ -255,14 +255,13 @@ class ScaledAdam(torch.optim.Optimizer):
 
     def _sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
         """Each tensor's ``sum(p * g)``, 0-d tensors."""
-        if not (params[0].is_cuda if self.segmented_sums is None else self.segmented_sums):
+        segmented = self.segmented_sums
+        if segmented is None:  # bf16/f16 would add up in their own precision: float32 and float64 only
+            segmented = params[0].is_cuda and params[0].dtype in (torch.float32, torch.float64)
+        if not segmented:
             return [product.sum() for product in torch._foreach_mul(params, grads)]
-        key = (params[0].device, params[0].dtype, tuple(p.shape for p in params))
-        if (
-            key not in self._segments
-        ):  # built once: a buffer the size of the tensors, their lengths on the device
-            self._segments[key] = _Segments(params)
-        return self._segments[key].sums_of_products(params, grads)
+        key = (params[0].device, params[0].dtype)
+        return self._segments.setdefault(key, _Segments()).sums_of_products(params, grads)
 
     def num_clipped(self) -> int:
         """Steps whose gradients were clipped so far (summed over groups)."""
@@ -288,20 +287,34 @@ def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch
 
 
 class _Segments:
-    """A flat buffer with a view shaped as each of ``params``: each tensor's ``sum(p * g)`` is then one
-    segmented reduction over the products laid end to end, with no op a tensor (on CUDA: a few launches,
-    where a sum a tensor is one each). The buffer costs the memory of the parameters once."""
+    """Each tensor's ``sum(p * g)`` as one segmented reduction over the products laid end to end in one flat
+    buffer per device and dtype, with no op a tensor (on CUDA: a few launches, where a sum a tensor is one
+    each). The buffer costs the memory of the largest batch once; each batch layout (which tensors, in
+    which shapes) keeps its views into it and its lengths on the device, at most ``LAYOUTS`` of them (layer
+    drop leaves other tensors without gradients from step to step)."""
 
-    def __init__(self, params: list[Tensor]) -> None:
-        sizes = [p.numel() for p in params]
-        self.flat = torch.empty(sum(sizes), dtype=params[0].dtype, device=params[0].device)
-        self.products = [view.view_as(p) for view, p in zip(self.flat.split(sizes), params, strict=True)]
-        self.lengths = torch.tensor(sizes, device=params[0].device)  # one copy to the device, once
+    LAYOUTS = 8
+
+    def __init__(self) -> None:
+        self.flat: Tensor | None = None
+        self.layouts: dict[tuple[torch.Size, ...], tuple[list[Tensor], Tensor, int]] = {}
 
     def sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
-        torch._foreach_copy_(self.products, params)
-        torch._foreach_mul_(self.products, grads)
-        return list(torch.segment_reduce(self.flat, "sum", lengths=self.lengths).unbind(0))
+        shapes = tuple(p.shape for p in params)
+        if shapes not in self.layouts:
+            sizes = [p.numel() for p in params]
+            total = sum(sizes)
+            if self.flat is None or self.flat.numel() < total or len(self.layouts) >= self.LAYOUTS:
+                self.flat = torch.empty(total, dtype=params[0].dtype, device=params[0].device)
+                self.layouts.clear()
+            views = [view.view_as(p) for view, p in zip(self.flat[:total].split(sizes), params, strict=True)]
+            self.layouts[shapes] = views, torch.tensor(sizes, device=params[0].device), total  # copied once
+        products, lengths, total = self.layouts[shapes]
+        torch._foreach_copy_(products, params)
+        torch._foreach_mul_(products, grads)
+        # unsafe: the lengths are ours and sum to the buffer's size; checking them reads them back.
+        sums = torch.segment_reduce(self.flat[:total], "sum", lengths=lengths, unsafe=True)
+        return list(sums.unbind(0))
 
 
 def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
