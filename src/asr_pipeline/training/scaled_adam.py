@@ -45,7 +45,7 @@ the first steps. There is no weight decay: the clamp to ``param_max_rms`` bounds
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import torch
@@ -120,9 +120,7 @@ class ScaledAdam(torch.optim.Optimizer):
                 raise RuntimeError("ScaledAdam does not take sparse gradients")
             self._init_states(group, [p for p in params if not self.state[p]])
             factor = self._clipping_factor(group, params)
-            batches: dict[tuple[torch.device, torch.dtype, int], list[Tensor]] = {}
-            for p in params:
-                batches.setdefault((p.device, p.dtype, self.state[p]["step"]), []).append(p)
+            batches = _grouped(params, lambda p: (p.device, p.dtype, self.state[p]["step"]))
             for (_, _, step), batch in batches.items():
                 self._step_batch(group, batch, step, factor)
         return loss
@@ -152,7 +150,7 @@ class ScaledAdam(torch.optim.Optimizer):
         for same in _by_device_and_dtype(params):
             norms = torch._foreach_norm([p.grad for p in same], 2, dtype=torch.float64)
             # In the update's metric: each gradient times its tensor's RMS (a scalar's own: 1).
-            torch._foreach_mul_(norms, [self._param_rms(p) if p.numel() > 1 else 1.0 for p in same])
+            torch._foreach_mul_(norms, [self.state[p]["param_rms"] if p.numel() > 1 else 1.0 for p in same])
             squares.append(torch.stack(norms).square().sum().to(device))
         norm = torch.stack(squares).sum().sqrt()
         period = group["clipping_update_period"]
@@ -169,9 +167,6 @@ class ScaledAdam(torch.optim.Optimizer):
         clipped = norm > threshold
         first["num_clipped"] += clipped
         return torch.where(clipped, threshold / norm, 1.0)
-
-    def _param_rms(self, p: Tensor) -> float:
-        return self.state[p]["param_rms"]
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's, then a checkpoint of the per-tensor optimizer (before the multi-tensor step) brought to
@@ -208,7 +203,7 @@ class ScaledAdam(torch.optim.Optimizer):
         scalar_rate = -group["lr"] * group["scalar_lr_scale"] * (1 - beta1)
         rates = [scalar_rate] * len(params)
         for i in tensors:
-            rates[i] = -group["lr"] * (1 - beta1) * self._param_rms(params[i])
+            rates[i] = -group["lr"] * (1 - beta1) * self.state[params[i]]["param_rms"]
         torch._foreach_addcdiv_(deltas, grads, denoms, rates)
         scalars = [p for p in params if p.numel() == 1]
         if scalars:
@@ -317,11 +312,15 @@ class _Segments:
         return list(sums.unbind(0))
 
 
-def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
-    groups: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+def _grouped(params: list[Tensor], key: Callable[[Tensor], Hashable]) -> dict[Hashable, list[Tensor]]:
+    groups: dict[Hashable, list[Tensor]] = {}
     for p in params:
-        groups.setdefault((p.device, p.dtype), []).append(p)
-    return list(groups.values())
+        groups.setdefault(key(p), []).append(p)
+    return groups
+
+
+def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
+    return list(_grouped(params, lambda p: (p.device, p.dtype)).values())
 
 
 def _rms(params: list[Tensor]) -> list[Tensor]:
