@@ -3,6 +3,10 @@ runs the alignment or HuBERT recipes (their stages run one iteration at a time, 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from kedro.framework.project import configure_project
 from kedro.pipeline import Pipeline
@@ -45,3 +49,32 @@ def test_a_plain_kedro_run_leaves_the_demo_out_and_runs_every_other_stage(pipeli
     for name, pipeline in pipelines.items():
         if name not in ("__default__", "demo_corpus", *OPTIONAL_PIPELINES):
             assert {node.name for node in pipeline.nodes} <= default_nodes, name
+
+
+# The stages whose nodes compute without torch (features and conditions import it only to compute fbank,
+# train only in its torchrun workers).
+TORCH_FREE_STAGES = (
+    "demo_corpus", "transcripts", "tokenizer", "features", "conditions", "index", "lm", "train", "pron_corpus",
+    "pron_phones",
+)  # fmt: skip
+
+
+def test_a_torch_free_stage_starts_without_importing_torch():
+    # What `kedro run --pipelines=<stage>` imports before its nodes run: the project's CLI module (kedro looks
+    # for `<package>.cli`) and the requested pipeline. Torch's import alone is ~3 s of each stage's start.
+    code = (
+        "import json, sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "from kedro.framework.project import configure_project, find_pipelines\n"
+        "configure_project('asr_pipeline')\n"
+        "import asr_pipeline.cli\n"
+        "imported = {'cli': 'torch' in sys.modules}\n"
+        f"for stage in {TORCH_FREE_STAGES!r}:\n"
+        "    find_pipelines(raise_errors=True, pipelines_to_find=[stage])\n"
+        "    imported[stage] = 'torch' in sys.modules\n"
+        "print('imported torch:', json.dumps(imported))\n"  # kedro logs to stdout too
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("imported torch: ")]
+
+    assert json.loads(line.removeprefix("imported torch: ")) == dict.fromkeys(("cli", *TORCH_FREE_STAGES), False)

@@ -14,7 +14,7 @@ import soundfile
 from asr_pipeline.cli import main
 from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import ExtractionOptions, extract_records
-from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.fbank_options import FbankOptions
 from asr_pipeline.io.audio import NOT_AUDIO, load_audio
 from asr_pipeline.io.report import SkipReport
 from asr_pipeline.models.loading import load_run_model

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.fbank_options import FbankOptions
 from asr_pipeline.features.frontends import FRONTENDS, frontend_named
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from asr_pipeline.io.resample import PolyphaseResampler
+if TYPE_CHECKING:
+    from asr_pipeline.io.resample import PolyphaseResampler
 
 
 def resample(waveform: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
@@ -21,5 +24,8 @@ def resample(waveform: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def _resampler(orig_rate: int, new_rate: int) -> PolyphaseResampler:
-    # Built once per rate pair: the kernel costs far more than applying it (io/resample.py).
+    # Built once per rate pair: the kernel costs far more than applying it (io/resample.py). Imported here:
+    # the augmentations' options are read (params.yaml, the command line) without torch.
+    from asr_pipeline.io.resample import PolyphaseResampler
+
     return PolyphaseResampler(orig_rate, new_rate)

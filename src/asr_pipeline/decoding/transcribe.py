@@ -28,7 +28,7 @@ import torch
 
 from asr_pipeline.decoding.decoders import Decoder
 from asr_pipeline.decoding.windows import WindowOptions, split_windows
-from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.fbank_options import FbankOptions
 from asr_pipeline.features.frontends import Frontend, frontend_named
 from asr_pipeline.io.audio import AUDIO_EXTENSIONS, AudioDecodeError, load_audio
 from asr_pipeline.io.manifests import iter_manifest

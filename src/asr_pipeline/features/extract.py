@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from asr_pipeline.augment import AugmentationMix
 from asr_pipeline.executors import ExecutorOptions, map_ordered, start_worker_server
-from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.fbank_options import FbankOptions
 from asr_pipeline.features.frontends import FRONTEND_KINDS, Frontend, frontend_named
 from asr_pipeline.features.precomputed import (
     PAYLOAD_ERROR,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asr_pipeline.features import mfcc, w2v_bert
-from asr_pipeline.features.fbank import FbankOptions, compute_fbank
+from asr_pipeline.features.fbank_options import FbankOptions
 
 WAVEFORM_RATE, WAVEFORM_FRAME = 16000, 320  # HuBERT's input rate and its conv stack's stride (20 ms)
 
@@ -55,7 +55,7 @@ FRONTENDS: dict[str, FrontendEntry] = {
             sample_rate=lambda fbank: fbank.sample_rate,
             feature_dim=lambda fbank: fbank.num_mel_bins,
             frame_shift_ms=lambda fbank: fbank.frame_shift_ms,
-            extract=compute_fbank,
+            extract=lambda waveform, fbank: _compute_fbank(waveform, fbank),
             width_is_mel_bins=True,
         ),
         FrontendEntry(
@@ -117,6 +117,12 @@ class Frontend:
     def __call__(self, waveform: np.ndarray) -> np.ndarray:
         """(N,) float waveform in [-1, 1] at ``sample_rate`` -> (T, feature_dim) float32; T may be 0."""
         return self.entry.extract(waveform, self.fbank)
+
+
+def _compute_fbank(waveform: np.ndarray, fbank: FbankOptions) -> np.ndarray:
+    from asr_pipeline.features.fbank import compute_fbank  # torch: imported when features are computed
+
+    return compute_fbank(waveform, fbank)
 
 
 def waveform_frames(waveform: np.ndarray) -> np.ndarray:

@@ -10,9 +10,6 @@ snip_edges, no energy term, no dither) on the [-1, 1] samples, then ``torchaudio
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torchaudio
-from torchaudio.compliance import kaldi
 
 MFCC_DIM, MFCC_RATE = 39, 16000
 MFCC_SHIFT_MS = 10.0
@@ -23,6 +20,10 @@ def compute_mfcc39(waveform: np.ndarray) -> np.ndarray:
     """(N,) float samples at 16 kHz -> (T, 39) float32, T = (N - 400) // 160 + 1 (0 below one window)."""
     if len(waveform) < MIN_SAMPLES:
         return np.zeros((0, MFCC_DIM), dtype=np.float32)
+    import torch  # here, not above: the frontend registry reads this module's constants without torch
+    import torchaudio
+    from torchaudio.compliance import kaldi
+
     samples = torch.from_numpy(np.ascontiguousarray(waveform, dtype=np.float32))[None]  # (1, N)
     mfcc = kaldi.mfcc(samples, sample_frequency=MFCC_RATE, use_energy=False, dither=0.0).T  # (13, T)
     deltas = torchaudio.functional.compute_deltas(mfcc)

@@ -21,9 +21,8 @@ bins 100 dB below a frame's peak are rounding noise in a float32 FFT.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from asr_pipeline.features.fbank import INT16_SCALE, FbankOptions, log_mel_spectrogram
+from asr_pipeline.features.fbank_options import FbankOptions
 
 SAMPLE_RATE = 16000  # the pretrained model's rate; the frontend's options are fixed by the checkpoint
 NUM_MEL_BINS = 80
@@ -38,6 +37,10 @@ def compute_w2v_bert_features(waveform: np.ndarray) -> np.ndarray:
 
     Fewer than two frames (N < 560 samples, 35 ms) give (0, 160): one frame has no variance.
     """
+    import torch  # here, not above: the frontend registry reads this module's constants without torch
+
+    from asr_pipeline.features.fbank import INT16_SCALE, log_mel_spectrogram
+
     samples = torch.from_numpy(np.asarray(waveform, dtype=np.float64)) * INT16_SCALE  # (N,)
     log_mel = log_mel_spectrogram(samples, MEL_OPTIONS)  # (T, 80) float64
     num_frames = log_mel.shape[0]

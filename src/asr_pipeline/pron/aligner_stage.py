@@ -19,7 +19,7 @@ from asr_pipeline.decoding.evaluation import load_run, run_log_probs
 from asr_pipeline.decoding.greedy import greedy_decode
 from asr_pipeline.decoding.transcribe import run_frontend
 from asr_pipeline.features.extract import featurize_audio
-from asr_pipeline.features.fbank import FbankOptions
+from asr_pipeline.features.fbank_options import FbankOptions
 from asr_pipeline.features.frontends import frontend_named
 from asr_pipeline.features.split import stream_split_shards
 from asr_pipeline.hubert.phone_items import align_manifest
