@@ -77,4 +77,5 @@ def test_a_torch_free_stage_starts_without_importing_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     [line] = [line for line in result.stdout.splitlines() if line.startswith("imported torch: ")]
 
-    assert json.loads(line.removeprefix("imported torch: ")) == dict.fromkeys(("cli", *TORCH_FREE_STAGES), False)
+    imported = json.loads(line.removeprefix("imported torch: "))
+    assert imported == dict.fromkeys(("cli", *TORCH_FREE_STAGES), False)

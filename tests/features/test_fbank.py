@@ -40,4 +40,3 @@ def test_matches_kaldi_on_speech_in_every_bin():
 
     assert ours.shape == expected.shape == (1 + (waveform.shape[0] - 400) // 160, 80)
     np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-4)
-

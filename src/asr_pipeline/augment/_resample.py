@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 from typing import TYPE_CHECKING
 
 import numpy as np
