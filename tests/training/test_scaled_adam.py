@@ -137,6 +137,23 @@ def test_state_dict_round_trips_and_resumes_the_same_updates():
     torch.testing.assert_close(a.detach(), b.detach())
 
 
+def test_a_loaded_float32_optimizer_keeps_its_clipping_history_in_float64():
+    # torch's load_state_dict casts floating state to the parameters' dtype: 1 + 1e-12 would come back 1.0.
+    a, b = tensor_with_rms(1.0, seed=4), tensor_with_rms(1.0, seed=4)
+    first = ScaledAdam([a], lr=0.02, clipping_update_period=4)
+    for step in range(5):  # past the first threshold (step 4)
+        take_step(first, [a], [torch.randn(8, 16, generator=torch.Generator().manual_seed(step))])
+    saved = first.state_dict()
+    saved["state"][0]["model_norms"] += 1e-12
+    saved["state"][0]["model_norm_threshold"] += 1e-12
+    second = ScaledAdam([b], lr=0.02, clipping_update_period=4)
+    second.load_state_dict(saved)
+    for key in ("model_norms", "model_norm_threshold"):
+        assert second.state[b][key].dtype == torch.float64
+        assert torch.equal(second.state[b][key], saved["state"][0][key]), key
+        assert second.state[b][key].data_ptr() != saved["state"][0][key].data_ptr(), key  # not shared
+
+
 def mixed_params(seed: int = 5) -> list[torch.nn.Parameter]:
     """Matrices of three sizes and two scalars, as a model's parameters come."""
     return [

@@ -171,12 +171,23 @@ class ScaledAdam(torch.optim.Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's, then a checkpoint of the per-tensor optimizer (before the multi-tensor step) brought to
         this one's state: the RMS a float, the period's sums accumulated, the clipping history on the
-        device. torch casts every floating state tensor to its parameter's dtype: the history back to
-        float64."""
+        device. torch casts every floating state tensor to its parameter's dtype; the clipping history is
+        float64, so it is taken from the checkpoint as it was saved, not back from the cast."""
+        saved = (
+            state_dict["state"].get(pid, {})
+            for group in state_dict["param_groups"]
+            for pid in group["params"]
+        )
+        ours = (p for group in self.param_groups for p in group["params"])
+        history = {
+            p: {key: state[key] for key in FLOAT64_STATE if key in state}
+            for state, p in zip(saved, ours, strict=True)
+        }
         super().load_state_dict(state_dict)
         for group in self.param_groups:
             for p in group["params"]:
                 if self.state.get(p):
+                    self.state[p].update(history[p])
                     _upgrade_state(self.state[p], group["size_update_period"], p.device)
 
     def _step_batch(
@@ -267,6 +278,10 @@ class ScaledAdam(torch.optim.Optimizer):
         return total
 
 
+# The state kept in float64 whatever the parameters' dtype: the clipping norms and their threshold.
+FLOAT64_STATE = ("model_norms", "model_norm_threshold")
+
+
 def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch.device) -> None:
     """One parameter's loaded state as the step keeps it (see ``ScaledAdam.load_state_dict``)."""
     if isinstance(state.get("param_rms"), Tensor):
@@ -275,9 +290,10 @@ def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch
         recorded = state.pop("scale_grads")[: state["step"] % size_update_period]
         state["scale_grad_sum"], state["scale_grad_sq_sum"] = recorded.sum(), recorded.square().sum()
     if "model_norms" in state:  # the group's first parameter: the threshold absent before its first estimate
-        state["model_norms"] = state["model_norms"].to(device=device, dtype=torch.float64)
+        # Copies: the step updates them in place, and they may be the caller's checkpoint tensors.
+        state["model_norms"] = state["model_norms"].to(device=device, dtype=torch.float64, copy=True)
         threshold = state.get("model_norm_threshold", float("inf"))
-        state["model_norm_threshold"] = torch.as_tensor(threshold, dtype=torch.float64, device=device)
+        state["model_norm_threshold"] = torch.as_tensor(threshold, dtype=torch.float64, device=device).clone()
         state["num_clipped"] = torch.as_tensor(state["num_clipped"], dtype=torch.int64, device=device)
 
 
