@@ -6,6 +6,7 @@ then works in its own `git clone` + `dvc pull`, as a teammate would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -341,17 +342,16 @@ def test_kedro_run_trains_with_the_same_resolved_config_as_dvc(origin, flag):
 
 
 def _changed_stages(project: Path) -> set[str]:
-    return set(json.loads(run(["dvc", "status", "--json"], project).stdout))
+    """The stages `dvc status` lists, asked of DVC's Python API in this process (a `dvc` command costs a
+    second more to start)."""
+    from dvc.repo import Repo
+
+    with contextlib.chdir(project), Repo() as repo:  # it names the stages relative to the working directory
+        return set(repo.status())
 
 
-def _write_fingerprints(project: Path) -> None:
-    """`python -m asr_pipeline.stage_deps --write` on ``project``'s own sources (what `make repro` runs first)."""
-    run(
-        [sys.executable, "-m", "asr_pipeline.stage_deps", "--write"], project, PYTHONPATH=str(project / "src")
-    )
-
-
-def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(origin):
+def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(origin, monkeypatch):
+    from asr_pipeline import stage_deps
     from asr_pipeline.stage_deps import STAGE_ENTRY_MODULES, stage_code_deps
 
     project = clone(origin, "code")
@@ -362,14 +362,23 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
         "finetune", "hf_finetune",
     )  # fmt: skip
     stages = [stage for stage in STAGE_ENTRY_MODULES if stage not in foreach_stages]
+    deps = {stage: set(stage_code_deps(stage)) for stage in stages}
     importers = {
-        path: {stage for stage in stages if path in stage_code_deps(stage)}
-        for stage in stages
-        for path in stage_code_deps(stage)
+        path: {stage for stage in stages if path in deps[stage]} for path in set().union(*deps.values())
     }
+    # `python -m asr_pipeline.stage_deps --write` (what `make repro` runs first) on the clone's own sources, in
+    # this process: its main() with the clone as the project.
+    monkeypatch.setattr(stage_deps, "PROJECT_ROOT", project)
+    monkeypatch.setattr(
+        stage_deps, "SOURCE_ROOTS", {"asr_pipeline": project / "src", "asr_kernels": project / "kernels"}
+    )
+
+    def write_fingerprints() -> None:
+        stage_deps.clear_caches()
+        assert stage_deps.main(["--write"]) == 0
+
     # Every stage's fingerprint covers what it imports (tests/test_stage_deps.py, without DVC) and dvc.yaml names
-    # each stage's own fingerprint file (ibid.): here DVC itself, on a few edits of each kind (2 subprocesses an
-    # edit): one stage's own node module, a foreach stage's (every evaluate@<split>), modules several stages
+    # each stage's own fingerprint file (ibid.): here DVC itself, on a few edits of each kind: one stage's own node module, a foreach stage's (every evaluate@<split>), modules several stages
     # share (among them the tokenizer and shard I/O the hand-written lists used to miss for train, and settings
     # for every stage), and a Triton kernel.
     edited = [
@@ -380,18 +389,21 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
         "kernels/asr_kernels/glu.py",
         "src/asr_pipeline/settings.py",
     ]
-    for number, path in enumerate(edited):
-        original = (project / path).read_text()
-        (project / path).write_text(original + "\n# edited\n")
-        if number == 0:  # DVC sees code only through the fingerprints: unwritten, an edit changes nothing
-            assert _changed_stages(project) == set(), path
-        _write_fingerprints(project)  # of this edit alone: the one before is undone
-        expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in EVAL_SPLITS}
-        expected |= {s for s in importers[path] if s != "evaluate"}
-        assert _changed_stages(project) == expected, path
-        (project / path).write_text(original)
-    _write_fingerprints(project)
-    assert _changed_stages(project) == set()
+    try:
+        for number, path in enumerate(edited):
+            original = (project / path).read_text()
+            (project / path).write_text(original + "\n# edited\n")
+            if number == 0:  # DVC sees code only through the fingerprints: unwritten, an edit changes nothing
+                assert _changed_stages(project) == set(), path
+            write_fingerprints()  # of this edit alone: the one before is undone
+            expected = {f"{s}@{i}" for s in importers[path] if s == "evaluate" for i in EVAL_SPLITS}
+            expected |= {s for s in importers[path] if s != "evaluate"}
+            assert _changed_stages(project) == expected, path
+            (project / path).write_text(original)
+        write_fingerprints()
+        assert _changed_stages(project) == set()
+    finally:
+        stage_deps.clear_caches()  # of the clone's files: the roots go back when the test ends
 
 
 # The features stage reruns whenever the architecture changes (its frontend follows train.model.architecture,

@@ -46,6 +46,12 @@ class FrontendEntry:
     width_is_mel_bins: bool = False
 
 
+def _compute_fbank(waveform: np.ndarray, fbank: FbankOptions) -> np.ndarray:
+    from asr_pipeline.features.fbank import compute_fbank  # torch: imported when features are computed
+
+    return compute_fbank(waveform, fbank)
+
+
 FRONTENDS: dict[str, FrontendEntry] = {
     entry.name: entry
     for entry in (
@@ -55,7 +61,7 @@ FRONTENDS: dict[str, FrontendEntry] = {
             sample_rate=lambda fbank: fbank.sample_rate,
             feature_dim=lambda fbank: fbank.num_mel_bins,
             frame_shift_ms=lambda fbank: fbank.frame_shift_ms,
-            extract=lambda waveform, fbank: _compute_fbank(waveform, fbank),
+            extract=_compute_fbank,
             width_is_mel_bins=True,
         ),
         FrontendEntry(
@@ -117,12 +123,6 @@ class Frontend:
     def __call__(self, waveform: np.ndarray) -> np.ndarray:
         """(N,) float waveform in [-1, 1] at ``sample_rate`` -> (T, feature_dim) float32; T may be 0."""
         return self.entry.extract(waveform, self.fbank)
-
-
-def _compute_fbank(waveform: np.ndarray, fbank: FbankOptions) -> np.ndarray:
-    from asr_pipeline.features.fbank import compute_fbank  # torch: imported when features are computed
-
-    return compute_fbank(waveform, fbank)
 
 
 def waveform_frames(waveform: np.ndarray) -> np.ndarray:
