@@ -136,11 +136,12 @@ ensure_corpus(Path('$ROOT/corpus'), 4, $ROWS, 80, 0)
 ensure_corpus(Path('$ROOT/corpus'), 1, 64, 80, 1)  # engine_warm's: the same bucket lengths, a few steps" > "$OUT/corpus.log" 2>&1 ;;
 esac
 # Bucket lengths given, not derived from each corpus's longest utterance, so the warm run's small corpus
-# meets the graphs the first run compiled.
+# meets the graphs the first run compiled. Each engine step starts its run over (--overwrite-output-dir): a
+# step asked for again on the same warm machine (`run engine`) must not stop at the run an earlier call left.
 TRAIN="python3 -m asr_pipeline.cli train --architecture zipformer $MODEL --vocab-size 500 --precision bf16
   --compile-scope layers --pad-to-buckets 1280,1600 --compile-cache $ROOT/compile_cache
   --max-audio-duration-sec 16 --adaptive-batch-budget $BUDGET --adaptive-batch-max-samples 256
-  --lr-warmup-steps 20 --log-every 5 --no-dvclive --num-workers $WORKERS"
+  --lr-warmup-steps 20 --log-every 5 --no-dvclive --num-workers $WORKERS --overwrite-output-dir"
 CORPUS=$ROOT/corpus/corpus-v1-F80-rows$ROWS-seed0
 step engine 150 $TRAIN --train-manifest $CORPUS --compile default --epochs 3 --output-dir $ROOT/engine_run
 step engine_warm 75 $TRAIN --train-manifest $ROOT/corpus/corpus-v1-F80-rows64-seed1 --compile default --epochs 1 \

@@ -115,3 +115,17 @@ def test_span_masks_read_nothing_back():
         span_mask(torch.tensor([50, 20]), 50, 0.5, 4, 2, rule="fairseq")
         span_mask(torch.tensor([50, 20]), 50, 0.5, 4, 2, rule="hf")
     assert mode.reads == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_cpu_generator_gives_cuda_the_cpus_masks():
+    """Validation's fixed masks (HuBERT's eval mode) are drawn by a CPU generator and copied over, so a run's
+    validation scores do not depend on the device."""
+    lengths = torch.tensor([50, 31, 12])
+    for rule in ("fairseq", "hf"):
+        here = span_mask(lengths, 50, 0.5, 4, 2, rule=rule, generator=torch.Generator().manual_seed(3))
+        there = span_mask(
+            lengths.cuda(), 50, 0.5, 4, 2, rule=rule, generator=torch.Generator().manual_seed(3)
+        )
+        assert torch.equal(there.cpu(), here), rule

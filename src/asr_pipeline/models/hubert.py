@@ -313,8 +313,9 @@ class HubertPretrain(nn.Module):
         conv, projected, lengths = self.hubert.features(frames, frame_lengths)
         frames_out = projected.size(1)
         if mask is None:
-            # Eval mode (validation): the same masks every time, and no draw from the global RNG.
-            generator = None if self.training else torch.Generator(lengths.device).manual_seed(0)
+            # Eval mode (validation): the same masks every time and on every device (drawn by a CPU
+            # generator), and no draw from the global RNG.
+            generator = None if self.training else torch.Generator().manual_seed(0)
             mask = span_mask(
                 lengths,
                 frames_out,

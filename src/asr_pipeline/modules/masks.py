@@ -87,11 +87,13 @@ def span_mask(
       ``[0, L - span]``.
 
     Drawn on the lengths' device and read nowhere: the distinct starts are the first of each row's
-    positions in a random order (random keys, sorted), so a training step never waits for the GPU here
-    (``generator``, if given, must live on that device)."""
+    positions in a random order (random keys, sorted), so a training step never waits for the GPU here.
+    A ``generator`` on another device draws its numbers there and copies them over: a CPU generator gives
+    the same masks on every device (validation's fixed masks), for two copies to the GPU."""
     device, batch = lengths.device, lengths.numel()
+    draws = generator.device if generator is not None else device
     lengths = lengths.long()
-    u = torch.rand(batch if rule == "fairseq" else 1, device=device, generator=generator)
+    u = torch.rand(batch if rule == "fairseq" else 1, device=draws, generator=generator).to(device)
     count = (prob * lengths / span + u).floor().long().clamp(min=min_spans)  # (B,)
     if rule == "fairseq":
         room = (lengths - span).clamp(min=1)
@@ -100,7 +102,7 @@ def span_mask(
         count = count.clamp(max=total // span)
     count = torch.minimum(count, room)
     positions = torch.arange(total, device=device)
-    keys = torch.rand(batch, total, device=device, generator=generator)
+    keys = torch.rand(batch, total, device=draws, generator=generator).to(device)
     keys = keys.masked_fill(positions >= room[:, None], 2.0)  # never a start: ordered after every valid one
     order = keys.argsort(dim=1)
     rank = torch.empty_like(order).scatter_(1, order, positions.expand(batch, total))  # each place in it
