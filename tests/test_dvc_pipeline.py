@@ -378,9 +378,10 @@ def test_editing_a_module_makes_dvc_rerun_exactly_the_stages_that_import_it(orig
         assert stage_deps.main(["--write"]) == 0
 
     # Every stage's fingerprint covers what it imports (tests/test_stage_deps.py, without DVC) and dvc.yaml names
-    # each stage's own fingerprint file (ibid.): here DVC itself, on a few edits of each kind: one stage's own node module, a foreach stage's (every evaluate@<split>), modules several stages
-    # share (among them the tokenizer and shard I/O the hand-written lists used to miss for train, and settings
-    # for every stage), and a Triton kernel.
+    # each stage's own fingerprint file (ibid.): here DVC itself, on a few edits of each kind: one stage's own
+    # node module, a foreach stage's (every evaluate@<split>), modules several stages share (among them the
+    # tokenizer and shard I/O the hand-written lists used to miss for train, and settings for every stage),
+    # and a Triton kernel.
     edited = [
         "src/asr_pipeline/pipelines/tokenizer/nodes.py",
         "src/asr_pipeline/pipelines/evaluate/nodes.py",

@@ -4,6 +4,8 @@ failures naming their task, executor options checked, and a real Dask cluster re
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from concurrent.futures import Future
 
 import pytest
@@ -116,3 +118,19 @@ def test_an_unreachable_scheduler_is_an_error_naming_the_address():
 
 def _pid_and_square(task: int) -> tuple[int, int]:
     return os.getpid(), task * task
+
+
+def test_pool_workers_are_forked_with_torch_imported_and_the_caller_never_imports_it():
+    # The forkserver imports torch once for every worker (executors.worker_context); the stage's own process
+    # stays torch-free (tests/test_pipeline_registry.py). A fresh interpreter: the forkserver starts here.
+    code = (
+        "import sys\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from asr_pipeline.executors import worker_context\n"
+        "with ProcessPoolExecutor(1, mp_context=worker_context()) as pool:\n"
+        "    loaded = pool.submit(eval, \"'torch' in __import__('sys').modules\").result()\n"  # before any task's import
+        "print('caller', 'torch' in sys.modules, 'worker', loaded)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert result.stdout.split() == ["caller", "False", "worker", "True"]

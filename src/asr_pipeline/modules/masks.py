@@ -88,12 +88,14 @@ def span_mask(
 
     Drawn on the lengths' device and read nowhere: the distinct starts are the first of each row's
     positions in a random order (random keys, sorted), so a training step never waits for the GPU here.
-    A ``generator`` on another device draws its numbers there and copies them over: a CPU generator gives
-    the same masks on every device (validation's fixed masks), for two copies to the GPU."""
+    A ``generator`` on another device draws its numbers there and copies them over without waiting: a CPU
+    generator gives the same masks on every device (validation's fixed masks), for two copies to the GPU."""
     device, batch = lengths.device, lengths.numel()
     draws = generator.device if generator is not None else device
     lengths = lengths.long()
-    u = torch.rand(batch if rule == "fairseq" else 1, device=draws, generator=generator).to(device)
+    u = torch.rand(batch if rule == "fairseq" else 1, device=draws, generator=generator).to(
+        device, non_blocking=True
+    )
     count = (prob * lengths / span + u).floor().long().clamp(min=min_spans)  # (B,)
     if rule == "fairseq":
         room = (lengths - span).clamp(min=1)
@@ -102,7 +104,7 @@ def span_mask(
         count = count.clamp(max=total // span)
     count = torch.minimum(count, room)
     positions = torch.arange(total, device=device)
-    keys = torch.rand(batch, total, device=draws, generator=generator).to(device)
+    keys = torch.rand(batch, total, device=draws, generator=generator).to(device, non_blocking=True)
     keys = keys.masked_fill(positions >= room[:, None], 2.0)  # never a start: ordered after every valid one
     order = keys.argsort(dim=1)
     rank = torch.empty_like(order).scatter_(1, order, positions.expand(batch, total))  # each place in it

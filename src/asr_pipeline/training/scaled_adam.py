@@ -52,6 +52,8 @@ import torch
 from torch import Tensor
 
 IRREGULAR_ESTIMATE_STEPS = (10, 20, 40)  # early threshold estimates, before the first full period
+# The state kept in float64 whatever the parameters' dtype: the clipping norms and their threshold.
+FLOAT64_STATE = ("model_norms", "model_norm_threshold")
 
 
 class ScaledAdam(torch.optim.Optimizer):
@@ -174,14 +176,14 @@ class ScaledAdam(torch.optim.Optimizer):
         device. torch casts every floating state tensor to its parameter's dtype; the clipping history is
         float64, so it is taken from the checkpoint as it was saved, not back from the cast."""
         saved = (
-            state_dict["state"].get(pid, {})
-            for group in state_dict["param_groups"]
+            state_dict.get("state", {}).get(pid, {})  # a malformed checkpoint: torch's load below says so
+            for group in state_dict.get("param_groups", ())
             for pid in group["params"]
         )
         ours = (p for group in self.param_groups for p in group["params"])
         history = {
             p: {key: state[key] for key in FLOAT64_STATE if key in state}
-            for state, p in zip(saved, ours, strict=False)  # a mismatch: torch's load below says so
+            for state, p in zip(saved, ours, strict=False)  # a mismatch too
         }
         super().load_state_dict(state_dict)
         for group in self.param_groups:
@@ -276,10 +278,6 @@ class ScaledAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 total += int(self.state[p].get("num_clipped", 0)) if p in self.state else 0
         return total
-
-
-# The state kept in float64 whatever the parameters' dtype: the clipping norms and their threshold.
-FLOAT64_STATE = ("model_norms", "model_norm_threshold")
 
 
 def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch.device) -> None:
