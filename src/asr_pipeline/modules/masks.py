@@ -93,9 +93,11 @@ def span_mask(
     device, batch = lengths.device, lengths.numel()
     draws = generator.device if generator is not None else device
     lengths = lengths.long()
-    u = torch.rand(batch if rule == "fairseq" else 1, device=draws, generator=generator).to(
-        device, non_blocking=True
-    )
+
+    def uniform(*shape: int) -> Tensor:  # drawn by the generator, where it lives; copied without waiting
+        return torch.rand(shape, device=draws, generator=generator).to(device, non_blocking=True)
+
+    u = uniform(batch if rule == "fairseq" else 1)
     count = (prob * lengths / span + u).floor().long().clamp(min=min_spans)  # (B,)
     if rule == "fairseq":
         room = (lengths - span).clamp(min=1)
@@ -104,7 +106,7 @@ def span_mask(
         count = count.clamp(max=total // span)
     count = torch.minimum(count, room)
     positions = torch.arange(total, device=device)
-    keys = torch.rand(batch, total, device=draws, generator=generator).to(device, non_blocking=True)
+    keys = uniform(batch, total)
     keys = keys.masked_fill(positions >= room[:, None], 2.0)  # never a start: ordered after every valid one
     order = keys.argsort(dim=1)
     rank = torch.empty_like(order).scatter_(1, order, positions.expand(batch, total))  # each place in it

@@ -291,7 +291,7 @@ def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch
         # Copies: the step updates them in place, and they may be the caller's checkpoint tensors.
         state["model_norms"] = state["model_norms"].to(device=device, dtype=torch.float64, copy=True)
         threshold = state.get("model_norm_threshold", float("inf"))
-        state["model_norm_threshold"] = torch.as_tensor(threshold, dtype=torch.float64, device=device).clone()
+        state["model_norm_threshold"] = torch.tensor(float(threshold), dtype=torch.float64, device=device)
         state["num_clipped"] = torch.as_tensor(state["num_clipped"], dtype=torch.int64, device=device)
 
 
