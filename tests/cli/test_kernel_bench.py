@@ -183,6 +183,15 @@ def test_backend_cuda_without_a_gpu_is_a_usage_error():
     assert status == 2 and "no CUDA device" in stderr
 
 
+def test_build_for_under_the_interpreter_is_a_usage_error_and_an_unknown_architecture_is_refused():
+    # this session sets TRITON_INTERPRET: its kernels are the interpreter's (tests/kernels/test_build.py builds)
+    status, stdout, stderr = kernel_bench("--build-for", "sm90", *TINY)
+    assert status == 2 and "unset TRITON_INTERPRET" in stderr and not stdout
+
+    status, _, stderr = kernel_bench("--build-for", "sm70")
+    assert status == 2 and "invalid choice: 'sm70'" in stderr
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_backend_times_the_triton_kernels_and_their_peak_memory(tmp_path):

@@ -10,6 +10,7 @@ say nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ DTYPES = ("float32", "bfloat16", "float16")
 # Half precision on CUDA: what training runs the hot-spot ops in (bf16 autocast) and where a memory-bound
 # kernel's saving shows most; float32 on the CPU, whose half-precision kernels are slow emulations.
 DEFAULT_DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
+# --build-for's architectures: their compute capabilities (the A100; the H100 and H200).
+BUILD_ARCHITECTURES = {"sm80": 80, "sm90": 90}
 CPU_NOTE = (
     "Triton kernels are GPU-only here: on the CPU they run only in Triton's interpreter (TRITON_INTERPRET=1), "
     "a correctness tool, not a speed measure; timing the references (eager and torch.compile) only"
@@ -72,6 +75,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="torch CPU threads (default: torch's own); 1 keeps compiled CPU kernels from waiting on a busy "
         "core of a shared machine",
     )
+    parser.add_argument(
+        "--build-for",
+        metavar="ARCH",
+        choices=list(BUILD_ARCHITECTURES),
+        help="time nothing: compile every kernel the ops launch at these sizes for this GPU architecture "
+        f"({', '.join(BUILD_ARCHITECTURES)}: sm90 is the H100 and H200; no GPU needed, TRITON_INTERPRET unset) "
+        "and print each one's registers, spills, shared memory and global load and store widths",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results here")
     parser.set_defaults(handler=run)
 
@@ -103,6 +114,8 @@ def check_sizes(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_sizes(args)
+    if args.build_for:
+        return build(args)
     backend = resolve_backend(args)
     import torch
 
@@ -118,28 +131,14 @@ def run(args: argparse.Namespace) -> int:
 def bench(args: argparse.Namespace, backend: str) -> int:
     import torch
 
-    from asr_kernels import _bench, _measure
+    from asr_kernels import _measure
 
     device = torch.device(backend)
     dtype_name = args.dtype or DEFAULT_DTYPE[backend]
-    dtype = getattr(torch, dtype_name)
     variants = [v for v in _measure.VARIANTS if not (v == "compile" and args.no_compile)]
     if backend == "cpu":
         variants.remove("triton")
-
-    modules, missing = _measure.load_op_modules()
-    if args.ops and set(args.ops) <= set(_bench.OP_MODULES):
-        # Only the modules asked for; a single op's module is only known once the cases exist.
-        modules = {name: module for name, module in modules.items() if name in args.ops}
-        missing = [name for name in missing if name in args.ops]
-    cases = _measure.collect_bench_cases(
-        modules, args.batch, args.seq_len, args.channels, args.heads, dtype, device
-    )
-    if args.ops:
-        try:
-            cases = _measure.select_cases(cases, args.ops, missing)
-        except ValueError as error:
-            raise UsageError(f"--ops: {error}") from None
+    cases, missing = bench_cases(args, device, dtype_name)
 
     copy_gb_per_s = _measure.copy_bandwidth_gb_per_s(device, args.warmup, args.iters)
     print(header_lines(args, backend, device, dtype_name, copy_gb_per_s, missing), flush=True)
@@ -153,12 +152,108 @@ def bench(args: argparse.Namespace, backend: str) -> int:
     if not results:
         print("no op to time: every one asked for is still missing")
     if args.json:
-        payload = results_json(args, backend, device, dtype_name, copy_gb_per_s, missing, variants, results)
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {path}", file=sys.stderr)
+        write_json(
+            Path(args.json),
+            results_json(args, backend, device, dtype_name, copy_gb_per_s, missing, variants, results),
+        )
     return 0
+
+
+def bench_cases(args: argparse.Namespace, device, dtype_name: str) -> tuple[list, list[str]]:
+    """The cases of the ops asked for (``--ops``, default all) at the flags' sizes, and the op modules that do
+    not exist yet."""
+    import torch
+
+    from asr_kernels import _bench, _measure
+
+    modules, missing = _measure.load_op_modules()
+    if args.ops and set(args.ops) <= set(_bench.OP_MODULES):
+        # Only the modules asked for; a single op's module is only known once the cases exist.
+        modules = {name: module for name, module in modules.items() if name in args.ops}
+        missing = [name for name in missing if name in args.ops]
+    cases = _measure.collect_bench_cases(
+        modules, args.batch, args.seq_len, args.channels, args.heads, getattr(torch, dtype_name), device
+    )
+    if args.ops:
+        try:
+            cases = _measure.select_cases(cases, args.ops, missing)
+        except ValueError as error:
+            raise UsageError(f"--ops: {error}") from None
+    return cases, missing
+
+
+def build(args: argparse.Namespace) -> int:
+    """``--build-for``: every kernel the cases launch, compiled for the architecture; 1 if one failed."""
+    import torch
+    import triton
+
+    from asr_kernels._dispatch import HAS_TRITON, interpreter_enabled
+
+    if not HAS_TRITON:
+        raise UsageError("--build-for: Triton is not installed, so there are no kernels to build")
+    if interpreter_enabled():
+        raise UsageError(
+            "--build-for with TRITON_INTERPRET set: the kernels were made for Triton's interpreter, not a "
+            "GPU; unset TRITON_INTERPRET and rerun"
+        )
+    from asr_kernels._build import build_cases
+
+    dtype_name = args.dtype or DEFAULT_DTYPE["cuda"]
+    cases, missing = bench_cases(args, torch.device("cpu"), dtype_name)
+    print(
+        f"kernel-bench --build-for {args.build_for}: triton {triton.__version__}, torch {torch.__version__}, "
+        f"{dtype_name}; batch {args.batch}, seq-len {args.seq_len}, channels {args.channels}, heads "
+        f"{args.heads}; each kernel the ops launch forward and forward+backward, compiled, none run",
+        flush=True,
+    )
+    for name in missing:
+        print(f"note: asr_kernels.{name} does not exist yet: skipped")
+    builds = build_cases(cases, BUILD_ARCHITECTURES[args.build_for])
+    print(build_header())
+    for kernel in builds:
+        print(build_row(kernel))
+    failed = [kernel for kernel in builds if kernel.error]
+    if args.json:
+        payload = {
+            "architecture": args.build_for,
+            "triton": triton.__version__,
+            "torch": torch.__version__,
+            "dtype": dtype_name,
+            **{size: getattr(args, size) for size in ("batch", "seq_len", "channels", "heads")},
+            "kernels": [dataclasses.asdict(kernel) for kernel in builds],
+        }
+        write_json(Path(args.json), payload)
+    if failed:
+        print(f"{len(failed)} of {len(builds)} kernels do not compile for {args.build_for}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+_BUILD_COLUMNS = (("op", 24), ("kernel", 40), ("regs", 5), ("spill B", 7), ("smem B", 7), ("ld bits", 8))
+
+
+def build_header() -> str:
+    line = " ".join(f"{name:<{w}}" if i < 2 else f"{name:>{w}}" for i, (name, w) in enumerate(_BUILD_COLUMNS))
+    line += "  st bits  meta"
+    return f"{line}\n{'-' * len(line)}"
+
+
+def build_row(kernel) -> str:
+    """One kernel: its costs and meta-parameters, or the compiler's error."""
+    (_, op_width), (_, kernel_width), *widths = _BUILD_COLUMNS
+    head = f"{kernel.op:<{op_width}} {kernel.kernel:<{kernel_width}}"
+    if kernel.error:
+        return f"{head} error: {kernel.error}"
+    bits = [",".join(map(str, kernel.load_bits)) or "-", ",".join(map(str, kernel.store_bits)) or "-"]
+    numbers = [kernel.registers, kernel.spill_bytes, kernel.shared_bytes, bits[0]]
+    cells = " ".join(f"{value:>{w}}" for value, (_, w) in zip(numbers, widths, strict=True))
+    meta = " ".join(f"{key}={value}" for key, value in kernel.meta.items())
+    return f"{head} {cells}  {bits[1]:>7}  {meta}"
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 # --- output -------------------------------------------------------------------------------------------------
