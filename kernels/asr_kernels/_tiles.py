@@ -14,10 +14,23 @@ import triton
 import triton.language as tl
 
 
+# The launchers' host-side arithmetic in plain Python: Triton's own ``triton.cdiv`` and ``triton.next_power_of_2``
+# are constexpr functions, whose wrapper costs several microseconds a call, and a launch makes several
+# (benchmarks/bench_kernel_overhead.py).
+def cdiv(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` rounded up, for positive ints."""
+    return -(-numerator // denominator)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= ``n`` (0 for 0), as ``triton.next_power_of_2``."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 def tile_sides(contiguous: int, other: int, max_block: int, tile_elements: int) -> tuple[int, int]:
     """(block along the contiguous dim, block along the other dim), both powers of two."""
-    block_contiguous = min(triton.next_power_of_2(contiguous), max_block)
-    block_other = max(1, min(tile_elements // block_contiguous, triton.next_power_of_2(other)))
+    block_contiguous = min(next_power_of_2(contiguous), max_block)
+    block_other = max(1, min(tile_elements // block_contiguous, next_power_of_2(other)))
     return block_contiguous, block_other
 
 
@@ -27,7 +40,7 @@ def row_tiles(
     """(BLOCK_ROWS, BLOCK_COLS, grid) over a (rows, contiguous cols) view: rows on grid axis 0, whose limit
     (2**31 - 1) fits any B * T."""
     block_cols, block_rows = tile_sides(num_cols, num_rows, max_block, tile_elements)
-    return block_rows, block_cols, (triton.cdiv(num_rows, block_rows), triton.cdiv(num_cols, block_cols))
+    return block_rows, block_cols, (cdiv(num_rows, block_rows), cdiv(num_cols, block_cols))
 
 
 def row_meta(block_rows: int, block_cols: int, dtype: torch.dtype, num_warps: int) -> dict:

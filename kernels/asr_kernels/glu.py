@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 
 # Dtypes the kernel handles; anything else (integers, complex) goes to the reference, which raises as
 # torch.sigmoid does.
@@ -129,7 +130,8 @@ if HAS_TRITON:
 
 
 def _glu_forward(h: Tensor) -> Tensor:
-    """Launches the forward kernel on ``h`` (..., 2C); returns a new contiguous (..., C)."""
+    """GLU over the last dim of ``h`` (..., 2C) through the Triton kernel: a new contiguous (..., C); no
+    dispatch, no checks."""
     channels = h.shape[-1] // 2
     out = h.new_empty((*h.shape[:-1], channels))
     if out.numel() == 0:
@@ -173,40 +175,29 @@ def _glu_backward(grad_out: Tensor, h: Tensor) -> Tensor:
     return grad_h
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward, which saves only ``h``.
-@torch.library.custom_op("asr_kernels::glu", mutates_args=())
-def glu_kernel(h: Tensor) -> Tensor:
-    """GLU over the last dim through the Triton kernels (forward and backward); no dispatch, no checks."""
-    return _glu_forward(h)
-
-
-@glu_kernel.register_fake
-def _(h: Tensor) -> Tensor:
-    return h.new_empty((*h.shape[:-1], h.shape[-1] // 2))
-
-
-@torch.library.custom_op("asr_kernels::glu_backward", mutates_args=())
-def _glu_backward_op(grad_out: Tensor, h: Tensor) -> Tensor:
-    return _glu_backward(grad_out, h)
-
-
-@_glu_backward_op.register_fake
-def _(grad_out: Tensor, h: Tensor) -> Tensor:
-    return torch.empty_like(h, memory_format=torch.contiguous_format)
-
-
 def _glu_setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
     ctx.save_for_backward(inputs[0])
 
 
 def _glu_kernel_backward(ctx, grad_out: Tensor) -> Tensor:
-    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
     (h,) = ctx.saved_tensors
     return _glu_backward_op(grad_out, h)
 
 
-glu_kernel.register_autograd(_glu_kernel_backward, setup_context=_glu_setup_context)
+# The kernel path (``_kernel_op``): a custom op for torch.compile, differentiable through the backward, which
+# saves only ``h``; eager calls skip the custom op's dispatch.
+_glu_backward_op = KernelOp(
+    "glu_backward",
+    _glu_backward,
+    lambda grad_out, h: torch.empty_like(h, memory_format=torch.contiguous_format),
+)
+glu_kernel = KernelOp(
+    "glu",
+    _glu_forward,
+    lambda h: h.new_empty((*h.shape[:-1], h.shape[-1] // 2)),
+    _glu_setup_context,
+    _glu_kernel_backward,
+)
 
 
 def glu(h: Tensor, dim: int = -1) -> Tensor:

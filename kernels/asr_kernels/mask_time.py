@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 
 # Dtypes the kernel handles; anything else (integers, bool, complex) goes to the reference's masked_fill.
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -75,7 +76,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import tile_sides, time_tile
+    from asr_kernels._tiles import cdiv, tile_sides, time_tile
 
     @triton.jit
     def _mask_time_kernel(
@@ -110,7 +111,7 @@ if HAS_TRITON:
             block_t, block_c = tile_sides(num_frames, channels, _MAX_BLOCK, _TILE_ELEMENTS)
         else:  # (B, T, C): C is contiguous
             block_c, block_t = tile_sides(channels, num_frames, _MAX_BLOCK, _TILE_ELEMENTS)
-        return block_t, block_c, triton.cdiv(num_frames, block_t)
+        return block_t, block_c, cdiv(num_frames, block_t)
 
 
 def _mask(x: Tensor, lengths: Tensor, channels_first: bool) -> Tensor:
@@ -123,7 +124,7 @@ def _mask(x: Tensor, lengths: Tensor, channels_first: bool) -> Tensor:
     x_btc, out_btc = (x.transpose(1, 2), out.transpose(1, 2)) if channels_first else (x, out)
     batch, num_frames, channels = x_btc.shape
     block_t, block_c, num_time_blocks = launch_config(num_frames, channels, channels_first)
-    grid = (batch * num_time_blocks, triton.cdiv(channels, block_c))
+    grid = (batch * num_time_blocks, cdiv(channels, block_c))
     _mask_time_kernel[grid](
         x_btc,
         lengths,
@@ -141,48 +142,18 @@ def _mask(x: Tensor, lengths: Tensor, channels_first: bool) -> Tensor:
     return out
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward, which saves only ``lengths``.
-@torch.library.custom_op("asr_kernels::mask_time", mutates_args=())
-def mask_time_kernel(x: Tensor, lengths: Tensor) -> Tensor:
+def _mask_time(x: Tensor, lengths: Tensor) -> Tensor:
     """MaskTime on (B, T, C) through the Triton kernel (forward and backward); no dispatch, no checks."""
     return _mask(x, lengths, channels_first=False)
 
 
-@mask_time_kernel.register_fake
-def _(x: Tensor, lengths: Tensor) -> Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("asr_kernels::mask_time_backward", mutates_args=())
-def _mask_time_backward_op(grad_out: Tensor, lengths: Tensor) -> Tensor:
-    return _mask(grad_out, lengths, channels_first=False)
-
-
-@_mask_time_backward_op.register_fake
-def _(grad_out: Tensor, lengths: Tensor) -> Tensor:
-    return torch.empty_like(grad_out, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("asr_kernels::mask_channel_time", mutates_args=())
-def mask_channel_time_kernel(x: Tensor, lengths: Tensor) -> Tensor:
+def _mask_channel_time(x: Tensor, lengths: Tensor) -> Tensor:
     """MaskChannelTime on (B, C, T) through the Triton kernel (forward and backward); no dispatch, no checks."""
     return _mask(x, lengths, channels_first=True)
 
 
-@mask_channel_time_kernel.register_fake
-def _(x: Tensor, lengths: Tensor) -> Tensor:
+def _like_x(x: Tensor, lengths: Tensor) -> Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("asr_kernels::mask_channel_time_backward", mutates_args=())
-def _mask_channel_time_backward_op(grad_out: Tensor, lengths: Tensor) -> Tensor:
-    return _mask(grad_out, lengths, channels_first=True)
-
-
-@_mask_channel_time_backward_op.register_fake
-def _(grad_out: Tensor, lengths: Tensor) -> Tensor:
-    return torch.empty_like(grad_out, memory_format=torch.contiguous_format)
 
 
 def _mask_setup_context(ctx, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
@@ -190,8 +161,8 @@ def _mask_setup_context(ctx, inputs: tuple[Tensor, Tensor], output: Tensor) -> N
 
 
 def _mask_time_kernel_backward(ctx, grad_out: Tensor) -> tuple[Tensor, None]:
-    # The backward ops have no autograd formula of their own, so a double backward raises. (It would be the
-    # same masking again; refusing keeps every op in asr_kernels alike rather than half-supported.)
+    # The same masking of the gradient, through a backward op with no autograd formula of its own: a double
+    # backward raises. (It would be the same masking again; refusing keeps every op in asr_kernels alike.)
     (lengths,) = ctx.saved_tensors
     return _mask_time_backward_op(grad_out, lengths), None
 
@@ -201,9 +172,13 @@ def _mask_channel_time_kernel_backward(ctx, grad_out: Tensor) -> tuple[Tensor, N
     return _mask_channel_time_backward_op(grad_out, lengths), None
 
 
-mask_time_kernel.register_autograd(_mask_time_kernel_backward, setup_context=_mask_setup_context)
-mask_channel_time_kernel.register_autograd(
-    _mask_channel_time_kernel_backward, setup_context=_mask_setup_context
+# The kernel path (``_kernel_op``): custom ops for torch.compile, differentiable through the backward, which
+# saves only ``lengths``; eager calls skip the custom ops' dispatch.
+_mask_time_backward_op = KernelOp("mask_time_backward", _mask_time, _like_x)
+_mask_channel_time_backward_op = KernelOp("mask_channel_time_backward", _mask_channel_time, _like_x)
+mask_time_kernel = KernelOp("mask_time", _mask_time, _like_x, _mask_setup_context, _mask_time_kernel_backward)
+mask_channel_time_kernel = KernelOp(
+    "mask_channel_time", _mask_channel_time, _like_x, _mask_setup_context, _mask_channel_time_kernel_backward
 )
 
 

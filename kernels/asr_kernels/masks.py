@@ -23,6 +23,7 @@ from torch import Tensor
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 
 _LENGTH_DTYPES = (torch.int32, torch.int64)
 # The kernel stores the fill values from fp32 scalars: finfo(fp16 / bf16 / fp32).min are exact in fp32,
@@ -159,59 +160,55 @@ def _bool_mask(lengths: Tensor, shape: tuple[int, ...]) -> Tensor:
     return torch.empty(shape, dtype=torch.bool, device=lengths.device)
 
 
-# The kernel paths as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes). No autograd registration: lengths are integers and masks carry no gradient.
-@torch.library.custom_op("asr_kernels::sequence_mask", mutates_args=())
-def sequence_mask_kernel(lengths: Tensor, max_length: int) -> Tensor:
+def _sequence_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T) bool, True on real frames, through the Triton kernel; no dispatch, no checks."""
     out = _bool_mask(lengths, (lengths.shape[0], max_length))
     return _fill_from_lengths(lengths, out, 1, padded_value=0, real_value=1)
 
 
-@sequence_mask_kernel.register_fake
-def _(lengths: Tensor, max_length: int) -> Tensor:
-    return _bool_mask(lengths, (lengths.shape[0], max_length))
-
-
-@torch.library.custom_op("asr_kernels::padding_mask", mutates_args=())
-def padding_mask_kernel(lengths: Tensor, max_length: int) -> Tensor:
+def _padding_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T) bool, True at padding, through the Triton kernel; no dispatch, no checks."""
     out = _bool_mask(lengths, (lengths.shape[0], max_length))
     return _fill_from_lengths(lengths, out, 1, padded_value=1, real_value=0)
 
 
-@padding_mask_kernel.register_fake
-def _(lengths: Tensor, max_length: int) -> Tensor:
-    return _bool_mask(lengths, (lengths.shape[0], max_length))
-
-
-@torch.library.custom_op("asr_kernels::attention_mask", mutates_args=())
-def attention_mask_kernel(lengths: Tensor, max_length: int) -> Tensor:
+def _attention_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T, T) bool, True where the key is padding, through the Triton kernel; no dispatch, no checks."""
     out = _bool_mask(lengths, (lengths.shape[0], max_length, max_length))
     return _fill_from_lengths(lengths, out, max_length, padded_value=1, real_value=0)
 
 
-@attention_mask_kernel.register_fake
-def _(lengths: Tensor, max_length: int) -> Tensor:
-    return _bool_mask(lengths, (lengths.shape[0], max_length, max_length))
-
-
-@torch.library.custom_op("asr_kernels::attention_mask_4d", mutates_args=())
-def attention_mask_4d_kernel(lengths: Tensor, max_length: int, num_heads: int, dtype: torch.dtype) -> Tensor:
-    """(B, H, T, T) additive mask through the Triton kernel; no dispatch, no checks."""
-    out = torch.empty(
+def _empty_4d(lengths: Tensor, max_length: int, num_heads: int, dtype: torch.dtype) -> Tensor:
+    return torch.empty(
         (lengths.shape[0], num_heads, max_length, max_length), dtype=dtype, device=lengths.device
     )
+
+
+def _attention_mask_4d(lengths: Tensor, max_length: int, num_heads: int, dtype: torch.dtype) -> Tensor:
+    """(B, H, T, T) additive mask through the Triton kernel; no dispatch, no checks."""
+    out = _empty_4d(lengths, max_length, num_heads, dtype)
     padded_value = torch.finfo(dtype).min
     return _fill_from_lengths(lengths, out, num_heads * max_length, padded_value=padded_value, real_value=0.0)
 
 
-@attention_mask_4d_kernel.register_fake
-def _(lengths: Tensor, max_length: int, num_heads: int, dtype: torch.dtype) -> Tensor:
-    return torch.empty(
-        (lengths.shape[0], num_heads, max_length, max_length), dtype=dtype, device=lengths.device
-    )
+# The kernel paths (``_kernel_op``): custom ops for torch.compile, called directly in eager. No backward: lengths
+# are integers and masks carry no gradient.
+sequence_mask_kernel = KernelOp(
+    "sequence_mask",
+    _sequence_mask,
+    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length)),
+)
+padding_mask_kernel = KernelOp(
+    "padding_mask",
+    _padding_mask,
+    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length)),
+)
+attention_mask_kernel = KernelOp(
+    "attention_mask",
+    _attention_mask,
+    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length, max_length)),
+)
+attention_mask_4d_kernel = KernelOp("attention_mask_4d", _attention_mask_4d, _empty_4d)
 
 
 def sequence_mask(lengths: Tensor, max_length: int | None = None) -> Tensor:

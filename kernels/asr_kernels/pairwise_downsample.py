@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _LENGTH_DTYPES = (torch.int32, torch.int64)
@@ -86,7 +87,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype
+    from asr_kernels._tiles import cdiv, compute_dtype, next_power_of_2
 
     @triton.jit
     def _group_coefficients(
@@ -229,8 +230,8 @@ if HAS_TRITON:
 
     def launch_config(factor: int, channels: int) -> tuple[int, int]:
         """(BLOCK_F, BLOCK_D)."""
-        block_f = triton.next_power_of_2(factor)
-        block_d = min(triton.next_power_of_2(channels), max(1, _TILE_ELEMENTS // block_f))
+        block_f = next_power_of_2(factor)
+        block_d = min(next_power_of_2(channels), max(1, _TILE_ELEMENTS // block_f))
         return block_f, block_d
 
 
@@ -240,7 +241,7 @@ def _launch(x: Tensor, weights: Tensor) -> tuple[int, tuple[int, int], dict]:
     batch, frames, channels = x.shape
     out_frames = -(-frames // weights.shape[0])
     block_f, block_d = launch_config(weights.shape[0], channels)
-    grid = (batch * out_frames, triton.cdiv(channels, block_d))
+    grid = (batch * out_frames, cdiv(channels, block_d))
     meta = {
         "BLOCK_F": block_f,
         "BLOCK_D": block_d,
@@ -251,7 +252,8 @@ def _launch(x: Tensor, weights: Tensor) -> tuple[int, tuple[int, int], dict]:
 
 
 def _pairwise_downsample_forward(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
-    """Launches the forward kernel; returns a new contiguous (B, ceil(T / F), D)."""
+    """The downsampling through the Triton kernel: a new contiguous (B, ceil(T / F), D); no dispatch, no
+    checks."""
     batch, frames, channels = x.shape
     factor = weights.shape[0]
     out = x.new_empty((batch, -(-frames // factor), channels))
@@ -312,29 +314,12 @@ def _pairwise_downsample_backward(
     return grad_x, grad_weights.to(weights.dtype)
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward, which saves the inputs only.
-@torch.library.custom_op("asr_kernels::pairwise_downsample", mutates_args=())
-def pairwise_downsample_kernel(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
-    """The downsampling through the Triton kernels (forward and backward); no dispatch, no checks."""
-    return _pairwise_downsample_forward(x, lengths, weights)
-
-
-@pairwise_downsample_kernel.register_fake
-def _(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
+def _downsampled_like(x: Tensor, lengths: Tensor, weights: Tensor) -> Tensor:
     batch, frames, channels = x.shape
     return x.new_empty((batch, -(-frames // weights.shape[0]), channels))
 
 
-@torch.library.custom_op("asr_kernels::pairwise_downsample_backward", mutates_args=())
-def _pairwise_downsample_backward_op(
-    grad_out: Tensor, x: Tensor, lengths: Tensor, weights: Tensor
-) -> tuple[Tensor, Tensor]:
-    return _pairwise_downsample_backward(grad_out, x, lengths, weights)
-
-
-@_pairwise_downsample_backward_op.register_fake
-def _(grad_out: Tensor, x: Tensor, lengths: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+def _grads_like(grad_out: Tensor, x: Tensor, lengths: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
     return (
         torch.empty_like(x, memory_format=torch.contiguous_format),
         torch.empty_like(weights, memory_format=torch.contiguous_format),
@@ -346,14 +331,22 @@ def _pairwise_downsample_setup_context(ctx, inputs: tuple[Tensor, Tensor, Tensor
 
 
 def _pairwise_downsample_kernel_backward(ctx, grad_out: Tensor) -> tuple[Tensor, None, Tensor]:
-    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
     x, lengths, weights = ctx.saved_tensors
     grad_x, grad_weights = _pairwise_downsample_backward_op(grad_out, x, lengths, weights)
     return grad_x, None, grad_weights
 
 
-pairwise_downsample_kernel.register_autograd(
-    _pairwise_downsample_kernel_backward, setup_context=_pairwise_downsample_setup_context
+# The kernel path (``_kernel_op``): a custom op for torch.compile, differentiable through the backward, which
+# saves the inputs only; eager calls skip the custom op's dispatch.
+_pairwise_downsample_backward_op = KernelOp(
+    "pairwise_downsample_backward", _pairwise_downsample_backward, _grads_like
+)
+pairwise_downsample_kernel = KernelOp(
+    "pairwise_downsample",
+    _pairwise_downsample_forward,
+    _downsampled_like,
+    _pairwise_downsample_setup_context,
+    _pairwise_downsample_kernel_backward,
 )
 
 

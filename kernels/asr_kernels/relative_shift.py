@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 
 # A shift is a copy, exact in any dtype; these are the ones autograd needs and the models use.
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -142,7 +143,8 @@ if HAS_TRITON:
 
 
 def _relative_shift_forward(scores: Tensor) -> Tensor:
-    """Launches the forward kernel on (..., T, 2T-1) ``scores``; returns a new contiguous (..., T, T)."""
+    """The relative shift of (..., T, 2T-1) ``scores`` through the Triton kernel: a new contiguous (..., T, T);
+    no dispatch, no checks."""
     length = scores.shape[-2]
     out = scores.new_empty((*scores.shape[:-1], length))
     if out.numel() == 0:
@@ -189,42 +191,27 @@ def _relative_shift_backward(grad_out: Tensor) -> Tensor:
     return grad_scores
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward, which saves nothing: the gradient
-# only needs T, which grad_out carries.
-@torch.library.custom_op("asr_kernels::relative_shift", mutates_args=())
-def relative_shift_kernel(scores: Tensor) -> Tensor:
-    """The relative shift through the Triton kernels (forward and backward); no dispatch, no checks."""
-    return _relative_shift_forward(scores)
-
-
-@relative_shift_kernel.register_fake
-def _(scores: Tensor) -> Tensor:
-    return scores.new_empty((*scores.shape[:-1], scores.shape[-2]))
-
-
-@torch.library.custom_op("asr_kernels::relative_shift_backward", mutates_args=())
-def _relative_shift_backward_op(grad_out: Tensor) -> Tensor:
-    return _relative_shift_backward(grad_out)
-
-
-@_relative_shift_backward_op.register_fake
-def _(grad_out: Tensor) -> Tensor:
-    length = grad_out.shape[-1]
-    return grad_out.new_empty((*grad_out.shape[:-1], max(2 * length - 1, 0)))
-
-
 def _relative_shift_setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
     pass  # nothing to save: the backward is the inverse index map, fixed by grad_out's shape
 
 
 def _relative_shift_kernel_backward(ctx, grad_out: Tensor) -> Tensor:
-    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
     return _relative_shift_backward_op(grad_out)
 
 
-relative_shift_kernel.register_autograd(
-    _relative_shift_kernel_backward, setup_context=_relative_shift_setup_context
+# The kernel path (``_kernel_op``): a custom op for torch.compile, differentiable through the backward, which
+# saves nothing (the gradient only needs T, which grad_out carries); eager calls skip the custom op's dispatch.
+_relative_shift_backward_op = KernelOp(
+    "relative_shift_backward",
+    _relative_shift_backward,
+    lambda grad_out: grad_out.new_empty((*grad_out.shape[:-1], max(2 * grad_out.shape[-1] - 1, 0))),
+)
+relative_shift_kernel = KernelOp(
+    "relative_shift",
+    _relative_shift_forward,
+    lambda scores: scores.new_empty((*scores.shape[:-1], scores.shape[-2])),
+    _relative_shift_setup_context,
+    _relative_shift_kernel_backward,
 )
 
 

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 from asr_kernels.mask_time import check_frame_counts
 
 # Dtypes the kernel handles (for x and y, which must share one, and for a tensor scale); anything else goes to
@@ -83,7 +84,7 @@ if HAS_TRITON:
     import triton
     import triton.language as tl
 
-    from asr_kernels._tiles import compute_dtype, tile_sides, time_tile
+    from asr_kernels._tiles import cdiv, compute_dtype, tile_sides, time_tile
 
     @triton.jit
     def _residual_add_mask_time_forward_kernel(
@@ -181,7 +182,7 @@ if HAS_TRITON:
     def launch_config(num_frames: int, channels: int, tiles: int) -> tuple[int, int, int]:
         """(BLOCK_T, BLOCK_C, number of time chunks of ``tiles`` blocks each)."""
         block_c, block_t = tile_sides(channels, num_frames, _MAX_BLOCK_C, _TILE_ELEMENTS)
-        return block_t, block_c, triton.cdiv(num_frames, block_t * tiles)
+        return block_t, block_c, cdiv(num_frames, block_t * tiles)
 
 
 def _scale_stride(scale: Tensor) -> int:
@@ -189,13 +190,14 @@ def _scale_stride(scale: Tensor) -> int:
 
 
 def _residual_add_mask_time_forward(x: Tensor, y: Tensor, lengths: Tensor, scale: Tensor) -> Tensor:
-    """Launches the forward kernel; returns a new contiguous (B, T, C)."""
+    """``x + scale * y`` masked by ``lengths`` through the Triton kernel: a new contiguous (B, T, C); no
+    dispatch, no checks. ``scale`` is a tensor of shape () or (C,) on x's device; x and y share one dtype."""
     out = torch.empty(x.shape, dtype=_output_dtype(x, y, scale), device=x.device)
     if out.numel() == 0:
         return out
     batch, num_frames, channels = x.shape
     block_t, block_c, num_time_blocks = launch_config(num_frames, channels, tiles=1)
-    grid = (batch * num_time_blocks, triton.cdiv(channels, block_c))
+    grid = (batch * num_time_blocks, cdiv(channels, block_c))
     _residual_add_mask_time_forward_kernel[grid](
         x,
         y,
@@ -228,7 +230,7 @@ def _residual_add_mask_time_backward(
         return grad_x, grad_y, torch.zeros_like(scale)
     batch, num_frames, channels = grad_out.shape
     block_t, block_c, num_time_chunks = launch_config(num_frames, channels, _BACKWARD_TILES)
-    grid = (batch * num_time_chunks, triton.cdiv(channels, block_c))
+    grid = (batch * num_time_chunks, cdiv(channels, block_c))
     math_dtype = compute_dtype(grad_out.dtype, scale.dtype, input_dtype)
     # One row of C partial sums per program along grid axis 0, in the compute dtype.
     partials_dtype = torch.float64 if math_dtype == tl.float64 else torch.float32
@@ -264,29 +266,11 @@ def _residual_add_mask_time_backward(
     return grad_x, grad_y, grad_scale.to(scale.dtype)
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward.
-@torch.library.custom_op("asr_kernels::residual_add_mask_time", mutates_args=())
-def residual_add_mask_time_kernel(x: Tensor, y: Tensor, lengths: Tensor, scale: Tensor) -> Tensor:
-    """``x + scale * y`` masked by ``lengths`` through the Triton kernels; no dispatch, no checks. ``scale`` is a
-    tensor of shape () or (C,) on x's device; x and y share one dtype."""
-    return _residual_add_mask_time_forward(x, y, lengths, scale)
-
-
-@residual_add_mask_time_kernel.register_fake
-def _(x: Tensor, y: Tensor, lengths: Tensor, scale: Tensor) -> Tensor:
+def _sum_like(x: Tensor, y: Tensor, lengths: Tensor, scale: Tensor) -> Tensor:
     return torch.empty(x.shape, dtype=_output_dtype(x, y, scale), device=x.device)
 
 
-@torch.library.custom_op("asr_kernels::residual_add_mask_time_backward", mutates_args=())
-def _residual_add_mask_time_backward_op(
-    grad_out: Tensor, lengths: Tensor, scale: Tensor, y: Tensor | None, input_dtype: torch.dtype
-) -> tuple[Tensor, Tensor, Tensor]:
-    return _residual_add_mask_time_backward(grad_out, lengths, scale, y, input_dtype)
-
-
-@_residual_add_mask_time_backward_op.register_fake
-def _(
+def _grads_like(
     grad_out: Tensor, lengths: Tensor, scale: Tensor, y: Tensor | None, input_dtype: torch.dtype
 ) -> tuple[Tensor, Tensor, Tensor]:
     grad_x = torch.empty(grad_out.shape, dtype=input_dtype, device=grad_out.device)
@@ -301,7 +285,6 @@ def _residual_add_mask_time_setup_context(ctx, inputs: tuple[Tensor, Tensor, Ten
 
 
 def _residual_add_mask_time_kernel_backward(ctx, grad_out: Tensor):
-    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
     lengths, scale, y = ctx.saved_tensors
     grad_x, grad_y, grad_scale = _residual_add_mask_time_backward_op(
         grad_out, lengths, scale, y, ctx.input_dtype
@@ -309,8 +292,17 @@ def _residual_add_mask_time_kernel_backward(ctx, grad_out: Tensor):
     return grad_x, grad_y, None, grad_scale if y is not None else None
 
 
-residual_add_mask_time_kernel.register_autograd(
-    _residual_add_mask_time_kernel_backward, setup_context=_residual_add_mask_time_setup_context
+# The kernel path (``_kernel_op``): a custom op for torch.compile, differentiable through the backward; eager
+# calls skip the custom op's dispatch.
+_residual_add_mask_time_backward_op = KernelOp(
+    "residual_add_mask_time_backward", _residual_add_mask_time_backward, _grads_like
+)
+residual_add_mask_time_kernel = KernelOp(
+    "residual_add_mask_time",
+    _residual_add_mask_time_forward,
+    _sum_like,
+    _residual_add_mask_time_setup_context,
+    _residual_add_mask_time_kernel_backward,
 )
 
 

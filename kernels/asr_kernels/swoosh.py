@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from asr_kernels._bench import BenchCase, tensor_bytes
 from asr_kernels._dispatch import HAS_TRITON, use_triton
+from asr_kernels._kernel_op import KernelOp
 from asr_kernels._precision import in_input_dtype
 
 SWOOSH_FORMS = ("paper", "sigmoid")
@@ -230,33 +231,17 @@ def _swoosh_backward(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tenso
     return grad_x
 
 
-# The kernel path as torch.library custom ops: opaque to torch.compile (no graph break; the fake functions give
-# it the output shapes) and differentiable through the registered backward, which saves only ``x``.
-@torch.library.custom_op("asr_kernels::swoosh_l", mutates_args=())
-def swoosh_l_kernel(x: Tensor, form: str = "paper") -> Tensor:
+def _swoosh_l(x: Tensor, form: str) -> Tensor:
     """SwooshL through the Triton kernels (forward and backward); no dispatch, no checks."""
     return _swoosh_forward(x, "l", form)
 
 
-@torch.library.custom_op("asr_kernels::swoosh_r", mutates_args=())
-def swoosh_r_kernel(x: Tensor, form: str = "paper") -> Tensor:
+def _swoosh_r(x: Tensor, form: str) -> Tensor:
     """SwooshR through the Triton kernels (forward and backward); no dispatch, no checks."""
     return _swoosh_forward(x, "r", form)
 
 
-@swoosh_l_kernel.register_fake
-@swoosh_r_kernel.register_fake
-def _(x: Tensor, form: str = "paper") -> Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("asr_kernels::swoosh_backward", mutates_args=())
-def _swoosh_backward_op(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tensor:
-    return _swoosh_backward(grad_out, x, side, form)
-
-
-@_swoosh_backward_op.register_fake
-def _(grad_out: Tensor, x: Tensor, side: str, form: str) -> Tensor:
+def _swoosh_like_x(x: Tensor, *_) -> Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -267,7 +252,6 @@ def _swoosh_setup_context(ctx, inputs: tuple[Tensor, str], output: Tensor) -> No
 
 
 def _swoosh_l_kernel_backward(ctx, grad_out: Tensor) -> tuple[Tensor, None]:
-    # The backward op has no autograd formula of its own, so a double backward raises instead of being wrong.
     (x,) = ctx.saved_tensors
     return _swoosh_backward_op(grad_out, x, "l", ctx.form), None
 
@@ -277,8 +261,17 @@ def _swoosh_r_kernel_backward(ctx, grad_out: Tensor) -> tuple[Tensor, None]:
     return _swoosh_backward_op(grad_out, x, "r", ctx.form), None
 
 
-swoosh_l_kernel.register_autograd(_swoosh_l_kernel_backward, setup_context=_swoosh_setup_context)
-swoosh_r_kernel.register_autograd(_swoosh_r_kernel_backward, setup_context=_swoosh_setup_context)
+# The kernel path (``_kernel_op``): custom ops for torch.compile, differentiable through the backward, which
+# saves only ``x``; eager calls skip the custom ops' dispatch.
+_swoosh_backward_op = KernelOp(
+    "swoosh_backward", _swoosh_backward, lambda grad_out, x, side, form: _swoosh_like_x(x)
+)
+swoosh_l_kernel = KernelOp(
+    "swoosh_l", _swoosh_l, _swoosh_like_x, _swoosh_setup_context, _swoosh_l_kernel_backward
+)
+swoosh_r_kernel = KernelOp(
+    "swoosh_r", _swoosh_r, _swoosh_like_x, _swoosh_setup_context, _swoosh_r_kernel_backward
+)
 
 
 def swoosh_l(x: Tensor, form: str = "paper") -> Tensor:

@@ -298,9 +298,7 @@ def test_bad_shapes_are_rejected_with_what_was_expected():
 def test_pairwise_downsample_runs_the_kernel_where_triton_can_run():
     x, lengths, weights, _ = make_inputs(2, 5, 3, 2, [5, 2])
     out = pairwise_downsample(x.requires_grad_(), lengths, weights)
-    assert (
-        type(out.grad_fn).__name__ == "GeneratedBackwardFor_asr_kernels_pairwise_downsample_defaultBackward"
-    )
+    assert type(out.grad_fn).__name__ == "asr_kernels_pairwise_downsampleBackward"
 
 
 def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_cannot_run(monkeypatch):

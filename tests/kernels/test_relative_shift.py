@@ -272,7 +272,7 @@ def test_the_kernel_needs_at_most_half_the_reference_peak_memory_forward_and_bac
 def test_relative_shift_runs_the_kernel_where_triton_can_run():
     scores = make_scores((2, 3, 5)).requires_grad_()
     out = relative_shift(scores)
-    assert type(out.grad_fn).__name__ == "GeneratedBackwardFor_asr_kernels_relative_shift_defaultBackward"
+    assert type(out.grad_fn).__name__ == "asr_kernels_relative_shiftBackward"
 
 
 def test_reference_choice_skips_the_kernel_and_triton_choice_refuses_what_it_cannot_run(monkeypatch):

@@ -103,7 +103,8 @@ def test_the_triton_path_gives_the_reference_paths_loss_and_gradients(architectu
 
 
 def kernel_nodes(output: torch.Tensor) -> set[str]:
-    """The custom ops in ``output``'s autograd graph (their backward nodes name them)."""
+    """The asr_kernels ops in ``output``'s autograd graph (their backward nodes name them:
+    ``asr_kernels_<op>Backward``, a ``KernelOp``'s eager Function)."""
     names, stack, seen = set(), [output.grad_fn], set()
     while stack:
         node = stack.pop()
@@ -112,13 +113,13 @@ def kernel_nodes(output: torch.Tensor) -> set[str]:
         seen.add(node)
         name = type(node).__name__
         if "asr_kernels_" in name:
-            names.add(name.removeprefix("GeneratedBackwardFor_asr_kernels_").removesuffix("_defaultBackward"))
+            names.add(name.removeprefix("asr_kernels_").removesuffix("Backward"))
         stack.extend(next_node for next_node, _ in node.next_functions)
     return names
 
 
 def test_the_triton_path_really_runs_the_kernels():
-    # A custom op's backward node sits in the graph only when the kernel path ran.
+    # A kernel op's backward node sits in the graph only when the kernel path ran.
     model = tiny_model("zipformer").eval()
     layer = model.stacks[0].layers[0]
     x, lengths = torch.randn(2, 9, model.config.encoder_dim[0], requires_grad=True), torch.tensor([9, 5])
