@@ -16,7 +16,12 @@ byte), and per op, forward and forward+backward (``torch.autograd.grad``), it ti
 Then the op calls of one Zipformer-M forward (``count_calls``, the kernels all on), and what they cost the CPU
 per training step on either path. Medians of ``--repeats`` rounds of ``--calls`` calls, the arms interleaved.
 
+``--device cuda`` launches for real, on tiny CUDA tensors (a GPU runs each kernel in a few microseconds, so the
+CPU's side sets the pace): each round's wall time, the GPU waited for at its end, per call. That is what a
+launch-bound eager step pays per op, Triton's own launch included.
+
     python benchmarks/bench_kernel_overhead.py
+    python benchmarks/bench_kernel_overhead.py --device cuda      # on a GPU machine
     python benchmarks/bench_kernel_overhead.py --ops relative_shift pairwise_downsample --repeats 9
 """
 
@@ -57,6 +62,11 @@ def launches_stubbed() -> Iterator[None]:
         yield
 
 
+def kernel_paths(device: str) -> contextlib.AbstractContextManager:
+    """Every op on its Triton path: launched for real on CUDA, stubbed elsewhere."""
+    return use_kernels("triton") if device == "cuda" else launches_stubbed()
+
+
 @contextlib.contextmanager
 def through_custom_ops() -> Iterator[None]:
     """Every ``KernelOp`` call (forward and backward) entered through its custom op, as before ``KernelOp``."""
@@ -79,11 +89,16 @@ def call(case, arm: str, backward: bool) -> Callable[[], object]:
     return forward_backward if backward else forward
 
 
-def microseconds(function: Callable[[], object], arm: str, calls: int) -> float:
+def microseconds(function: Callable[[], object], arm: str, calls: int, device: str) -> float:
+    """Wall microseconds per call of ``calls`` calls; on CUDA the GPU is waited for before and after."""
     with through_custom_ops() if arm == "custom op" else contextlib.nullcontext():
+        if device == "cuda":
+            torch.cuda.synchronize()
         started = time.perf_counter()
         for _ in range(calls):
             function()
+        if device == "cuda":
+            torch.cuda.synchronize()
         return (time.perf_counter() - started) / calls * 1e6
 
 
@@ -98,9 +113,16 @@ def zipformer_m_calls() -> dict[str, int]:
     return dict(calls)
 
 
+def _device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="+", help="op modules or ops (default: all)")
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: real launches on a GPU (see above)"
+    )
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=16)
     parser.add_argument("--channels", type=int, default=8)
@@ -111,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    launches = {"cpu": "Triton launches stubbed", "cuda": f"launched on {_device_name()}, wall time"}
 
     modules, missing = load_op_modules()
     cases = collect_bench_cases(
@@ -119,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     if args.ops:
         cases = select_cases(cases, args.ops, missing)
     print(
-        f"CPU microseconds per call, Triton launches stubbed; torch {torch.__version__}, 1 thread, "
+        f"CPU microseconds per call, {launches[args.device]}; torch {torch.__version__}, 1 thread, "
         f"{os.cpu_count()} CPUs; batch {args.batch}, seq-len {args.seq_len}, channels {args.channels}, "
         f"median of {args.repeats} x {args.calls} calls"
     )
@@ -127,17 +150,17 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     print(header + "\n" + "-" * len(header))
     per_call: dict[str, float] = {}  # op -> forward+backward microseconds saved per call
     table: dict[str, dict[str, float]] = {}  # "<op> <pass>" -> arm -> median microseconds
-    with launches_stubbed():
+    with kernel_paths(args.device):
         for named in cases:
             passes = [False, True] if any(t.requires_grad for t in _tensors(named.case.inputs)) else [False]
             for backward in passes:
                 functions = {arm: call(named.case, arm, backward) for arm in ARMS}
                 for arm, function in functions.items():
-                    microseconds(function, arm, max(1, args.calls // 10))  # warm-up
+                    microseconds(function, arm, max(1, args.calls // 10), args.device)  # warm-up
                 rounds: dict[str, list[float]] = {arm: [] for arm in ARMS}
                 for _ in range(args.repeats):
                     for arm, function in functions.items():
-                        rounds[arm].append(microseconds(function, arm, args.calls))
+                        rounds[arm].append(microseconds(function, arm, args.calls, args.device))
                 medians = {arm: statistics.median(times) for arm, times in rounds.items()}
                 ratio = medians["kernel op"] / medians["custom op"]
                 name = "fwd+bwd" if backward else "fwd"

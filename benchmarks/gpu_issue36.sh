@@ -15,14 +15,16 @@
 # step shares one compile cache (/tmp/compile_cache). The steps, in priority order:
 #   eager_m       Zipformer-M eager, f32/bf16 x kernels on/off, bf16 with auto's kernels (AUTO_KERNELS), and
 #                 the largest bf16 batch that fits;
-#   compiled_m    the whole model compiled, bf16, kernels off, and its profile (top 15 kernels, "before");
-#   layers_m      each repeated layer compiled on its own (--compile-scope layers: a shorter cold compile),
-#                 bf16, kernels off, and its profile;
+#   layers_m      each repeated layer compiled on its own (--compile-scope layers: a shorter cold compile, the
+#                 engine's scope), bf16, kernels off, and its profile (top 15 kernels, "before");
 #   engine        `asr-pipeline train` Zipformer-M bf16 --compile default --compile-scope layers
 #                 --pad-to-buckets 1280,1600 --num-workers 4 on LibriSpeech-shaped synthetic shards (1-16 s,
 #                 F = 80), its events.jsonl read by bench_gpu_step.py --engine-run (time to first step,
-#                 compiles, steady audio-s/s, and the share of the steady windows spent waiting for the loader);
+#                 compiles, steady audio-s/s, and the share of the steady windows spent waiting for the loader):
+#                 the issue's target is this figure, so it comes before the whole-model compile;
 #   engine_warm   the same settings on 64 other utterances: the time to the first step on a warm cache;
+#   compiled_m    the whole model compiled, bf16, kernels off (the issue's own compiled arm, a cold compile of
+#                 188 s when it was filed), and its profile;
 #   loader        the training loader alone on this machine's CPUs (bench_loader_rate.py: audio-s/s with 0, 4
 #                 and 8 workers, 4 with every worker reading every shard as before): can it feed the target?
 #   waits         the training step's waits for the GPU under torch's sync debug mode (tests/training/
@@ -31,6 +33,8 @@
 #                 per-tensor, foreach and fused, ScaledAdam (its sums of products segmented, as on CUDA);
 #   kernels_ops   Zipformer-M eager bf16 with each op's kernel alone against the references (--per-op): which
 #                 kernels pay at the model level, the evidence asr_kernels.AUTO_KERNELS is set from;
+#   kernel_overhead  each op's wall time per call on tiny CUDA tensors (bench_kernel_overhead.py --device cuda):
+#                 what a launch-bound eager step pays per op, through the custom op as before and the kernel op;
 #   kernels_cuda  the kernel parity tests compiled for the GPU (tests/kernels; needs pytest in the image):
 #                 the shared @triton.jit tile helpers of asr_kernels._tiles were checked only interpreted;
 #   others        Squeezeformer-M, W2V-BERT 600m and the demo model (zipformer:demo), eager bf16/f32;
@@ -67,7 +71,7 @@ else
 fi
 OUT=${OUT:-${REHEARSE:+$ROOT/}runs/gpu_issue36}
 SITE=.gpu/issue36_site.tar.xz
-ALL_STEPS="eager_m compiled_m layers_m engine engine_warm loader waits optimizer kernels_ops kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
+ALL_STEPS="eager_m layers_m engine engine_warm compiled_m loader waits optimizer kernels_ops kernel_overhead kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
   mkdir -p .gpu
@@ -121,8 +125,6 @@ BENCH="python3 benchmarks/bench_gpu_step.py $SIZES --batches 4 --buckets 1 --rep
 step eager_m 120 $BENCH --models $M \
   --arms eager:off:bf16:buckets eager:on:bf16:buckets eager:auto:bf16:buckets eager:off:f32:buckets eager:on:f32:buckets \
   --largest-batch eager:off:bf16:buckets --json "$OUT/eager_m.json"
-step compiled_m 240 $BENCH --models $M --arms compile:off:bf16:buckets \
-  --profile compile:off:bf16:buckets --profile-out "$OUT/profile_compiled_bf16.txt" --json "$OUT/compiled_m.json"
 step layers_m 150 $BENCH --models $M --arms layers:off:bf16:buckets \
   --profile layers:off:bf16:buckets --profile-out "$OUT/profile_layers_bf16.txt" --json "$OUT/layers_m.json"
 
@@ -155,6 +157,8 @@ copy_engine_figures() {
   done
 }
 copy_engine_figures
+step compiled_m 240 $BENCH --models $M --arms compile:off:bf16:buckets \
+  --profile compile:off:bf16:buckets --profile-out "$OUT/profile_compiled_bf16.txt" --json "$OUT/compiled_m.json"
 step loader 90 python3 benchmarks/bench_loader_rate.py $LOADER --workdir $ROOT/loader_corpus
 
 HAS_PYTEST=$(python3 -c "import pytest" 2>/dev/null && echo 1)
@@ -167,6 +171,8 @@ fi
 step waits 60 python3 -m pytest tests/training/test_trainer_step.py -q -p no:cacheprovider -m gpu
 step optimizer 60 python3 benchmarks/bench_optimizer_step.py $OPTIMIZER --rounds 8
 step kernels_ops 120 $BENCH --models $M --per-op eager:off:bf16:buckets --deadline 95 --json "$OUT/kernels_ops.json"
+[ -n "$REHEARSE" ] && OVERHEAD_DEVICE=cpu || OVERHEAD_DEVICE=cuda
+step kernel_overhead 60 python3 benchmarks/bench_kernel_overhead.py --device $OVERHEAD_DEVICE --repeats 5
 [ -n "$REHEARSE" ] && { echo "kernels_cuda: no GPU (rehearsal)"; STEPS=${STEPS/kernels_cuda/}; }
 step kernels_cuda 90 env ASR_KERNELS_TEST_DEVICE=cuda python3 -m pytest tests/kernels -q -x -p no:cacheprovider -m "not gpu"
 step others 120 $BENCH --models $OTHERS \
@@ -199,6 +205,7 @@ grep -h "largest_batch_frames" "$OUT/eager_m.log" 2>/dev/null
 cat "$OUT/engine_run.json" "$OUT/engine_warm.json" "$OUT/engine_combo.json" "$OUT/engine_graphs.json" 2>/dev/null
 grep -h -E "passed|failed|skipped" "$OUT/waits.log" 2>/dev/null | tail -n 1  # the step's waits
 grep -h -A 6 "tensors," "$OUT/optimizer.log" 2>/dev/null
+sed -n '/^op .* pass /,$p' "$OUT/kernel_overhead.log" 2>/dev/null
 grep -h -E "passed|failed" "$OUT/kernels_cuda.log" 2>/dev/null | tail -n 1
 grep -h -E "passed|failed|skipped" "$OUT/w2v_flex.log" 2>/dev/null | head -n 1  # the flex parity test
 [ -n "$SKIPPED" ] && echo "skipped (run them with: bash benchmarks/gpu_issue36.sh run$SKIPPED)"

@@ -18,8 +18,9 @@ the benchmarks time one op's kernel inside a whole model step with it.
 
 Every public op calls ``use_triton(op_name, tensor)`` once per call, which also counts the call
 (``count_calls``): the routing tests prove with it that a model's forward and backward reach every op.
-Kernel paths go through ``torch.library`` custom ops (``asr_kernels::<name>``) with fake implementations,
-so ``torch.compile`` traces a model that uses them without a graph break.
+Kernel paths are ``KernelOp``s (``_kernel_op``): ``torch.library`` custom ops (``asr_kernels::<name>``) with fake
+implementations, so ``torch.compile`` traces a model that uses them without a graph break, which eager calls
+skip for the launcher itself.
 """
 
 from __future__ import annotations
