@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
     modules, missing = load_op_modules()
     cases = collect_bench_cases(
-        modules, args.batch, args.seq_len, args.channels, args.heads, torch.float32, "cpu"
+        modules, args.batch, args.seq_len, args.channels, args.heads, torch.float32, args.device
     )
     if args.ops:
         cases = select_cases(cases, args.ops, missing)

@@ -136,7 +136,14 @@ class _Builder:
                 self.op, name, meta, error=f"{type(error).__name__}: {message[0] if message else ''}"
             )
             return
-        registers, spilled = ptxas_report(kernel.asm["ptx"], self.capability)
+        try:
+            registers, spilled = ptxas_report(kernel.asm["ptx"], self.capability)
+        except subprocess.CalledProcessError as error:
+            lines = (error.stderr or "").strip().splitlines()
+            self.builds[key] = KernelBuild(
+                self.op, name, meta, error=f"ptxas: {lines[0] if lines else error}"
+            )
+            return
         bits = access_bits(kernel.asm["ptx"])
         self.builds[key] = KernelBuild(
             self.op,
@@ -185,6 +192,7 @@ def build_cases(cases: Sequence[NamedCase], capability: int) -> list[KernelBuild
     with _building(builder):
         for named in cases:
             builder.op = named.name
+            before = len(builder.builds)
             case = named.case
             with torch.no_grad():
                 case.kernel(*case.inputs)
@@ -193,4 +201,13 @@ def build_cases(cases: Sequence[NamedCase], capability: int) -> list[KernelBuild
             if inputs and outputs:
                 grads = [torch.zeros_like(t) for t in outputs]
                 torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+            if len(builder.builds) == before:
+                # empty inputs launch nothing; kernels made for the interpreter (TRITON_INTERPRET set at import)
+                # run there instead of being built
+                builder.builds[(named.name,)] = KernelBuild(
+                    named.name,
+                    "-",
+                    {},
+                    error="no Triton launch to build: empty inputs, or interpreted kernels",
+                )
     return list(builder.builds.values())

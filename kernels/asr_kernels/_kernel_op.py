@@ -9,13 +9,18 @@ that cost more CPU time per forward+backward than the autograd engine's own work
 launches its kernels, so that time was the step's. Eager calls now go through an ``autograd.Function`` over the
 same launcher, ``setup_context`` and backward.
 
-A ``KernelOp`` takes its custom op inside a ``torch.compile`` trace, and also under any dispatch mode: fake
-tensors, or a census of the ops a step dispatches (``benchmarks/bench_forward_bytes.py`` counts a kernel as its
-one op). Without such a mode, the launcher runs through the ``Function`` when autograd records the call, and
-alone when it does not (no input needs a gradient, or grad mode is off). A backward runs its own ``KernelOp`` (the backward launcher), so a traced backward holds the backward
-custom op. No op has a double backward: a backward op has no autograd formula, and it is called as the custom
-op whenever an input needs a gradient (a backward with ``create_graph``), so a second derivative raises rather
-than coming out silently zero, on both paths.
+A ``KernelOp`` takes its custom op inside a ``torch.compile`` trace. It takes it too under any dispatch mode
+(fake tensors, or a census of the ops a step dispatches: ``benchmarks/bench_forward_bytes.py`` counts a kernel
+as its one op), under a functorch transform (vmap, functionalize), and for a tensor the launcher cannot take as
+it is (a subclass, a fake tensor outside its mode, a meta tensor). Otherwise the launcher runs through the
+``Function`` when autograd records the call, and alone when it does not (no input needs a gradient, or grad mode
+is off). Every argument is given, positionally: the ``Function`` binds no defaults (``inspect`` would cost more
+than the call).
+
+A backward runs its own ``KernelOp`` (the backward launcher), so a traced backward holds the backward custom op.
+No op has a double backward: a backward op has no autograd formula, and it is called as the custom op whenever
+an input needs a gradient (a backward with ``create_graph``), so a second derivative raises rather than coming
+out silently zero, on both paths.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+# The tensors a launcher takes as they are; any other (a subclass, a functorch wrapper) goes to the custom op.
+_PLAIN = (Tensor, nn.Parameter)
 
 
 class KernelOp:
@@ -62,9 +70,19 @@ class KernelOp:
         self.__doc__ = launcher.__doc__
 
     def __call__(self, *args):
-        if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        """The op on ``args``, every argument given, positionally."""
+        if (
+            torch.compiler.is_compiling()
+            or torch._C._len_torch_dispatch_stack()
+            or torch._C._are_functorch_transforms_active()  # vmap, grad, functionalize: they wrap the tensors
+        ):
             return self.op(*args)
-        if not (torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        tensors = [arg for arg in args if isinstance(arg, Tensor)]
+        if any(
+            type(t) not in _PLAIN or t.is_meta for t in tensors
+        ):  # fake, wrapper subclass or meta: its fake
+            return self.op(*args)
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return self.launcher(*args)  # no graph to record: neither the Function nor the op's autograd
         if self.function is None:  # a backward op inside a create_graph backward: its grad_fn will raise
             return self.op(*args)

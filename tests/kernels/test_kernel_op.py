@@ -9,6 +9,7 @@ import importlib
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.kernels.support import DEVICE
@@ -80,3 +81,18 @@ def test_torch_compile_traces_the_custom_op():
     h = hidden()
     torch.compile(glu_kernel, backend=backend, fullgraph=True)(h).sum().backward()
     assert len(graphs) == 1 and "torch.ops.asr_kernels.glu.default" in graphs[0]
+
+
+def test_wrapped_subclassed_and_meta_tensors_take_the_custom_op():
+    # The launcher needs a plain tensor's storage; the custom op knows vmap's batching, subclasses and meta.
+    h = hidden(requires_grad=False)
+    batched = torch.func.vmap(glu_kernel)(h)
+    torch.testing.assert_close(batched, glu_kernel(h), rtol=0, atol=0)
+
+    meta = glu_kernel(torch.empty(3, 4, 2 * 5, device="meta"))
+    assert meta.is_meta and meta.shape == (3, 4, 5)
+
+    two = TwoTensor(h, 2 * h)
+    out = glu_kernel(two)
+    assert type(out) is TwoTensor
+    torch.testing.assert_close(out.a, glu_kernel(h), rtol=0, atol=0)
