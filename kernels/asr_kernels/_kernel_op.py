@@ -78,9 +78,8 @@ class KernelOp:
         ):
             return self.op(*args)
         tensors = [arg for arg in args if isinstance(arg, Tensor)]
-        if any(
-            type(t) not in _PLAIN or t.is_meta for t in tensors
-        ):  # fake, wrapper subclass or meta: its fake
+        # a fake tensor, a wrapper subclass or a meta tensor: the custom op's fake (or the subclass) handles it
+        if any(type(t) not in _PLAIN or t.is_meta for t in tensors):
             return self.op(*args)
         if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return self.launcher(*args)  # no graph to record: neither the Function nor the op's autograd
