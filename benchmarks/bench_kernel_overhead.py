@@ -41,7 +41,14 @@ from triton.runtime.jit import JITFunction
 
 from asr_kernels import _dispatch, count_calls, use_kernels
 from asr_kernels._kernel_op import KernelOp
-from asr_kernels._measure import _tensors, collect_bench_cases, load_op_modules, select_cases
+from asr_kernels._measure import (
+    collect_bench_cases,
+    forward_backward_call,
+    forward_call,
+    grad_inputs,
+    load_op_modules,
+    select_cases,
+)
 
 ARMS = ("reference", "custom op", "kernel op")
 
@@ -76,17 +83,7 @@ def through_custom_ops() -> Iterator[None]:
 
 def call(case, arm: str, backward: bool) -> Callable[[], object]:
     function = case.reference if arm == "reference" else case.kernel
-    inputs = [t for t in _tensors(case.inputs) if t.requires_grad]
-
-    def forward():
-        with torch.no_grad():
-            return function(*case.inputs)
-
-    def forward_backward():
-        outputs = [t for t in _tensors(function(*case.inputs)) if t.requires_grad]
-        return torch.autograd.grad(outputs, inputs, [torch.ones_like(t) for t in outputs], allow_unused=True)
-
-    return forward_backward if backward else forward
+    return (forward_backward_call if backward else forward_call)(function, case.inputs)
 
 
 def microseconds(function: Callable[[], object], arm: str, calls: int, device: str) -> float:
@@ -152,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     table: dict[str, dict[str, float]] = {}  # "<op> <pass>" -> arm -> median microseconds
     with kernel_paths(args.device):
         for named in cases:
-            passes = [False, True] if any(t.requires_grad for t in _tensors(named.case.inputs)) else [False]
+            passes = [False, True] if grad_inputs(named.case.inputs) else [False]
             for backward in passes:
                 functions = {arm: call(named.case, arm, backward) for arm in ARMS}
                 for arm, function in functions.items():

@@ -32,10 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
-import torch
-
 from asr_kernels import _dispatch
-from asr_kernels._measure import NamedCase, _tensors
+from asr_kernels._measure import NamedCase, forward_backward_call, forward_call, grad_inputs
 
 _GLOBAL_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)+)")
 _REGISTERS = re.compile(r"Used (\d+) registers")
@@ -131,17 +129,15 @@ class _Builder:
                 options=options.__dict__,
             )
         except Exception as error:  # the compiler's many error types: each is reported, none stops the rest
-            message = str(error).strip().splitlines()
             self.builds[key] = KernelBuild(
-                self.op, name, meta, error=f"{type(error).__name__}: {message[0] if message else ''}"
+                self.op, name, meta, error=f"{type(error).__name__}: {_first_line(str(error))}"
             )
             return
         try:
             registers, spilled = ptxas_report(kernel.asm["ptx"], self.capability)
         except subprocess.CalledProcessError as error:
-            lines = (error.stderr or "").strip().splitlines()
             self.builds[key] = KernelBuild(
-                self.op, name, meta, error=f"ptxas: {lines[0] if lines else error}"
+                self.op, name, meta, error=f"ptxas: {_first_line(error.stderr or '')}"
             )
             return
         bits = access_bits(kernel.asm["ptx"])
@@ -156,6 +152,11 @@ class _Builder:
             store_bits=bits["st"],
             seconds=time.perf_counter() - started,
         )
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def _plain(value: object) -> object:
@@ -180,27 +181,28 @@ def _building(builder: _Builder) -> Iterator[None]:
         yield
 
 
+def check_buildable() -> None:
+    """Raises RuntimeError when the kernels were made for Triton's interpreter, which nothing can build."""
+    if _dispatch.interpreter_enabled():
+        raise RuntimeError(
+            "TRITON_INTERPRET is set: asr_kernels' kernels were made for Triton's interpreter, not a GPU; "
+            "unset TRITON_INTERPRET and rerun"
+        )
+
+
 def build_cases(cases: Sequence[NamedCase], capability: int) -> list[KernelBuild]:
     """Each distinct kernel launched by ``cases`` (bench cases on the CPU) forward and forward+backward, built
     for an NVIDIA GPU of compute ``capability`` (90: the H100 and H200), in launch order."""
-    if _dispatch.interpreter_enabled():
-        raise RuntimeError(
-            "TRITON_INTERPRET is set: asr_kernels' kernels were built for Triton's interpreter, not for a GPU; "
-            "unset it and run again"
-        )
+    check_buildable()
     builder = _Builder(capability)
     with _building(builder):
         for named in cases:
             builder.op = named.name
             before = len(builder.builds)
             case = named.case
-            with torch.no_grad():
-                case.kernel(*case.inputs)
-            inputs = [t for t in _tensors(case.inputs) if t.requires_grad]
-            outputs = [t for t in _tensors(case.kernel(*case.inputs)) if t.requires_grad]
-            if inputs and outputs:
-                grads = [torch.zeros_like(t) for t in outputs]
-                torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+            forward_call(case.kernel, case.inputs)()
+            if grad_inputs(case.inputs):
+                forward_backward_call(case.kernel, case.inputs)()
             if len(builder.builds) == before:
                 # empty inputs launch nothing; kernels made for the interpreter (TRITON_INTERPRET set at import)
                 # run there instead of being built

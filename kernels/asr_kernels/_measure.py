@@ -14,6 +14,7 @@ No op module imports this file (unlike ``_bench``), so it is no code dependency 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import statistics
 import time
@@ -199,6 +200,38 @@ def _tensors(value) -> list[Tensor]:
     return []
 
 
+def grad_inputs(inputs) -> list[Tensor]:
+    """The tensors of a case's ``inputs`` that take a gradient."""
+    return [t for t in _tensors(inputs) if t.requires_grad]
+
+
+def forward_call(function: Callable, inputs: tuple) -> Callable[[], object]:
+    """One forward of ``function`` on ``inputs`` under ``torch.no_grad`` (nothing saved for a backward)."""
+
+    def call():
+        with torch.no_grad():
+            return function(*inputs)
+
+    return call
+
+
+def forward_backward_call(
+    function: Callable, inputs: tuple, grad_outputs: Sequence[Tensor] | None = None
+) -> Callable[[], object]:
+    """One forward of ``function`` on ``inputs`` and the backward to its inputs' gradients, from
+    ``grad_outputs`` (default: ones like each output that takes a gradient)."""
+    wanted = grad_inputs(inputs)
+
+    def call():
+        outputs = [t for t in _tensors(function(*inputs)) if t.requires_grad]
+        if not outputs:
+            return ()
+        grads = [torch.ones_like(t) for t in outputs] if grad_outputs is None else grad_outputs
+        return torch.autograd.grad(outputs, wanted, grads, allow_unused=True)
+
+    return call
+
+
 def measure_case(
     named: NamedCase, device: torch.device, variants: Sequence[str], warmup: int, iters: int
 ) -> list[PassResult]:
@@ -209,25 +242,12 @@ def measure_case(
     if "compile" in variants:
         torch._dynamo.reset()  # this case's graphs only: no recompile limit hit, no guards left from others
         functions["compile"] = torch.compile(case.reference, dynamic=False)
-    grad_inputs = [t for t in _tensors(case.inputs) if t.requires_grad]
     outputs = [t for t in _tensors(case.reference(*case.inputs)) if t.requires_grad]
-    has_backward = bool(grad_inputs) and bool(outputs)
+    has_backward = bool(grad_inputs(case.inputs)) and bool(outputs)
     # One upstream gradient per output, the same for every variant. (B, ...) like each output.
     grad_outputs = [torch.randn_like(t) for t in outputs]
-
-    def forward(fn):
-        def call():
-            with torch.no_grad():
-                return fn(*case.inputs)
-
-        return call
-
-    def forward_backward(fn):
-        def call():
-            outs = [t for t in _tensors(fn(*case.inputs)) if t.requires_grad]
-            return torch.autograd.grad(outs, grad_inputs, grad_outputs, allow_unused=True)
-
-        return call
+    forward = functools.partial(forward_call, inputs=case.inputs)
+    forward_backward = functools.partial(forward_backward_call, inputs=case.inputs, grad_outputs=grad_outputs)
 
     results = []
     passes = [("fwd", forward, case.bytes_forward)]

@@ -156,25 +156,30 @@ def _fill_from_lengths(
     return out
 
 
-def _bool_mask(lengths: Tensor, shape: tuple[int, ...]) -> Tensor:
-    return torch.empty(shape, dtype=torch.bool, device=lengths.device)
+# The masks' outputs, empty: what each launcher fills and what its custom op's fake returns.
+def _empty_2d(lengths: Tensor, max_length: int) -> Tensor:
+    return torch.empty((lengths.shape[0], max_length), dtype=torch.bool, device=lengths.device)
+
+
+def _empty_3d(lengths: Tensor, max_length: int) -> Tensor:
+    return torch.empty((lengths.shape[0], max_length, max_length), dtype=torch.bool, device=lengths.device)
 
 
 def _sequence_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T) bool, True on real frames, through the Triton kernel; no dispatch, no checks."""
-    out = _bool_mask(lengths, (lengths.shape[0], max_length))
+    out = _empty_2d(lengths, max_length)
     return _fill_from_lengths(lengths, out, 1, padded_value=0, real_value=1)
 
 
 def _padding_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T) bool, True at padding, through the Triton kernel; no dispatch, no checks."""
-    out = _bool_mask(lengths, (lengths.shape[0], max_length))
+    out = _empty_2d(lengths, max_length)
     return _fill_from_lengths(lengths, out, 1, padded_value=1, real_value=0)
 
 
 def _attention_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, T, T) bool, True where the key is padding, through the Triton kernel; no dispatch, no checks."""
-    out = _bool_mask(lengths, (lengths.shape[0], max_length, max_length))
+    out = _empty_3d(lengths, max_length)
     return _fill_from_lengths(lengths, out, max_length, padded_value=1, real_value=0)
 
 
@@ -193,21 +198,9 @@ def _attention_mask_4d(lengths: Tensor, max_length: int, num_heads: int, dtype: 
 
 # The kernel paths (``_kernel_op``): custom ops for torch.compile, called directly in eager. No backward: lengths
 # are integers and masks carry no gradient.
-sequence_mask_kernel = KernelOp(
-    "sequence_mask",
-    _sequence_mask,
-    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length)),
-)
-padding_mask_kernel = KernelOp(
-    "padding_mask",
-    _padding_mask,
-    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length)),
-)
-attention_mask_kernel = KernelOp(
-    "attention_mask",
-    _attention_mask,
-    lambda lengths, max_length: _bool_mask(lengths, (lengths.shape[0], max_length, max_length)),
-)
+sequence_mask_kernel = KernelOp("sequence_mask", _sequence_mask, _empty_2d)
+padding_mask_kernel = KernelOp("padding_mask", _padding_mask, _empty_2d)
+attention_mask_kernel = KernelOp("attention_mask", _attention_mask, _empty_3d)
 attention_mask_4d_kernel = KernelOp("attention_mask_4d", _attention_mask_4d, _empty_4d)
 
 

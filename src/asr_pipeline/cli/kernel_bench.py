@@ -187,16 +187,16 @@ def build(args: argparse.Namespace) -> int:
     import torch
     import triton
 
-    from asr_kernels._dispatch import HAS_TRITON, interpreter_enabled
+    from asr_kernels._dispatch import HAS_TRITON
 
     if not HAS_TRITON:
         raise UsageError("--build-for: Triton is not installed, so there are no kernels to build")
-    if interpreter_enabled():
-        raise UsageError(
-            "--build-for with TRITON_INTERPRET set: the kernels were made for Triton's interpreter, not a "
-            "GPU; unset TRITON_INTERPRET and rerun"
-        )
-    from asr_kernels._build import build_cases
+    from asr_kernels._build import build_cases, check_buildable
+
+    try:
+        check_buildable()
+    except RuntimeError as error:
+        raise UsageError(f"--build-for: {error}") from None
 
     dtype_name = args.dtype or DEFAULT_DTYPE["cuda"]
     cases, missing = bench_cases(args, torch.device("cpu"), dtype_name)
