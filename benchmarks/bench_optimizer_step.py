@@ -1,5 +1,6 @@
 """The optimizer step on a model's parameters: AdamW as torch's per-tensor loop, foreach and fused, and
-ScaledAdam (Zipformer's; "segmented": its sums of products as on CUDA), side by side: the step's time here
+ScaledAdam (Zipformer's; "segmented": its sums of products as on CUDA; "told": segmented and told the
+skip verdict as a tensor, the trainer's way on CUDA), side by side: the step's time here
 and the aten ops it dispatches.
 
     python benchmarks/bench_optimizer_step.py --architecture zipformer --variant demo --threads 1
@@ -70,18 +71,23 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
     # CUDA's way of each tensor's sum(p * g) (one segmented reduction), timed and counted here too
     optimizers["scaled_adam segmented"] = build_optimizer("scaled_adam", model, lr=0.045, weight_decay=decay)
     optimizers["scaled_adam segmented"].segmented_sums = True  # type: ignore[attr-defined]
+    # The trainer's way on CUDA: segmented, told the skip verdict as a tensor (found_inf), no read back
+    optimizers["scaled_adam told"] = build_optimizer("scaled_adam", model, lr=0.045, weight_decay=decay)
+    optimizers["scaled_adam told"].segmented_sums = True  # type: ignore[attr-defined]
+    optimizers["scaled_adam told"].device_skip = True  # type: ignore[attr-defined]
+    verdict = torch.zeros((), device=device)  # 0.0: take the step
     times: dict[str, list[float]] = {name: [] for name in optimizers}
     for _ in range(args.rounds):
         for name, optimizer in optimizers.items():
             _wait(device)
             start = time.perf_counter()
-            optimizer.step()
+            _step(optimizer, verdict)
             _wait(device)
             times[name].append(time.perf_counter() - start)
     ops = {}
     for name, optimizer in optimizers.items():
         with DispatchedOps() as counted:
-            optimizer.step()
+            _step(optimizer, verdict)
         ops[name] = counted.count
     tensors = sum(1 for _ in model.parameters())
     numel = sum(p.numel() for p in model.parameters())
@@ -95,6 +101,16 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
             f"x{median / base:.2f} of fused | {ops[name]:,} aten ops a step"
         )
     return ops
+
+
+def _step(optimizer: torch.optim.Optimizer, verdict: torch.Tensor) -> None:
+    """One step; an optimizer that takes the verdict on the device is told it, as the trainer tells it."""
+    if getattr(optimizer, "device_skip", False):
+        optimizer.found_inf = verdict  # type: ignore[attr-defined]
+    try:
+        optimizer.step()
+    finally:
+        optimizer.__dict__.pop("found_inf", None)
 
 
 def _wait(device: torch.device) -> None:

@@ -250,3 +250,84 @@ def test_bad_settings_are_one_line_errors():
         ScaledAdam([tensor_with_rms(1.0)], param_min_rms=1.0, param_max_rms=0.5)
     with pytest.raises(ValueError, match="clipping_scale"):
         ScaledAdam([tensor_with_rms(1.0)], clipping_scale=0.0)
+
+
+# --- a skip verdict on the device (found_inf) ---------------------------------------------------------------
+def step_told(optimizer: ScaledAdam, params, grads, skip: bool) -> None:
+    """A step told its verdict as the trainer tells it on a GPU: ``found_inf`` a 0-d tensor, 1.0 to skip."""
+    optimizer.found_inf = torch.tensor(float(skip))
+    try:
+        take_step(optimizer, params, grads)
+    finally:
+        del optimizer.found_inf
+
+
+def everything(optimizer: ScaledAdam, params) -> list[torch.Tensor]:
+    """The parameters and every state tensor, copied."""
+    state = [t for p in params for t in optimizer.state[p].values() if isinstance(t, torch.Tensor)]
+    return [t.detach().clone() for t in [*params, *state]]
+
+
+@pytest.mark.parametrize("segmented", [False, True])
+def test_told_each_verdict_on_the_device_the_steps_taken_are_the_host_paths_to_the_bit(segmented):
+    runs = []
+    for device_skip in (False, True):
+        params = mixed_params()
+        optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10)
+        optimizer.segmented_sums = segmented
+        optimizer.device_skip = device_skip
+        assert optimizer._step_supports_amp_scaling == device_skip
+        for step in range(14):  # three size periods, two threshold estimates, step 12's clipped spike
+            if device_skip:
+                step_told(optimizer, params, random_grads(params, step), skip=False)
+            else:
+                take_step(optimizer, params, random_grads(params, step))
+        runs.append((everything(optimizer, params), optimizer.num_clipped()))
+    (host, host_clipped), (device, device_clipped) = runs
+    for a, b in zip(host, device, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert host_clipped == device_clipped == 1
+
+
+@pytest.mark.parametrize("at", [1, 3])  # inside a size period, and at its end (steps 0-3)
+def test_a_skipped_step_changes_no_parameter_moment_sum_or_norm_and_reads_nothing_back_inside_a_period(at):
+    params = mixed_params()
+    optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10)
+    optimizer.device_skip = True
+    for step in range(at):
+        step_told(optimizer, params, random_grads(params, step), skip=False)
+    before = everything(optimizer, params)
+    poisoned = random_grads(params, at)
+    poisoned[0][0, 0], poisoned[2][3] = float("inf"), float("nan")
+
+    with HostReads() as mode:
+        step_told(optimizer, params, poisoned, skip=True)
+
+    after = everything(optimizer, params)
+    assert len(after) == len(before) > len(params)
+    for a, b in zip(after, before, strict=True):  # the norms not yet recorded are NaN
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    assert all(optimizer.state[p]["step"] == at + 1 for p in params), "the host counts calls"
+    # A period's end reads the sizes, and the verdict with them; inside a period, nothing.
+    assert Counter(mode.reads) == ({("tolist", "scaled_adam.py:_sizes"): 1} if at == 3 else {})
+    step_told(optimizer, params, random_grads(params, at + 1), skip=False)
+    assert all(torch.isfinite(p).all() for p in params)
+    assert not torch.equal(params[0].detach(), before[0]), "the next step applies"
+
+
+def test_a_scale_from_gradscaler_is_undone_before_the_step():
+    """``GradScaler.step`` tells an optimizer that skips on the device its scale when the gradients are
+    still scaled (no ``unscale_``): the step is the one on the unscaled gradients."""
+    runs = []
+    for scaled in (False, True):
+        params = mixed_params()
+        optimizer = ScaledAdam(params, lr=0.02)
+        optimizer.device_skip = True
+        for step in range(5):
+            grads = random_grads(params, step)
+            optimizer.grad_scale = torch.tensor(1024.0) if scaled else None
+            step_told(optimizer, params, [g * 1024.0 if scaled else g for g in grads], skip=False)
+        del optimizer.grad_scale
+        runs.append(params)
+    for a, b in zip(*runs, strict=True):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-6, atol=1e-7)

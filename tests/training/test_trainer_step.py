@@ -155,12 +155,18 @@ def test_training_steps_read_nothing_back_from_the_device_between_logs(
     assert mode.reads, "the log reads the counts, once a log window"
 
 
-def test_under_scaled_adam_a_step_reads_back_only_the_norms_verdict_and_once_a_period_the_sizes(make_trainer):
-    """ScaledAdam (the Zipformer recipe's) is not a fused optimizer: the step reads the gradient norm's
-    verdict before it. Its own clipping stays on the device; each tensor's RMS and scale step come back
-    once a size period (4 steps), for each of its two param groups, and the RMS once at the start."""
+@pytest.mark.parametrize("device_skip", [False, True])
+def test_under_scaled_adam_a_step_reads_back_at_most_the_norms_verdict_and_once_a_period_the_sizes(
+    make_trainer, device_skip
+):
+    """ScaledAdam (the Zipformer recipe's) is not one of torch's fused optimizers. On the CPU the step reads
+    the gradient norm's verdict before it; on CUDA (forced here: ``device_skip``) it is told the verdict as a
+    tensor and reads nothing. Its own clipping stays on the device; each tensor's RMS and scale step come
+    back once a size period (4 steps), for each of its two param groups, and the RMS once at the start."""
     trainer = make_trainer(architecture="zipformer", optimizer="scaled_adam")
-    assert not trainer.optimization.skips_on_device
+    assert not trainer.optimization.skips_on_device, "on the CPU: the host's read waits for nothing"
+    trainer.optimization.optimizer.device_skip = device_skip
+    assert trainer.optimization.skips_on_device == device_skip
     batches = [collate_batch(utterances(4, seed=seed)) for seed in range(4)]
 
     with HostReads() as mode:
@@ -168,7 +174,8 @@ def test_under_scaled_adam_a_step_reads_back_only_the_norms_verdict_and_once_a_p
             trainer.backward(batch, window_size=1, last_micro=True)
             trainer.optimizer_step()
 
-    per_step = HOST_SIDE | ZIPFORMER_HOST_SIDE | {("__bool__", "optimization.py:step"): 1}
+    verdict = {} if device_skip else {("__bool__", "optimization.py:step"): 1}
+    per_step = HOST_SIDE | ZIPFORMER_HOST_SIDE | verdict
     expected = {read: count * len(batches) for read, count in per_step.items()}
     groups = len(trainer.optimization.optimizer.param_groups)
     expected |= {
@@ -200,11 +207,16 @@ def ctc_waits(batch, vocab_size: int, device: torch.device) -> int:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("architecture", ["zipformer", "squeezeformer"])
-def test_on_cuda_a_step_waits_for_the_device_only_inside_the_ctc_loss(make_trainer, architecture):
+@pytest.mark.parametrize(
+    ("architecture", "optimizer"),
+    [("zipformer", "adamw"), ("squeezeformer", "adamw"), ("zipformer", "scaled_adam")],
+)
+def test_on_cuda_a_step_waits_for_the_device_only_inside_the_ctc_loss(make_trainer, architecture, optimizer):
     """torch's sync debug mode counts every wait of the steps (backward, update): no more than torch's CTC
-    makes on its own (its kernel reads the lengths on the host)."""
-    trainer = make_trainer("bf16", architecture=architecture, device="cuda")
+    makes on its own (its kernel reads the lengths on the host), and ScaledAdam's read of its sizes at the
+    end of a size period (the 4th update, here: one a param group)."""
+    trainer = make_trainer("bf16", architecture=architecture, device="cuda", optimizer=optimizer)
+    assert trainer.optimization.skips_on_device
     device = trainer.ctx.device
     batches = [collate_batch(utterances(4, seed=seed)) for seed in range(3)]
     trainer.backward(batches[0], window_size=1, last_micro=True)  # warm-up: cuBLAS, allocator, autotuning
@@ -222,7 +234,8 @@ def test_on_cuda_a_step_waits_for_the_device_only_inside_the_ctc_loss(make_train
             torch.cuda.set_sync_debug_mode(0)
     waits = sum("synchronizing" in str(w.message) for w in seen)
 
-    assert waits <= len(batches) * ctc_waits(batches[0], trainer.vocab_size, device)
+    sizes = len(trainer.optimization.optimizer.param_groups) if optimizer == "scaled_adam" else 0
+    assert waits <= len(batches) * ctc_waits(batches[0], trainer.vocab_size, device) + sizes
 
 
 def test_an_utterance_shorter_than_the_model_takes_is_refused_by_name_on_the_host(make_trainer):

@@ -135,12 +135,12 @@ class Optimization:
         them and update the averages. ``batch_size``: the step's utterances over all ranks (needed only under
         ``optim.lr_scale_with_batch``). Returns whether the update was taken: a 0-d bool on the device.
 
-        A fused optimizer (torch's ``fused=True`` Adam, AdamW: ``skips_on_device``) is told the verdict as
-        a tensor (its ``found_inf``, as ``GradScaler`` tells it) and skips the update, its step count
-        included, on the device. Nothing is read back to the host, so the CPU queues the update and the
-        next batch's forward while the GPU still runs this backward. The others read the norm here. The
-        rate logged under ``lr_scale_with_batch`` (``applied_lr``) is then the last step's, skipped or
-        not."""
+        An optimizer that skips on the device (``skips_on_device``: torch's ``fused=True`` Adam and AdamW,
+        and ScaledAdam on CUDA) is told the verdict as a tensor (its ``found_inf``, as ``GradScaler`` tells
+        it) and skips the update there (see each for its step count). Nothing is read back to the host, so
+        the CPU queues the update and the next batch's forward while the GPU still runs this backward.
+        The others read the norm here. The rate logged under ``lr_scale_with_batch`` (``applied_lr``) is
+        then the last step's, skipped or not."""
         self.scaler.unscale_(self.optimizer)
         # inf: measure the norm, clip nothing (scaled_adam clips by its own median rule).
         clip = (self.config.optimizer != "scaled_adam" and self.config.gradient_clip_norm) or math.inf

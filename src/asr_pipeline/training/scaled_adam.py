@@ -36,8 +36,20 @@ per-tensor loop dispatched ~14,000 ops a step for Zipformer-M's 717 tensors
 (``benchmarks/bench_optimizer_step.py``). Nothing is read back to the host but each tensor's RMS and
 scale step, once per ``size_update_period``: the clipping norm, its median and the factor stay on the
 device. Each tensor's ``sum(p * g)`` is one segmented reduction on CUDA (a launch, not one per tensor); on
-the CPU a flat copy of the products costs more than the per-tensor sums it saves. The gradients are scaled
-in place when clipped.
+the CPU a flat copy of the products costs more than the per-tensor sums it saves. The gradients (their
+flat copy, below, when told a verdict) are scaled in place when clipped.
+
+A step whose gradients are not finite is skipped. On a GPU the trainer does not read that verdict back
+(the CPU would wait for the whole backward before queueing the update): it tells the optimizer as a
+tensor, ``found_inf`` (1.0: skip), the way ``GradScaler`` tells torch's fused optimizers
+(``_step_supports_amp_scaling``), and the step skips on the device. The gradients are copied into one
+flat buffer and zeroed there when skipping (a multiply would turn an infinity into NaN), and the momentum,
+the second moment and the parameter update are multiplied by a 0-d factor that leaves them unchanged then:
+a skipped step changes no parameter, moment, period sum or clipping norm. What it does advance is the step
+count (the host counts calls: its periods and bias corrections cannot wait for the verdict); a skipped
+call that ends a size period applies no scale step, and that period's sums run on into the next. On the
+CPU, where reading a value waits for nothing, the trainer reads the verdict and calls ``step`` only for
+updates taken (``device_skip``).
 
 The first moment is not bias-corrected (as in icefall): the learning-rate warmup (Eden's, from 0.5) covers
 the first steps. There is no weight decay: the clamp to ``param_max_rms`` bounds the parameters instead.
@@ -60,9 +72,12 @@ class ScaledAdam(torch.optim.Optimizer):
     """ScaledAdam (see the module docstring). ``lr`` is the relative change per step; a param group's
     ``weight_decay`` (from ``training.optimization.decay_groups``) is accepted and ignored.
     ``segmented_sums``: each tensor's ``sum(p * g)`` from one segmented reduction (True) or tensor by
-    tensor (False); None, the default: segmented on CUDA only, in float32 and float64."""
+    tensor (False); None, the default: segmented on CUDA only, in float32 and float64. ``device_skip``:
+    whether the step takes a skip verdict as a tensor (``found_inf``, see the module docstring); None, the
+    default: on CUDA only."""
 
     segmented_sums: bool | None = None
+    device_skip: bool | None = None
 
     def __init__(
         self,
@@ -107,6 +122,13 @@ class ScaledAdam(torch.optim.Optimizer):
         }
         super().__init__(params, defaults)
         self._segments: dict[tuple[torch.device, torch.dtype], _Segments] = {}
+        self._gradients: dict[tuple[torch.device, torch.dtype], _Flat] = {}
+
+    @property
+    def _step_supports_amp_scaling(self) -> bool:  # torch's name: GradScaler and the trainer read it
+        if self.device_skip is not None:
+            return self.device_skip
+        return self.param_groups[0]["params"][0].is_cuda
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -114,6 +136,8 @@ class ScaledAdam(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        # Set by the trainer or GradScaler when _step_supports_amp_scaling: 1.0 skips; the gradients' scale.
+        found_inf, grad_scale = getattr(self, "found_inf", None), getattr(self, "grad_scale", None)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
@@ -121,11 +145,32 @@ class ScaledAdam(torch.optim.Optimizer):
             if any(p.grad.is_sparse for p in params):
                 raise RuntimeError("ScaledAdam does not take sparse gradients")
             self._init_states(group, [p for p in params if not self.state[p]])
-            factor = self._clipping_factor(group, params)
+            skip = None if found_inf is None else found_inf.to(params[0].device) != 0  # (,) bool
+            grads = self._sanitized(params, skip, grad_scale)
+            factor = self._clipping_factor(group, params, grads, skip)
             batches = _grouped(params, lambda p: (p.device, p.dtype, self.state[p]["step"]))
             for (_, _, step), batch in batches.items():
-                self._step_batch(group, batch, step, factor)
+                self._step_batch(group, batch, [grads[p] for p in batch], step, factor, skip)
         return loss
+
+    def _sanitized(
+        self, params: list[Tensor], skip: Tensor | None, grad_scale: Tensor | None
+    ) -> dict[Tensor, Tensor]:
+        """Each parameter's gradient to step with: its own, or, told a verdict (or a scale), a view of one
+        flat copy per device and dtype, unscaled and zeroed there when ``skip`` is set."""
+        if skip is None and grad_scale is None:
+            return {p: p.grad for p in params}
+        grads = {}
+        for same in _by_device_and_dtype(params):
+            key = (same[0].device, same[0].dtype)
+            views, flat = self._gradients.setdefault(key, _Flat()).views(same)
+            torch._foreach_copy_(views, [p.grad for p in same])
+            if grad_scale is not None:  # as GradScaler unscales: by the reciprocal in float32
+                flat.mul_(grad_scale.to(flat.device).double().reciprocal().float())
+            if skip is not None:
+                flat.masked_fill_(skip.to(flat.device), 0.0)
+            grads.update(zip(same, views, strict=True))
+        return grads
 
     def _init_states(self, group: dict[str, Any], params: list[Tensor]) -> None:
         for same in _by_device_and_dtype([p for p in params if p.numel() > 1]):
@@ -139,10 +184,12 @@ class ScaledAdam(torch.optim.Optimizer):
             state["delta"] = torch.zeros_like(p)  # the momentum of the update itself
             state["exp_avg_sq"] = torch.zeros_like(p)
 
-    def _clipping_factor(self, group: dict[str, Any], params: list[Tensor]) -> Tensor | None:
+    def _clipping_factor(
+        self, group: dict[str, Any], params: list[Tensor], grads: dict[Tensor, Tensor], skip: Tensor | None
+    ) -> Tensor | None:
         """The factor (<= 1, a 0-d tensor on the device) this step's gradients are multiplied by, None when
         the group does not clip. The norm history lives in the state of the group's first parameter, so it
-        travels in ``state_dict``."""
+        travels in ``state_dict``; a skipped step leaves it as it was."""
         scale = group["clipping_scale"]
         if scale is None:
             return None
@@ -150,7 +197,7 @@ class ScaledAdam(torch.optim.Optimizer):
         device = params[0].device
         squares = []
         for same in _by_device_and_dtype(params):
-            norms = torch._foreach_norm([p.grad for p in same], 2, dtype=torch.float64)
+            norms = torch._foreach_norm([grads[p] for p in same], 2, dtype=torch.float64)
             # In the update's metric: each gradient times its tensor's RMS (a scalar's own: 1).
             torch._foreach_mul_(norms, [self.state[p]["param_rms"] if p.numel() > 1 else 1.0 for p in same])
             squares.append(torch.stack(norms).square().sum().to(device))
@@ -162,7 +209,7 @@ class ScaledAdam(torch.optim.Optimizer):
             first["num_clipped"] = torch.zeros((), dtype=torch.int64, device=device)
         norms = first["model_norms"]
         step = first["step"]
-        norms[step % period] = norm
+        norms[step % period] = norm if skip is None else torch.where(skip, norms[step % period], norm)
         if step > 0 and (step % period == 0 or step in IRREGULAR_ESTIMATE_STEPS):
             first["model_norm_threshold"] = scale * norms.nanmedian()  # of the norms recorded so far
         threshold = first["model_norm_threshold"]
@@ -193,22 +240,28 @@ class ScaledAdam(torch.optim.Optimizer):
                     _upgrade_state(self.state[p], group["size_update_period"], p.device)
 
     def _step_batch(
-        self, group: dict[str, Any], params: list[Tensor], step: int, factor: Tensor | None
+        self,
+        group: dict[str, Any],
+        params: list[Tensor],
+        grads: list[Tensor],
+        step: int,
+        factor: Tensor | None,
+        skip: Tensor | None,
     ) -> None:
-        """One step of tensors that share a device, a dtype and a step count."""
+        """One step of tensors that share a device, a dtype and a step count. ``skip`` (0-d bool on the
+        device, or None): the gradients are zero when it is set, and the decays below are 1."""
         beta1, beta2 = group["betas"]
         states = [self.state[p] for p in params]
-        grads = [p.grad for p in params]
         if factor is not None:
             torch._foreach_mul_(grads, factor.to(params[0].device, params[0].dtype))
         deltas = [state["delta"] for state in states]
-        torch._foreach_mul_(deltas, beta1)
+        torch._foreach_mul_(deltas, _unless(skip, beta1, params[0]))
         tensors = [i for i, p in enumerate(params) if p.numel() > 1]
         if tensors:
-            self._sizes(group, [params[i] for i in tensors], [grads[i] for i in tensors], step)
+            self._sizes(group, [params[i] for i in tensors], [grads[i] for i in tensors], step, skip)
         # Adam's second moment and the update, relative to each tensor's RMS; scalars at the scalar rate.
         exp_avg_sqs = [state["exp_avg_sq"] for state in states]
-        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_mul_(exp_avg_sqs, _unless(skip, beta2, params[0]))
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
         denoms = torch._foreach_div(exp_avg_sqs, 1 - beta2 ** (step + 1))
         torch._foreach_sqrt_(denoms)
@@ -222,14 +275,21 @@ class ScaledAdam(torch.optim.Optimizer):
         if scalars:
             torch._foreach_clamp_min_(scalars, -group["scalar_max"])
             torch._foreach_clamp_max_(scalars, group["scalar_max"])
-        torch._foreach_add_(params, deltas)
+        if skip is None:
+            torch._foreach_add_(params, deltas)
+        else:  # the momentum moves nothing on a skipped step: times 0
+            torch._foreach_add_(params, torch._foreach_mul(deltas, _unless(skip, 1.0, params[0], 0.0)))
         for state in states:
             state["step"] += 1
 
-    def _sizes(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor], step: int) -> None:
-        """Accumulate each tensor's ``sum(p * g)`` (d loss / d log(scale)) and its square; at a period's end, add the learned
-        change of each tensor's size to its ``delta`` (``p * s``, ``s`` a relative step) and re-measure its
-        RMS. The scale step reads the RMS of the period's start; the update after it the new one."""
+    def _sizes(
+        self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor], step: int, skip: Tensor | None
+    ) -> None:
+        """Accumulate each tensor's ``sum(p * g)`` (d loss / d log(scale)) and its square; at a period's
+        end, add the learned change of each tensor's size to its ``delta`` (``p * s``, ``s`` a relative
+        step) and re-measure its RMS. The scale step reads the RMS of the period's start; the update after it
+        the new one. A skipped step (its gradients zero, its sums too) that ends a period reads the verdict
+        with the sizes, and the period's sums run on."""
         states = [self.state[p] for p in params]
         period = group["size_update_period"]
         sums = self._sums_of_products(params, grads)
@@ -241,11 +301,9 @@ class ScaledAdam(torch.optim.Optimizer):
             return
         beta1, beta2 = group["betas"]
         grad_sum, grad_sq_sum = torch.stack(grad_sums), torch.stack(grad_sq_sums)
-        torch._foreach_zero_(grad_sums + grad_sq_sums)
         beta2_period = beta2**period  # one moment update per period: the same memory in steps
         exp_avg_sq = torch.stack([state["scale_exp_avg_sq"] for state in states])
         exp_avg_sq = exp_avg_sq * beta2_period + grad_sq_sum / period * (1 - beta2_period)
-        torch._foreach_copy_([state["scale_exp_avg_sq"] for state in states], exp_avg_sq.unbind(0))
         bias_correction2 = 1 - beta2_period ** ((step + 1) // period)
         denom = (exp_avg_sq / bias_correction2).sqrt() + group["eps"]
         scale_step = -group["lr"] * group["scalar_lr_scale"] * grad_sum / denom
@@ -253,7 +311,12 @@ class ScaledAdam(torch.optim.Optimizer):
         # Too small already: never shrink further; never past param_max_rms (the step landing on it, at most).
         scale_step = torch.where(rms < group["param_min_rms"], scale_step.clamp(min=0.0), scale_step)
         scale_step = torch.minimum(scale_step, (group["param_max_rms"] - rms) / rms.clamp(min=1e-20))
-        steps, measured = torch.stack([scale_step, rms]).tolist()  # the one read of a period
+        rows = [scale_step, rms] + ([] if skip is None else [skip.to(rms.dtype).expand_as(rms)])
+        steps, measured, *skipped = torch.stack(rows).tolist()  # the one read of a period
+        if skipped and skipped[0][0]:
+            return
+        torch._foreach_zero_(grad_sums + grad_sq_sums)
+        torch._foreach_copy_([state["scale_exp_avg_sq"] for state in states], exp_avg_sq.unbind(0))
         torch._foreach_add_(
             [state["delta"] for state in states],
             torch._foreach_mul(params, [(1 - beta1) * s for s in steps]),
@@ -295,34 +358,52 @@ def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch
         state["num_clipped"] = torch.as_tensor(state["num_clipped"], dtype=torch.int64, device=device)
 
 
-class _Segments:
-    """Each tensor's ``sum(p * g)`` as one segmented reduction over the products laid end to end in one flat
-    buffer per device and dtype, with no op a tensor (on CUDA: a few launches, where a sum a tensor is one
-    each). The buffer costs the memory of the largest batch once; each batch layout (which tensors, in
-    which shapes) keeps its views into it and its lengths on the device, at most ``LAYOUTS`` of them (layer
-    drop leaves other tensors without gradients from step to step)."""
+class _Flat:
+    """Tensors' shapes laid end to end in one flat buffer per device and dtype: each layout (which tensors,
+    in which shapes) keeps its views into it, at most ``LAYOUTS`` of them (layer drop leaves other tensors
+    without gradients from step to step). The buffer costs the memory of the largest layout once."""
 
     LAYOUTS = 8
 
     def __init__(self) -> None:
         self.flat: Tensor | None = None
-        self.layouts: dict[tuple[torch.Size, ...], tuple[list[Tensor], Tensor, int]] = {}
+        self.layouts: dict[tuple[torch.Size, ...], tuple[list[Tensor], Tensor]] = {}
 
-    def sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
-        shapes = tuple(p.shape for p in params)
+    def views(self, like: list[Tensor]) -> tuple[list[Tensor], Tensor]:
+        """Views shaped as ``like``'s tensors (which share a device and a dtype), and the flat run of the
+        buffer they cover."""
+        shapes = tuple(t.shape for t in like)
         if shapes not in self.layouts:
-            sizes = [p.numel() for p in params]
+            sizes = [t.numel() for t in like]
             total = sum(sizes)
             if self.flat is None or self.flat.numel() < total or len(self.layouts) >= self.LAYOUTS:
-                self.flat = torch.empty(total, dtype=params[0].dtype, device=params[0].device)
+                self.flat = torch.empty(total, dtype=like[0].dtype, device=like[0].device)
                 self.layouts.clear()
-            views = [view.view_as(p) for view, p in zip(self.flat[:total].split(sizes), params, strict=True)]
-            self.layouts[shapes] = views, torch.tensor(sizes, device=params[0].device), total  # copied once
-        products, lengths, total = self.layouts[shapes]
+            views = [view.view_as(t) for view, t in zip(self.flat[:total].split(sizes), like, strict=True)]
+            self.layouts[shapes] = views, self.flat[:total]
+        return self.layouts[shapes]
+
+
+class _Segments:
+    """Each tensor's ``sum(p * g)`` as one segmented reduction over the products laid end to end in one flat
+    buffer per device and dtype (a ``_Flat``), with no op a tensor (on CUDA: a few launches, where a sum a
+    tensor is one each). Each layout's lengths go to the device once."""
+
+    def __init__(self) -> None:
+        self.products = _Flat()
+        self.lengths: dict[tuple[torch.Size, ...], Tensor] = {}
+
+    def sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
+        products, flat = self.products.views(params)
+        shapes = tuple(p.shape for p in params)
+        if shapes not in self.lengths:
+            if len(self.lengths) >= _Flat.LAYOUTS:
+                self.lengths.clear()
+            self.lengths[shapes] = torch.tensor([p.numel() for p in params], device=params[0].device)
         torch._foreach_copy_(products, params)
         torch._foreach_mul_(products, grads)
         # unsafe: the lengths are ours and sum to the buffer's size; checking them reads them back.
-        sums = torch.segment_reduce(self.flat[:total], "sum", lengths=lengths, unsafe=True)
+        sums = torch.segment_reduce(flat, "sum", lengths=self.lengths[shapes], unsafe=True)
         return list(sums.unbind(0))
 
 
@@ -335,6 +416,14 @@ def _grouped(params: list[Tensor], key: Callable[[Tensor], Hashable]) -> dict[Ha
 
 def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
     return list(_grouped(params, lambda p: (p.device, p.dtype)).values())
+
+
+def _unless(skip: Tensor | None, value: float, like: Tensor, skipped: float = 1.0) -> float | Tensor:
+    """``value``, or, told a skip verdict, a 0-d tensor in ``like``'s dtype and device that is ``skipped``
+    when it says skip (a foreach multiply takes a 0-d tensor of its own dtype in one launch)."""
+    if skip is None:
+        return value
+    return torch.full((), value, dtype=like.dtype, device=like.device).masked_fill_(skip, skipped)
 
 
 def _rms(params: list[Tensor]) -> list[Tensor]:
