@@ -31,6 +31,6 @@ def test_scaled_adam_dispatches_a_few_multi_tensor_ops_as_the_fused_adamw_does(b
     # The loop over the tensors before session 29 dispatched ~20 a tensor.
     assert tensors <= ops["scaled_adam"] < tensors + 150  # ~60 a group at a size period's end
     assert ops["scaled_adam segmented"] < 150
-    # Told the verdict: the gradients' flat copy, zeroed on a skip, and the 0-d factors: a few more a
-    # param group, none a tensor.
+    # Told the verdict: the gradients' flat copy, zeroed on a skip, the 0-d factors and the scalars'
+    # clamp chosen on the device: a few more a param group, none a tensor.
     assert ops["scaled_adam segmented"] < ops["scaled_adam told"] < ops["scaled_adam segmented"] + 40

@@ -115,6 +115,23 @@ def test_under_f16_a_norm_that_overflows_on_finite_gradients_skips_the_update_to
     assert optimization.scaler.get_scale() == scale, "the scaler saw no inf: its scale stays"
 
 
+def test_under_f16_scaled_adam_is_never_told_the_verdict_on_the_device():
+    """ScaledAdam counts the calls it skips on the device, and the f16 scaler skips routinely: the host
+    reads the verdict there, on CUDA too (where ScaledAdam would take it), and after a rebuild."""
+    for precision, told in (("f16", False), ("bf16", None)):
+        chosen = resolve_config(
+            {
+                "data": {"train_manifests": ["train.jsonl"]},
+                "optim": {"optimizer": "scaled_adam"},
+                "run": {"precision": precision},
+            }
+        )
+        optimization = Optimization(tiny_model(), chosen, CPU, 10)
+        assert optimization.optimizer.device_skip is told
+        optimization.rebuild(tiny_model(), tiny_model(), carry=False)
+        assert optimization.optimizer.device_skip is told
+
+
 def test_under_lr_scale_with_batch_each_step_applies_and_logs_the_rate_times_batch_over_n():
     # Step schedule, no warmup, a long decay: the schedule's rate stays ~1e-3 (read from it, exactly).
     chosen = config(learning_rate=1e-3, lr_warmup_steps=0, lr_decay_steps=10**6, lr_scale_with_batch=8)

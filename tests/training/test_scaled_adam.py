@@ -289,45 +289,115 @@ def test_told_each_verdict_on_the_device_the_steps_taken_are_the_host_paths_to_t
     assert host_clipped == device_clipped == 1
 
 
-@pytest.mark.parametrize("at", [1, 3])  # inside a size period, and at its end (steps 0-3)
-def test_a_skipped_step_changes_no_parameter_moment_sum_or_norm_and_reads_nothing_back_inside_a_period(at):
+@pytest.mark.parametrize("segmented", [False, True])
+@pytest.mark.parametrize("at", [0, 1, 3, 10])  # the first call, inside a size period, its end, an estimate
+def test_a_skipped_step_changes_no_parameter_or_state_and_reads_nothing_back_inside_a_period(at, segmented):
     params = mixed_params()
     optimizer = ScaledAdam(params, lr=0.02, clipping_update_period=10)
-    optimizer.device_skip = True
+    optimizer.device_skip, optimizer.segmented_sums = True, segmented
     for step in range(at):
         step_told(optimizer, params, random_grads(params, step), skip=False)
-    before = everything(optimizer, params)
+    before = everything(optimizer, params) if at else [p.detach().clone() for p in params]
     poisoned = random_grads(params, at)
     poisoned[0][0, 0], poisoned[2][3] = float("inf"), float("nan")
 
     with HostReads() as mode:
         step_told(optimizer, params, poisoned, skip=True)
 
-    after = everything(optimizer, params)
-    assert len(after) == len(before) > len(params)
+    after = everything(optimizer, params) if at else [p.detach().clone() for p in params]
+    assert len(after) == len(before) >= len(params)
     for a, b in zip(after, before, strict=True):  # the norms not yet recorded are NaN
         torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
     assert all(optimizer.state[p]["step"] == at + 1 for p in params), "the host counts calls"
-    # A period's end reads the sizes, and the verdict with them; inside a period, nothing.
-    assert Counter(mode.reads) == ({("tolist", "scaled_adam.py:_sizes"): 1} if at == 3 else {})
+    # A period's end reads the sizes, and the verdict with them; the first call, the RMS; else nothing.
+    sizes = {("tolist", "scaled_adam.py:_sizes"): 1} if at % 4 == 3 else {}
+    first = {("tolist", "scaled_adam.py:_init_states"): 1} if at == 0 else {}
+    lengths = {("tensor", "scaled_adam.py:sums_of_products"): 1} if at == 0 and segmented else {}
+    assert Counter(mode.reads) == sizes | first | lengths
+    if at == 10:
+        assert float(optimizer.state[params[0]]["model_norm_threshold"]) == float("inf"), "no estimate"
     step_told(optimizer, params, random_grads(params, at + 1), skip=False)
     assert all(torch.isfinite(p).all() for p in params)
     assert not torch.equal(params[0].detach(), before[0]), "the next step applies"
 
 
-def test_a_scale_from_gradscaler_is_undone_before_the_step():
-    """``GradScaler.step`` tells an optimizer that skips on the device its scale when the gradients are
-    still scaled (no ``unscale_``): the step is the one on the unscaled gradients."""
+def test_a_skipped_step_leaves_a_scalar_past_its_bound_for_the_next_step_to_clamp():
+    """A scalar is clamped before its update (icefall's order), so a step can leave it past
+    ``scalar_max``; a skipped step must not be the one that clamps it. With beta2 = 0 no bias correction
+    depends on the step count, so the run with a skip in it is the host's run without that call."""
     runs = []
-    for scaled in (False, True):
-        params = mixed_params()
-        optimizer = ScaledAdam(params, lr=0.02)
-        optimizer.device_skip = True
-        for step in range(5):
-            grads = random_grads(params, step)
-            optimizer.grad_scale = torch.tensor(1024.0) if scaled else None
-            step_told(optimizer, params, [g * 1024.0 if scaled else g for g in grads], skip=False)
-        del optimizer.grad_scale
-        runs.append(params)
-    for a, b in zip(*runs, strict=True):
-        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-6, atol=1e-7)
+    for device_skip in (False, True):
+        runaway = torch.nn.Parameter(torch.tensor([9.999]))
+        optimizer = ScaledAdam([runaway], lr=0.5, betas=(0.9, 0.0), clipping_scale=None, scalar_max=10.0)
+        optimizer.device_skip = device_skip
+        grads = [-1.0, float("inf"), 0.0] if device_skip else [-1.0, 0.0]
+        for grad in grads:
+            told = grad != grad or abs(grad) == float("inf")
+            if device_skip:
+                step_told(optimizer, [runaway], [torch.tensor([grad])], skip=told)
+            else:
+                take_step(optimizer, [runaway], [torch.tensor([grad])])
+            if grad == -1.0:
+                past = float(runaway.detach())
+                assert past > 10.0
+            elif told:
+                assert float(runaway.detach()) == past, "held past the bound"
+        runs.append(float(runaway.detach()))
+    assert runs[0] == runs[1]
+
+
+def test_told_gradients_are_unscaled_as_gradscaler_unscales_them():
+    """``GradScaler.step`` without ``unscale_`` tells the scale too: each gradient times the scale's
+    float32 reciprocal, as ``unscale_`` makes it (the update itself hardly depends on the gradients'
+    scale: a check of the step would pass with the scale ignored)."""
+    params = mixed_params()
+    optimizer = ScaledAdam(params, lr=0.02)
+    grads = random_grads(params, 0)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g * 3.0
+    scale = torch.tensor(3.0)
+    told = optimizer._sanitized(params, torch.tensor(False), scale)
+    inverse = scale.double().reciprocal().float()
+    for p in params:
+        assert torch.equal(told[p], p.grad * inverse)
+
+
+def test_under_gradscaler_a_non_finite_step_is_skipped_on_the_device_and_the_scale_backs_off():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = ScaledAdam(model.parameters(), lr=0.02)
+    optimizer.device_skip = True
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    inputs = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    scaler.scale(model(inputs).pow(2).mean()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+    before = everything(optimizer, list(model.parameters()))
+
+    scaler.scale(model(inputs * float("inf")).pow(2).mean()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+    for a, b in zip(everything(optimizer, list(model.parameters())), before, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    assert scaler.get_scale() == 512.0
+    assert not hasattr(optimizer, "found_inf") and not hasattr(optimizer, "grad_scale")
+
+
+def test_a_copied_optimizer_steps_told_a_verdict():
+    """torch's ``Optimizer`` copies and pickles only its defaults, state and groups: the buffers are made
+    again."""
+    params = mixed_params()
+    optimizer = ScaledAdam(params, lr=0.02)
+    optimizer.device_skip = True
+    step_told(optimizer, params, random_grads(params, 0), skip=False)
+    copied = copy.deepcopy(optimizer)
+    copied.device_skip = True
+    step_told(copied, copied.param_groups[0]["params"], random_grads(params, 1), skip=False)
+
+
+def test_it_skips_on_the_device_by_default_only_on_cuda():
+    p = tensor_with_rms(1.0)
+    assert not ScaledAdam([p])._step_supports_amp_scaling  # the CPU: the host's read waits for nothing
+    assert not ScaledAdam([{"params": []}, {"params": [p]}])._step_supports_amp_scaling  # an empty group

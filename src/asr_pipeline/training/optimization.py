@@ -40,6 +40,7 @@ from asr_pipeline.training.ema import RunningAverage, WeightEMA
 from asr_pipeline.training.growth import widen_ema, widen_optimizer
 from asr_pipeline.training.lr_control import Decision, NewbobControl
 from asr_pipeline.training.optimizers import batch_scaled_lr, build_optimizer, decay_groups
+from asr_pipeline.training.scaled_adam import ScaledAdam
 from asr_pipeline.training.schedule import LRSchedule, lr_schedule
 
 
@@ -67,10 +68,10 @@ class Optimization:
         optim = config.optim
         self.config = optim
         self.peak_lr = peak_learning_rate(config)
-        self.optimizer = build(model, optim, self.peak_lr)
         # f16 only: its 5 exponent bits underflow small gradients, so the loss is scaled up before
         # backward and the gradients unscaled before clipping; bf16 has float32's range and needs none.
         self.scaler = torch.amp.GradScaler(device.type, enabled=config.run.precision == "f16")
+        self.optimizer = self._build(model)
         # Plans differ a little per epoch under a frames budget; epoch 0's length sets the schedule's
         # epoch length (warmup/hold epochs of the epoch schedule, the decay horizon of both).
         self.schedule: LRSchedule = lr_schedule(optim, self.peak_lr, max(1, steps_per_epoch))
@@ -85,13 +86,21 @@ class Optimization:
         optimizer with the same settings, and a new EMA; with ``carry``, the old state copied into them
         (``growth.widen_optimizer``, ``growth.widen_ema``)."""
         old = self.optimizer
-        self.optimizer = build(model, self.config, self.peak_lr)
+        self.optimizer = self._build(model)
         if carry:
             widen_optimizer(old, self.optimizer, old_model, model)
         if self.ema is not None:
             self.ema = (
                 widen_ema(self.ema, model) if carry else WeightEMA(model, self.ema.decay, self.ema.start_step)
             )
+
+    def _build(self, model: nn.Module) -> torch.optim.Optimizer:
+        optimizer = build(model, self.config, self.peak_lr)
+        if isinstance(optimizer, ScaledAdam) and self.scaler.is_enabled():
+            # Its step count counts the calls it skips on the device, and the f16 scaler skips routinely
+            # (its first steps, each growth interval): the host reads the verdict instead.
+            optimizer.device_skip = False
+        return optimizer
 
     def configure(self, optim: OptimConfig) -> None:
         """An epoch's clipping and weight decay (``train.schedule``); the rate's options stay the run's."""
@@ -136,7 +145,7 @@ class Optimization:
         ``optim.lr_scale_with_batch``). Returns whether the update was taken: a 0-d bool on the device.
 
         An optimizer that skips on the device (``skips_on_device``: torch's ``fused=True`` Adam and AdamW,
-        and ScaledAdam on CUDA) is told the verdict as a tensor (its ``found_inf``, as ``GradScaler`` tells
+        and ScaledAdam on CUDA but under f16) is told the verdict as a tensor (its ``found_inf``, as ``GradScaler`` tells
         it) and skips the update there (see each for its step count). Nothing is read back to the host, so
         the CPU queues the update and the next batch's forward while the GPU still runs this backward.
         The others read the norm here. The rate logged under ``lr_scale_with_batch`` (``applied_lr``) is

@@ -43,13 +43,16 @@ A step whose gradients are not finite is skipped. On a GPU the trainer does not 
 (the CPU would wait for the whole backward before queueing the update): it tells the optimizer as a
 tensor, ``found_inf`` (1.0: skip), the way ``GradScaler`` tells torch's fused optimizers
 (``_step_supports_amp_scaling``), and the step skips on the device. The gradients are copied into one
-flat buffer and zeroed there when skipping (a multiply would turn an infinity into NaN), and the momentum,
-the second moment and the parameter update are multiplied by a 0-d factor that leaves them unchanged then:
-a skipped step changes no parameter, moment, period sum or clipping norm. What it does advance is the step
-count (the host counts calls: its periods and bias corrections cannot wait for the verdict); a skipped
-call that ends a size period applies no scale step, and that period's sums run on into the next. On the
-CPU, where reading a value waits for nothing, the trainer reads the verdict and calls ``step`` only for
-updates taken (``device_skip``).
+flat buffer and zeroed there when skipping (a multiply would turn an infinity into NaN); the momentum,
+the second moment and the parameter update are multiplied by 0-d factors that leave them unchanged then,
+and the scalars' clamp, the clipping norm's record and its threshold's estimate are chosen on the device:
+a skipped step changes no parameter or state tensor. What it does advance is the step count (the host
+counts calls: its periods and bias corrections cannot wait for the verdict), so the second moment's bias
+correction after k skipped calls is Adam's after k more steps; a skipped call that ends a size period
+applies no scale step, and that period's sums run on into the next. The trainer tells ScaledAdam on CUDA,
+except under f16, whose loss scaler skips routinely (its first steps, each growth interval). On the
+CPU, where reading a value waits for nothing, it reads the verdict and calls ``step`` only for updates
+taken (``device_skip`` forces either way).
 
 The first moment is not bias-corrected (as in icefall): the learning-rate warmup (Eden's, from 0.5) covers
 the first steps. There is no weight decay: the clamp to ``param_max_rms`` bounds the parameters instead.
@@ -74,7 +77,7 @@ class ScaledAdam(torch.optim.Optimizer):
     ``segmented_sums``: each tensor's ``sum(p * g)`` from one segmented reduction (True) or tensor by
     tensor (False); None, the default: segmented on CUDA only, in float32 and float64. ``device_skip``:
     whether the step takes a skip verdict as a tensor (``found_inf``, see the module docstring); None, the
-    default: on CUDA only."""
+    default: on CUDA only, in float32 and float64."""
 
     segmented_sums: bool | None = None
     device_skip: bool | None = None
@@ -124,11 +127,18 @@ class ScaledAdam(torch.optim.Optimizer):
         self._segments: dict[tuple[torch.device, torch.dtype], _Segments] = {}
         self._gradients: dict[tuple[torch.device, torch.dtype], _Flat] = {}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a copy or an unpickled one: torch keeps only
+        super().__setstate__(state)  # the defaults, the state and the groups
+        self._segments, self._gradients = {}, {}
+
     @property
     def _step_supports_amp_scaling(self) -> bool:  # torch's name: GradScaler and the trainer read it
+        """Whether ``step`` takes the skip verdict as a tensor: ``device_skip``, by default on CUDA with
+        float32 or float64 parameters (its 0-d decays are in the parameters' dtype)."""
         if self.device_skip is not None:
             return self.device_skip
-        return self.param_groups[0]["params"][0].is_cuda
+        first = next((p for group in self.param_groups for p in group["params"]), None)
+        return first is not None and first.is_cuda and first.dtype in (torch.float32, torch.float64)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -210,9 +220,11 @@ class ScaledAdam(torch.optim.Optimizer):
         norms = first["model_norms"]
         step = first["step"]
         norms[step % period] = norm if skip is None else torch.where(skip, norms[step % period], norm)
-        if step > 0 and (step % period == 0 or step in IRREGULAR_ESTIMATE_STEPS):
-            first["model_norm_threshold"] = scale * norms.nanmedian()  # of the norms recorded so far
         threshold = first["model_norm_threshold"]
+        if step > 0 and (step % period == 0 or step in IRREGULAR_ESTIMATE_STEPS):
+            estimate = scale * norms.nanmedian()  # of the norms recorded so far
+            threshold = estimate if skip is None else torch.where(skip, threshold, estimate)
+            first["model_norm_threshold"] = threshold
         clipped = norm > threshold
         first["num_clipped"] += clipped
         return torch.where(clipped, threshold / norm, 1.0)
@@ -272,9 +284,14 @@ class ScaledAdam(torch.optim.Optimizer):
             rates[i] = -group["lr"] * (1 - beta1) * self.state[params[i]]["param_rms"]
         torch._foreach_addcdiv_(deltas, grads, denoms, rates)
         scalars = [p for p in params if p.numel() == 1]
-        if scalars:
+        if scalars and skip is None:
             torch._foreach_clamp_min_(scalars, -group["scalar_max"])
             torch._foreach_clamp_max_(scalars, group["scalar_max"])
+        elif scalars:  # clamped together, and held as they are on a skip
+            shaped = [scalar if scalar.dim() == 0 else scalar.reshape(()) for scalar in scalars]  # views
+            values = torch.stack(shaped)
+            values = torch.where(skip, values, values.clamp(-group["scalar_max"], group["scalar_max"]))
+            torch._foreach_copy_(shaped, list(values.unbind(0)))
         if skip is None:
             torch._foreach_add_(params, deltas)
         else:  # the momentum moves nothing on a skipped step: times 0
