@@ -60,6 +60,7 @@ the first steps. There is no weight decay: the clamp to ``param_max_rms`` bounds
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
@@ -138,7 +139,7 @@ class ScaledAdam(torch.optim.Optimizer):
         if self.device_skip is not None:
             return self.device_skip
         first = next((p for group in self.param_groups for p in group["params"]), None)
-        return first is not None and first.is_cuda and first.dtype in (torch.float32, torch.float64)
+        return first is not None and _cuda_wide_float(first)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -148,6 +149,7 @@ class ScaledAdam(torch.optim.Optimizer):
                 loss = closure()
         # Set by the trainer or GradScaler when _step_supports_amp_scaling: 1.0 skips; the gradients' scale.
         found_inf, grad_scale = getattr(self, "found_inf", None), getattr(self, "grad_scale", None)
+        skip = None if found_inf is None else found_inf != 0  # (,) bool, on the parameters' device
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
@@ -155,7 +157,6 @@ class ScaledAdam(torch.optim.Optimizer):
             if any(p.grad.is_sparse for p in params):
                 raise RuntimeError("ScaledAdam does not take sparse gradients")
             self._init_states(group, [p for p in params if not self.state[p]])
-            skip = None if found_inf is None else found_inf.to(params[0].device) != 0  # (,) bool
             grads = self._sanitized(params, skip, grad_scale)
             factor = self._clipping_factor(group, params, grads, skip)
             batches = _grouped(params, lambda p: (p.device, p.dtype, self.state[p]["step"]))
@@ -173,13 +174,13 @@ class ScaledAdam(torch.optim.Optimizer):
         grads = {}
         for same in _by_device_and_dtype(params):
             key = (same[0].device, same[0].dtype)
-            views, flat = self._gradients.setdefault(key, _Flat()).views(same)
-            torch._foreach_copy_(views, [p.grad for p in same])
+            layout = self._gradients.setdefault(key, _Flat()).layout(same)
+            torch._foreach_copy_(layout.views, [p.grad for p in same])
             if grad_scale is not None:  # as GradScaler unscales: by the reciprocal in float32
-                flat.mul_(grad_scale.to(flat.device).double().reciprocal().float())
+                layout.flat.mul_(grad_scale.to(key[0]).double().reciprocal().float())
             if skip is not None:
-                flat.masked_fill_(skip.to(flat.device), 0.0)
-            grads.update(zip(same, views, strict=True))
+                layout.flat.masked_fill_(skip.to(key[0]), 0.0)
+            grads.update(zip(same, layout.views, strict=True))
         return grads
 
     def _init_states(self, group: dict[str, Any], params: list[Tensor]) -> None:
@@ -219,11 +220,12 @@ class ScaledAdam(torch.optim.Optimizer):
             first["num_clipped"] = torch.zeros((), dtype=torch.int64, device=device)
         norms = first["model_norms"]
         step = first["step"]
-        norms[step % period] = norm if skip is None else torch.where(skip, norms[step % period], norm)
+        slot = step % period
+        norms[slot] = norm if skip is None else _held(skip, norms[slot], norm)  # no read of the slot else
         threshold = first["model_norm_threshold"]
         if step > 0 and (step % period == 0 or step in IRREGULAR_ESTIMATE_STEPS):
             estimate = scale * norms.nanmedian()  # of the norms recorded so far
-            threshold = estimate if skip is None else torch.where(skip, threshold, estimate)
+            threshold = _held(skip, threshold, estimate)
             first["model_norm_threshold"] = threshold
         clipped = norm > threshold
         first["num_clipped"] += clipped
@@ -290,7 +292,7 @@ class ScaledAdam(torch.optim.Optimizer):
         elif scalars:  # clamped together, and held as they are on a skip
             shaped = [scalar if scalar.dim() == 0 else scalar.reshape(()) for scalar in scalars]  # views
             values = torch.stack(shaped)
-            values = torch.where(skip, values, values.clamp(-group["scalar_max"], group["scalar_max"]))
+            values = _held(skip, values, values.clamp(-group["scalar_max"], group["scalar_max"]))
             torch._foreach_copy_(shaped, list(values.unbind(0)))
         if skip is None:
             torch._foreach_add_(params, deltas)
@@ -344,8 +346,8 @@ class ScaledAdam(torch.optim.Optimizer):
     def _sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
         """Each tensor's ``sum(p * g)``, 0-d tensors."""
         segmented = self.segmented_sums
-        if segmented is None:  # bf16/f16 would add up in their own precision: float32 and float64 only
-            segmented = params[0].is_cuda and params[0].dtype in (torch.float32, torch.float64)
+        if segmented is None:  # bf16/f16 would add up in their own precision
+            segmented = _cuda_wide_float(params[0])
         if not segmented:
             return [product.sum() for product in torch._foreach_mul(params, grads)]
         key = (params[0].device, params[0].dtype)
@@ -375,6 +377,16 @@ def _upgrade_state(state: dict[str, Any], size_update_period: int, device: torch
         state["num_clipped"] = torch.as_tensor(state["num_clipped"], dtype=torch.int64, device=device)
 
 
+@dataclasses.dataclass
+class _Layout:
+    """Views into a ``_Flat`` buffer shaped as one list of tensors, the flat run they cover, and (for
+    ``_Segments``) their lengths on the device, made once."""
+
+    views: list[Tensor]
+    flat: Tensor
+    lengths: Tensor | None = None
+
+
 class _Flat:
     """Tensors' shapes laid end to end in one flat buffer per device and dtype: each layout (which tensors,
     in which shapes) keeps its views into it, at most ``LAYOUTS`` of them (layer drop leaves other tensors
@@ -384,11 +396,10 @@ class _Flat:
 
     def __init__(self) -> None:
         self.flat: Tensor | None = None
-        self.layouts: dict[tuple[torch.Size, ...], tuple[list[Tensor], Tensor]] = {}
+        self.layouts: dict[tuple[torch.Size, ...], _Layout] = {}
 
-    def views(self, like: list[Tensor]) -> tuple[list[Tensor], Tensor]:
-        """Views shaped as ``like``'s tensors (which share a device and a dtype), and the flat run of the
-        buffer they cover."""
+    def layout(self, like: list[Tensor]) -> _Layout:
+        """The layout of ``like``'s tensors (which share a device and a dtype)."""
         shapes = tuple(t.shape for t in like)
         if shapes not in self.layouts:
             sizes = [t.numel() for t in like]
@@ -397,30 +408,22 @@ class _Flat:
                 self.flat = torch.empty(total, dtype=like[0].dtype, device=like[0].device)
                 self.layouts.clear()
             views = [view.view_as(t) for view, t in zip(self.flat[:total].split(sizes), like, strict=True)]
-            self.layouts[shapes] = views, self.flat[:total]
+            self.layouts[shapes] = _Layout(views, self.flat[:total])
         return self.layouts[shapes]
 
 
-class _Segments:
-    """Each tensor's ``sum(p * g)`` as one segmented reduction over the products laid end to end in one flat
-    buffer per device and dtype (a ``_Flat``), with no op a tensor (on CUDA: a few launches, where a sum a
-    tensor is one each). Each layout's lengths go to the device once."""
-
-    def __init__(self) -> None:
-        self.products = _Flat()
-        self.lengths: dict[tuple[torch.Size, ...], Tensor] = {}
+class _Segments(_Flat):
+    """Each tensor's ``sum(p * g)`` as one segmented reduction over the products laid end to end in its flat
+    buffer, with no op a tensor (on CUDA: a few launches, where a sum a tensor is one each)."""
 
     def sums_of_products(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
-        products, flat = self.products.views(params)
-        shapes = tuple(p.shape for p in params)
-        if shapes not in self.lengths:
-            if len(self.lengths) >= _Flat.LAYOUTS:
-                self.lengths.clear()
-            self.lengths[shapes] = torch.tensor([p.numel() for p in params], device=params[0].device)
-        torch._foreach_copy_(products, params)
-        torch._foreach_mul_(products, grads)
+        layout = self.layout(params)
+        if layout.lengths is None:
+            layout.lengths = torch.tensor([p.numel() for p in params], device=params[0].device)
+        torch._foreach_copy_(layout.views, params)
+        torch._foreach_mul_(layout.views, grads)
         # unsafe: the lengths are ours and sum to the buffer's size; checking them reads them back.
-        sums = torch.segment_reduce(flat, "sum", lengths=self.lengths[shapes], unsafe=True)
+        sums = torch.segment_reduce(layout.flat, "sum", lengths=layout.lengths, unsafe=True)
         return list(sums.unbind(0))
 
 
@@ -433,6 +436,17 @@ def _grouped(params: list[Tensor], key: Callable[[Tensor], Hashable]) -> dict[Ha
 
 def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
     return list(_grouped(params, lambda p: (p.device, p.dtype)).values())
+
+
+def _held(skip: Tensor | None, old: Tensor, new: Tensor) -> Tensor:
+    """``new``, or ``old`` where the skip verdict says skip (chosen on the device)."""
+    return new if skip is None else torch.where(skip, old, new)
+
+
+def _cuda_wide_float(p: Tensor) -> bool:
+    """Whether ``p`` takes CUDA's ways by default (the segmented sums, the skip on the device): on CUDA, in
+    float32 or float64."""
+    return p.is_cuda and p.dtype in (torch.float32, torch.float64)
 
 
 def _unless(skip: Tensor | None, value: float, like: Tensor, skipped: float = 1.0) -> float | Tensor:
