@@ -3,10 +3,13 @@
 #
 #   bash benchmarks/gpu_issue36.sh prepare         # HERE, once: .gpu/issue36_site.tar.xz, what the GPU image
 #                                                  # lacks (kenlm, flashlight-text, soundfile + cffi) from .venv
+#                                                  # (benchmarks/gpu_image/sitecustomize.py's CARRIED)
 #   bash benchmarks/gpu_issue36.sh                 # THERE (device `run`, carry [".gpu"], timeout_s 600)
 #   bash benchmarks/gpu_issue36.sh run STEP...     # THERE, only these steps (what an earlier call skipped)
 #   REHEARSE=1 bash benchmarks/gpu_issue36.sh      # HERE, in this .venv: every step on the CPU with the tiny
-#                                                  # Zipformer and aot_eager, in minutes: the script's own check
+#                                                  # Zipformer and aot_eager, in minutes: the script's own check,
+#                                                  # with what the GPU image lacks (kedro, polars, dvc, ...) made
+#                                                  # unimportable (benchmarks/gpu_image/sitecustomize.py)
 #
 # There, each step under its own `timeout`, skipped once the 9 minutes (BUDGET_SEC) would be passed (the
 # summary names the skipped ones, for a later call); logs and JSON under $OUT (default runs/gpu_issue36),
@@ -74,9 +77,9 @@ SITE=.gpu/issue36_site.tar.xz
 ALL_STEPS="eager_m layers_m engine engine_warm compiled_m loader waits optimizer kernels_ops kernel_overhead kernels_cuda others cudagraphs combo engine_combo engine_graphs compiled_more w2v_dense w2v_flex"
 if [ "${1:-run}" = prepare ]; then
   packages=$(.venv/bin/python -c "import site; print(site.getsitepackages()[0])")
+  carried=$(.venv/bin/python benchmarks/gpu_image/sitecustomize.py --carried) || exit 1  # its CARRIED's files
   mkdir -p .gpu
-  (cd "$packages" && tar -cJf - kenlm* flashlight flashlight_text* soundfile* _soundfile* cffi cffi-* \
-    pycparser pycparser-* _cffi_backend*) > "$SITE" || exit 1
+  (cd "$packages" && tar -cJf - $carried) > "$SITE" || exit 1
   grep -qx "/.gpu/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info && echo "/.gpu/" >> .git/info/exclude; }
   ls -la "$SITE"
   exit 0
@@ -93,7 +96,11 @@ export PYTHONUNBUFFERED=1 KEDRO_DISABLE_TELEMETRY=1 DVC_NO_ANALYTICS=1
 export TORCHINDUCTOR_CACHE_DIR=$ROOT/compile_cache/inductor # the engine's --compile-cache $ROOT/compile_cache too
 unset TRITON_INTERPRET                                       # the kernels compile for the GPU
 if [ -n "$REHEARSE" ]; then
-  . .venv/bin/activate && export PYTHONPATH=$PWD/src:$PWD/kernels
+  . .venv/bin/activate || exit 1
+  # The image's Python: what this venv has and the image lacks is refused, in every process the steps start.
+  # pytest's plugins here are this venv's (hydra's needs omegaconf, absent there); the steps use none.
+  export ASR_GPU_IMAGE_ABSENT=$(python3 benchmarks/gpu_image/sitecustomize.py) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+  export PYTHONPATH=$PWD/benchmarks/gpu_image:$PWD/src:$PWD/kernels
 else
   tar -xJf "$SITE" -C $ROOT/site || { echo "no $SITE: run 'bash benchmarks/gpu_issue36.sh prepare' here first"; exit 1; }
   export PYTHONPATH=$ROOT/site:$PWD/src:$PWD/kernels
