@@ -99,7 +99,8 @@ if [ -n "$REHEARSE" ]; then
   . .venv/bin/activate || exit 1
   # The image's Python: what this venv has and the image lacks is refused, in every process the steps start.
   # pytest's plugins here are this venv's (hydra's needs omegaconf, absent there); the steps use none.
-  export ASR_GPU_IMAGE_ABSENT=$(python3 benchmarks/gpu_image/sitecustomize.py) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+  absent=$(python3 benchmarks/gpu_image/sitecustomize.py) || exit 1  # once, for every process below
+  export ASR_GPU_IMAGE_ABSENT=$absent PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
   export PYTHONPATH=$PWD/benchmarks/gpu_image:$PWD/src:$PWD/kernels
 else
   tar -xJf "$SITE" -C $ROOT/site || { echo "no $SITE: run 'bash benchmarks/gpu_issue36.sh prepare' here first"; exit 1; }

@@ -1,21 +1,26 @@
 """The lent GPU machine's Python, as the GPU script's rehearsal sees it: a package that this project's venv
-has and the machine's CUDA image lacks cannot be imported, as it cannot be there.
+has and the machine's CUDA image lacks cannot be found, as it cannot be there.
 
-With this folder on PYTHONPATH, Python runs this module at start-up (``site``'s ``sitecustomize`` hook) in
-every process, torchrun's ranks and the loader's workers included. ``REHEARSE=1 bash
-benchmarks/gpu_issue36.sh`` puts it there, so a step that needs Kedro, polars, DVC... fails in the
-rehearsal on the CPU, not in the 15 minutes of device time (``tests/benchmarks/test_gpu_image.py`` checks
-the modules the steps start from on every ``make test``).
+With this folder on PYTHONPATH, Python imports this module at start-up (``site``'s ``sitecustomize`` hook) in
+every process that inherits the variable (one started with ``-S``, ``-E`` or ``-I``, or with a cleared
+environment, escapes it), torchrun's ranks and the loader's workers included. ``REHEARSE=1 bash
+benchmarks/gpu_issue36.sh`` puts it there, so a step that needs Kedro, polars, DVC... fails in the rehearsal
+on the CPU, not in the 15 minutes of device time (``tests/benchmarks/test_gpu_image.py`` imports the modules
+the steps start from under it on every ``make test``). An absent module is not found at all, as there:
+``import`` raises Python's own ``ModuleNotFoundError`` and ``importlib.util.find_spec`` returns None, so code
+that checks for an optional package takes the same branch as on the image.
 
-``IMAGE_PACKAGES``: the image's distributions as the device notes list them (read on 2026-11-17; a
-package missing from this list makes the rehearsal stricter, never laxer). ``CARRIED``: what
-``gpu_issue36.sh prepare`` packs into ``.gpu/issue36_site.tar.xz`` for it. Only presence is rehearsed: the
-image's versions (numpy 2.5, transformers 5.17, ...) are its own.
+``IMAGE_PACKAGES``: the image's distributions as the device notes list them (read on 2026-11-17; a package
+missing from this list makes the rehearsal stricter, never laxer). ``CARRIED``: what ``gpu_issue36.sh
+prepare`` packs into ``.gpu/issue36_site.tar.xz`` for it. Only presence is rehearsed, and by top-level
+module: the image's versions are its own, so a package of the image can still be refused here when this
+venv's version of it needs one the image lacks (this venv's transformers, through huggingface-hub 2.4's
+httpx2; no step imports it), and a distribution absent from the image that shares a top-level namespace with
+one it has would pass (none does in this venv).
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import os
@@ -31,7 +36,9 @@ huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax ja
 jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax
 llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack
 multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro
-nvidia-ml-py onnx onnx-ir onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx
+nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile
+nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink
+nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx
 optimistix orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy portalocker
 prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks
 pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil
@@ -42,11 +49,11 @@ tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torch
 treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt
 xarray xxhash yarl zipp
 """.split()  # noqa: SIM905 (the device notes' list as it reads)
-IMAGE_PREFIXES = ("nvidia-",)  # CUDA's libraries, named by CUDA version (nvidia-cudnn-cu13, ...)
 CARRIED = ("kenlm", "flashlight-text", "soundfile", "cffi", "pycparser")
 OURS = ("asr-pipeline",)  # the project itself: its src/ and kernels/ are on PYTHONPATH there
-# The absent modules, comma-separated, once a process has listed them: reading every installed distribution's
-# metadata takes ~2 s, which the processes it starts (ranks, loader workers) then skip.
+# "<sys.prefix>:<the absent modules, comma-separated>" once a process has listed them: reading every installed
+# distribution's metadata takes ~2 s, which the processes it starts (ranks, loader workers) then skip. Another
+# environment's list (another prefix) is not taken.
 ABSENT_ENV = "ASR_GPU_IMAGE_ABSENT"
 
 
@@ -58,8 +65,7 @@ _THERE = frozenset(_normalized(name) for name in (*IMAGE_PACKAGES, *CARRIED, *OU
 
 
 def _there(distribution: str) -> bool:
-    name = _normalized(distribution)
-    return name in _THERE or name.startswith(IMAGE_PREFIXES)
+    return _normalized(distribution) in _THERE
 
 
 def absent_modules() -> frozenset[str]:
@@ -71,30 +77,43 @@ def absent_modules() -> frozenset[str]:
     )
 
 
-class _ImageFinder(importlib.abc.MetaPathFinder):
-    """Refuses the absent modules' imports before any other finder looks (a ModuleNotFoundError, which code
-    that takes a missing optional package in its stride catches as usual)."""
+_absent: frozenset[str] | None = None
 
-    def __init__(self) -> None:
-        self.absent: frozenset[str] | None = None  # read on the first import: start-up stays quick
 
-    def find_spec(self, name: str, path=None, target=None) -> importlib.machinery.ModuleSpec | None:
-        if self.absent is None:
-            self.absent = frozenset()  # packages_distributions() imports too: let those through meanwhile
-            listed = os.environ.get(ABSENT_ENV)
-            self.absent = frozenset(listed.split(",")) if listed else absent_modules()
-            os.environ[ABSENT_ENV] = ",".join(sorted(self.absent))
-        top = name.partition(".")[0]
-        if top in self.absent:
-            raise ModuleNotFoundError(
-                f"No module named {name!r} (the GPU machine's image lacks it)", name=name
-            )
-        return None
+def _absent_now() -> frozenset[str]:
+    """The absent modules, listed at this process's first import (start-up stays quick, and no thread of its
+    own runs yet): from ``ABSENT_ENV`` when this environment's parent listed them, else read and exported to
+    the processes this one starts. The imports the listing makes itself pass; if it fails, that import fails
+    with its error and the next one lists again."""
+    global _absent
+    if _absent is None:
+        _absent = frozenset()  # while listing: its own imports pass
+        prefix, _, listed = os.environ.get(ABSENT_ENV, "").rpartition(":")  # no module name has a colon
+        try:
+            absent = frozenset(listed.split(",")) if prefix == sys.prefix and listed else absent_modules()
+        except BaseException:
+            _absent = None
+            raise
+        _absent = absent
+        os.environ[ABSENT_ENV] = f"{sys.prefix}:{','.join(sorted(absent))}"
+    return _absent
+
+
+class _ImagePathFinder(importlib.machinery.PathFinder):
+    """Python's finder of modules on sys.path, which finds no absent module (its ``find_spec``: None)."""
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname.partition(".")[0] in _absent_now():
+            return None
+        return super().find_spec(fullname, path, target)
 
 
 def install() -> None:
-    if not any(isinstance(finder, _ImageFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _ImageFinder())
+    """Put ``_ImagePathFinder`` in the place of Python's own in ``sys.meta_path`` (once)."""
+    sys.meta_path[:] = [
+        _ImagePathFinder if finder is importlib.machinery.PathFinder else finder for finder in sys.meta_path
+    ]
 
 
 def carried_paths() -> list[str]:
@@ -102,7 +121,10 @@ def carried_paths() -> list[str]:
     files (their modules, their extension libraries and their metadata), relative to site-packages."""
     paths = set()
     for name in CARRIED:
-        for file in importlib.metadata.distribution(name).files or ():
+        files = importlib.metadata.distribution(name).files
+        if not files:
+            raise SystemExit(f"{name}: its installed files are not recorded (no RECORD): nothing to pack")
+        for file in files:
             top = file.parts[0]
             if top != ".." and not top.startswith(
                 "__pycache__"
@@ -111,11 +133,10 @@ def carried_paths() -> list[str]:
     return sorted(paths)
 
 
-if (
-    __name__ == "sitecustomize"
-):  # at start-up, from PYTHONPATH (imported under another name, it changes nothing)
+# At start-up, from PYTHONPATH (imported under another name, as the tests do, it changes nothing); run as a
+# script, for gpu_issue36.sh: ABSENT_ENV's value, or with --carried what prepare packs.
+if __name__ == "sitecustomize":
     install()
-elif (
-    __name__ == "__main__"
-):  # for gpu_issue36.sh: the absent modules (comma-separated), or what prepare packs
-    print(" ".join(carried_paths()) if sys.argv[1:] == ["--carried"] else ",".join(sorted(absent_modules())))
+elif __name__ == "__main__":
+    carried = sys.argv[1:] == ["--carried"]
+    print(" ".join(carried_paths()) if carried else f"{sys.prefix}:{','.join(sorted(absent_modules()))}")
