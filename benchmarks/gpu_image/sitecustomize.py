@@ -77,6 +77,11 @@ def absent_modules() -> frozenset[str]:
     )
 
 
+def _listed(absent: frozenset[str]) -> str:
+    """``ABSENT_ENV``'s value for this Python: its prefix, then the modules."""
+    return f"{sys.prefix}:{','.join(sorted(absent))}"
+
+
 _absent: frozenset[str] | None = None
 
 
@@ -95,7 +100,7 @@ def _absent_now() -> frozenset[str]:
             _absent = None
             raise
         _absent = absent
-        os.environ[ABSENT_ENV] = f"{sys.prefix}:{','.join(sorted(absent))}"
+        os.environ[ABSENT_ENV] = _listed(absent)
     return _absent
 
 
@@ -124,12 +129,8 @@ def carried_paths() -> list[str]:
         files = importlib.metadata.distribution(name).files
         if not files:
             raise SystemExit(f"{name}: its installed files are not recorded (no RECORD): nothing to pack")
-        for file in files:
-            top = file.parts[0]
-            if top != ".." and not top.startswith(
-                "__pycache__"
-            ):  # a script installed into bin/ is not carried
-                paths.add(top)
+        # A script installed into bin/ ("..") is not carried, nor a top-level module's __pycache__.
+        paths.update(top for top in (file.parts[0] for file in files) if top not in ("..", "__pycache__"))
     return sorted(paths)
 
 
@@ -139,4 +140,4 @@ if __name__ == "sitecustomize":
     install()
 elif __name__ == "__main__":
     carried = sys.argv[1:] == ["--carried"]
-    print(" ".join(carried_paths()) if carried else f"{sys.prefix}:{','.join(sorted(absent_modules()))}")
+    print(" ".join(carried_paths()) if carried else _listed(absent_modules()))

@@ -28,10 +28,10 @@ def image():
     return module
 
 
-def _under_the_image(code: str, **env: str) -> subprocess.CompletedProcess:
+def _under_the_image(code: str) -> subprocess.CompletedProcess:
     environment = {key: value for key, value in os.environ.items() if key != "ASR_GPU_IMAGE_ABSENT"}
     paths = (IMAGE_SITE, ROOT / "src", ROOT / "kernels", BENCHMARKS, ROOT)
-    environment.update(PYTHONPATH=os.pathsep.join(str(path) for path in paths), **env)
+    environment["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
     return subprocess.run(
         [sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True
     )
@@ -80,10 +80,8 @@ def test_the_modules_the_gpu_script_starts_from_import_under_the_image():
     )
     modules = set(re.findall(r"benchmarks/(\w+)\.py", commands))
     modules |= set(re.findall(r"-m (asr_pipeline[\w.]*)", commands))
-    modules |= {
-        "asr_pipeline.cli.train",
-        "asr_pipeline.training.worker",
-    }  # `cli train` and what torchrun starts
+    # `cli train`'s module and the worker torchrun starts
+    modules |= {"asr_pipeline.cli.train", "asr_pipeline.training.worker"}
     for path in re.findall(r"-m pytest (tests/[\w/.]+)", commands):  # a test file, or a folder of them
         target = ROOT / path
         files = sorted(target.glob("test_*.py")) if target.is_dir() else [target]
@@ -134,6 +132,5 @@ def test_prepare_packs_every_module_of_the_carried_distributions(image):
     } <= provided
     for module in provided:
         assert any(path == module or path.startswith(f"{module}.") for path in paths), module
-    assert any(path.startswith("flashlight_text") and path.endswith(".libs") for path in paths), (
-        paths
-    )  # its .so's
+    # flashlight's bundled shared libraries
+    assert any(path.startswith("flashlight_text") and path.endswith(".libs") for path in paths), paths
