@@ -126,7 +126,12 @@ def carried_paths() -> list[str]:
     files (their modules, their extension libraries and their metadata), relative to site-packages."""
     paths = set()
     for name in CARRIED:
-        files = importlib.metadata.distribution(name).files
+        try:
+            files = importlib.metadata.distribution(name).files
+        except importlib.metadata.PackageNotFoundError:
+            raise SystemExit(
+                f"{name} is not installed in this Python ({sys.prefix}): run make setup"
+            ) from None
         if not files:
             raise SystemExit(f"{name}: its installed files are not recorded (no RECORD): nothing to pack")
         # A script installed into bin/ ("..") is not carried, nor a top-level module's __pycache__.
@@ -139,5 +144,6 @@ def carried_paths() -> list[str]:
 if __name__ == "sitecustomize":
     install()
 elif __name__ == "__main__":
-    carried = sys.argv[1:] == ["--carried"]
-    print(" ".join(carried_paths()) if carried else _listed(absent_modules()))
+    if sys.argv[1:] not in ([], ["--carried"]):
+        raise SystemExit(f"usage: python {sys.argv[0]} [--carried]; got {' '.join(sys.argv[1:])}")
+    print(" ".join(carried_paths()) if sys.argv[1:] else _listed(absent_modules()))

@@ -134,3 +134,22 @@ def test_prepare_packs_every_module_of_the_carried_distributions(image):
         assert any(path == module or path.startswith(f"{module}.") for path in paths), module
     # flashlight's bundled shared libraries
     assert any(path.startswith("flashlight_text") and path.endswith(".libs") for path in paths), paths
+
+
+def test_a_carried_distribution_this_python_lacks_and_an_unknown_argument_stop_with_one_line(
+    image, monkeypatch
+):
+    monkeypatch.setattr(image, "CARRIED", ("no-such-distribution",))
+    with pytest.raises(
+        SystemExit, match=r"^no-such-distribution is not installed in this Python .*make setup$"
+    ):
+        image.carried_paths()
+
+    result = subprocess.run(
+        [sys.executable, str(IMAGE_SITE / "sitecustomize.py"), "--carry"], capture_output=True, text=True
+    )
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"usage: python {IMAGE_SITE / 'sitecustomize.py'} [--carried]; got --carry"
+    ]
