@@ -1,0 +1,145 @@
+"""How long set-up's install of the project takes with pip and with uv, side by side, each from an empty cache.
+
+``.ci/setup.sh`` installs ``-e .[dev]`` into the venv: about 300 distributions, 6 GB, most of it torch and its
+CUDA libraries, on every fresh machine (``make demo`` and CI). Each arm makes a new venv from the same Python in
+a temporary folder, installs the project the way set-up would with that tool, and is timed from the install's
+start to its end:
+- ``pip``: ``pip install -e .[dev]`` with ``--no-cache-dir`` (pip compiles the bytecode as it installs);
+- ``uv``: ``uv pip install --compile-bytecode -e .[dev]`` with a new, empty ``UV_CACHE_DIR``
+  (``--compile-bytecode``: these machines set PYTHONDONTWRITEBYTECODE, so Python would not cache it at import).
+
+Then each venv's ``import torch, kedro, polars, dvc.repo`` is timed (twice, the second counted: the bytecode is
+there or it is not), and the versions the two tools chose are compared by name: a faster install of other
+versions would not be the same set-up. The venvs are deleted after each arm (about 6 GB each).
+
+    .venv/bin/python benchmarks/bench_setup_install.py                 # both arms, about 8 minutes on 2 cores
+    .venv/bin/python benchmarks/bench_setup_install.py --arms uv --extras ""
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPORTS = "import torch, kedro, polars, dvc.repo"
+
+
+def _base_python() -> str:
+    """The Python the venvs are made from: this venv's own base interpreter, as set-up's find_python would pick."""
+    return getattr(sys, "_base_executable", sys.executable)
+
+
+def _uv() -> str:
+    uv = shutil.which("uv", path=str(Path(sys.prefix) / "bin")) or shutil.which("uv")
+    if uv is None:
+        sys.exit("bench_setup_install: no uv in this venv or on PATH (make setup installs it)")
+    return uv
+
+
+def _install_command(tool: str, venv: Path, target: str) -> list[str]:
+    if tool == "pip":
+        return [str(venv / "bin" / "pip"), "install", "-q", "--no-cache-dir", "-e", target]
+    return [
+        _uv(),
+        "pip",
+        "install",
+        "-q",
+        "--compile-bytecode",
+        "--python",
+        str(venv / "bin" / "python"),
+        "-e",
+        target,
+    ]
+
+
+def _versions(venv: Path) -> dict[str, str]:
+    """Distribution name (normalized as PEP 503 does) -> version, read from the venv's own metadata."""
+    script = "import importlib.metadata as m; print('\\n'.join(f'{d.name}=={d.version}' for d in m.distributions()))"
+    listing = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, check=True
+    )
+    pairs = (line.split("==", 1) for line in listing.stdout.splitlines() if "==" in line)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in pairs}
+
+
+def _size_gb(folder: Path) -> float:
+    return (
+        sum(path.lstat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+        / 1e9
+    )
+
+
+def measure(tool: str, target: str, workdir: Path) -> dict:
+    venv = workdir / f"venv-{tool}"
+    subprocess.run([_base_python(), "-m", "venv", str(venv)], check=True)
+    if tool == "pip":  # set-up upgrades pip first: not timed, as uv's own install is not
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "-U", "pip", "wheel"],
+            check=True,
+            capture_output=True,
+        )
+    env = {**os.environ, "UV_CACHE_DIR": str(workdir / f"cache-{tool}")}
+    start = time.perf_counter()
+    install = subprocess.run(
+        _install_command(tool, venv, target), cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    install_s = time.perf_counter() - start
+    if install.returncode != 0:  # its output only then: pip warns once per index location it cannot read
+        sys.exit(f"bench_setup_install: {tool} failed ({install.returncode}):\n{install.stderr[-3000:]}")
+    import_s = []
+    for _ in range(2):
+        start = time.perf_counter()
+        subprocess.run([str(venv / "bin" / "python"), "-c", IMPORTS], check=True, cwd=workdir)
+        import_s.append(time.perf_counter() - start)
+    row = {"tool": tool, "install_s": install_s, "import_s": import_s[-1], "size_gb": _size_gb(venv)}
+    row["versions"] = _versions(venv)
+    shutil.rmtree(venv)
+    shutil.rmtree(workdir / f"cache-{tool}", ignore_errors=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arms", nargs="+", choices=("pip", "uv"), default=["pip", "uv"])
+    parser.add_argument("--extras", default="dev", help="the project's extras to install (set-up's: dev)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="where the venvs go (default: a temporary folder)"
+    )
+    args = parser.parse_args(argv)
+    target = f".[{args.extras}]" if args.extras else "."
+    print(
+        f"# {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+    )
+    with tempfile.TemporaryDirectory(dir=args.workdir, prefix="bench_setup_") as tmp:
+        rows = [measure(tool, target, Path(tmp)) for tool in args.arms]
+    print(f"| tool | install -e {target} s | venv GB | distributions | `{IMPORTS}` s |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['tool']} | {row['install_s']:.1f} | {row['size_gb']:.2f} | {len(row['versions'])} "
+            f"| {row['import_s']:.2f} |"
+        )
+    if len(rows) == 2:
+        first, second = rows
+        differ = sorted(
+            f"{name}: {first['versions'].get(name)} vs {second['versions'].get(name)}"
+            for name in first["versions"].keys() | second["versions"].keys()
+            if first["versions"].get(name) != second["versions"].get(name) and name not in ("pip", "wheel")
+        )
+        print(
+            f"\n{first['tool']} / {second['tool']} install time: {first['install_s'] / second['install_s']:.2f}x"
+        )
+        print("same versions" if not differ else f"{len(differ)} distributions differ: " + "; ".join(differ))
+
+
+if __name__ == "__main__":
+    main()
