@@ -47,7 +47,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 mkdir -p "$STAMP_DIR"
 
-# uv when it can be had: the same versions as pip in about half its time (.ci/venv_install.sh says why and how).
+# uv when it can be had: the same versions as pip in 0.5-0.6x its time (.ci/venv_install.sh says why and how).
 [ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install -q "uv>=0.9" || echo "[setup] uv could not be installed: pip installs"
 source .ci/venv_install.sh
 

@@ -2,11 +2,13 @@
 
 ``.ci/setup.sh`` installs ``-e .[dev]`` into the venv: about 300 distributions, 6 GB, most of it torch and its
 CUDA libraries, on every fresh machine (``make demo`` and CI). Each arm makes a new venv from the same Python in
-a temporary folder, installs the project the way set-up would with that tool, and is timed from the install's
-start to its end:
-- ``pip``: ``pip install -e .[dev]`` with ``--no-cache-dir`` (pip compiles the bytecode as it installs);
-- ``uv``: ``uv pip install --compile-bytecode -e .[dev]`` with a new, empty ``UV_CACHE_DIR``
-  (``--compile-bytecode``: these machines set PYTHONDONTWRITEBYTECODE, so Python would not cache it at import).
+a temporary folder, prepares it as set-up does (pip and wheel upgraded; the uv arm's venv also gets uv), then
+installs the project with set-up's own step, ``venv_install`` of ``.ci/venv_install.sh``, timed from its start to
+its end, with a new, empty cache (``PIP_CACHE_DIR``, ``UV_CACHE_DIR``):
+- ``pip``: the venv has no uv, so ``venv_install`` runs ``pip install -e .[dev]`` (pip compiles the bytecode as it
+  installs);
+- ``uv``: ``venv_install`` runs ``uv pip install --compile-bytecode -e .[dev]`` (the bytecode: these machines set
+  PYTHONDONTWRITEBYTECODE, so Python would not cache it at import). Had uv failed and pip stood in, the arm stops.
 
 Then each venv's ``import torch, kedro, polars, dvc.repo`` is timed (twice, the second counted: the bytecode is
 there or it is not), and the versions the two tools chose are compared by name: a faster install of other
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 ROOT = Path(__file__).resolve().parents[1]
+VENV_INSTALL = ROOT / ".ci" / "venv_install.sh"
 IMPORTS = "import torch, kedro, polars, dvc.repo"
 
 
@@ -38,37 +42,27 @@ def _base_python() -> str:
     return getattr(sys, "_base_executable", sys.executable)
 
 
-def _uv() -> str:
-    uv = shutil.which("uv", path=str(Path(sys.prefix) / "bin")) or shutil.which("uv")
-    if uv is None:
-        sys.exit("bench_setup_install: no uv in this venv or on PATH (make setup installs it)")
-    return uv
-
-
-def _install_command(tool: str, venv: Path, target: str) -> list[str]:
-    if tool == "pip":
-        return [str(venv / "bin" / "pip"), "install", "-q", "--no-cache-dir", "-e", target]
-    return [
-        _uv(),
-        "pip",
-        "install",
-        "-q",
-        "--compile-bytecode",
-        "--python",
-        str(venv / "bin" / "python"),
-        "-e",
-        target,
-    ]
+def _venv_install(venv: Path, target: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """Set-up's install step itself, into ``venv``, with empty caches for both tools."""
+    script = f'VENV="$1"; source {VENV_INSTALL}; venv_install -e "$2"'
+    env = {**os.environ, "PIP_CACHE_DIR": str(cache / "pip"), "UV_CACHE_DIR": str(cache / "uv")}
+    return subprocess.run(
+        ["bash", "-c", script, "venv_install", str(venv), target],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _versions(venv: Path) -> dict[str, str]:
-    """Distribution name (normalized as PEP 503 does) -> version, read from the venv's own metadata."""
+    """Distribution name (PEP 503's normal form) -> version, read from the venv's own metadata."""
     script = "import importlib.metadata as m; print('\\n'.join(f'{d.name}=={d.version}' for d in m.distributions()))"
     listing = subprocess.run(
         [str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, check=True
     )
     pairs = (line.split("==", 1) for line in listing.stdout.splitlines() if "==" in line)
-    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in pairs}
+    return {canonicalize_name(name): version for name, version in pairs}
 
 
 def _size_gb(folder: Path) -> float:
@@ -79,22 +73,16 @@ def _size_gb(folder: Path) -> float:
 
 
 def measure(tool: str, target: str, workdir: Path) -> dict:
-    venv = workdir / f"venv-{tool}"
+    venv, cache = workdir / f"venv-{tool}", workdir / f"cache-{tool}"
     subprocess.run([_base_python(), "-m", "venv", str(venv)], check=True)
-    if tool == "pip":  # set-up upgrades pip first: not timed, as uv's own install is not
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "-U", "pip", "wheel"],
-            check=True,
-            capture_output=True,
-        )
-    env = {**os.environ, "UV_CACHE_DIR": str(workdir / f"cache-{tool}")}
+    prepare = ["-U", "pip", "wheel"] + (["uv>=0.9"] if tool == "uv" else [])  # not timed
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *prepare], check=True, capture_output=True)
     start = time.perf_counter()
-    install = subprocess.run(
-        _install_command(tool, venv, target), cwd=ROOT, env=env, capture_output=True, text=True
-    )
+    install = _venv_install(venv, target, cache)
     install_s = time.perf_counter() - start
-    if install.returncode != 0:  # its output only then: pip warns once per index location it cannot read
-        sys.exit(f"bench_setup_install: {tool} failed ({install.returncode}):\n{install.stderr[-3000:]}")
+    # Its output only on failure: pip warns once per index location it cannot read.
+    if install.returncode != 0 or "failed: pip installs" in install.stdout:
+        sys.exit(f"bench_setup_install: {tool} failed:\n{install.stdout[-1000:]}{install.stderr[-3000:]}")
     import_s = []
     for _ in range(2):
         start = time.perf_counter()
@@ -103,7 +91,7 @@ def measure(tool: str, target: str, workdir: Path) -> dict:
     row = {"tool": tool, "install_s": install_s, "import_s": import_s[-1], "size_gb": _size_gb(venv)}
     row["versions"] = _versions(venv)
     shutil.rmtree(venv)
-    shutil.rmtree(workdir / f"cache-{tool}", ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
     return row
 
 
@@ -133,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         differ = sorted(
             f"{name}: {first['versions'].get(name)} vs {second['versions'].get(name)}"
             for name in first["versions"].keys() | second["versions"].keys()
-            if first["versions"].get(name) != second["versions"].get(name) and name not in ("pip", "wheel")
+            if first["versions"].get(name) != second["versions"].get(name)
+            and name not in ("pip", "wheel", "uv")
         )
         print(
             f"\n{first['tool']} / {second['tool']} install time: {first['install_s'] / second['install_s']:.2f}x"
