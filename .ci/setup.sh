@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 STAMP_DIR="$VENV/.stamps"
+source .ci/venv_install.sh  # venv_new, venv_get_uv, venv_install
 APT_PACKAGES=(espeak-ng sox libsndfile1 ffmpeg cmake build-essential
               libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
               zlib1g-dev libbz2-dev liblzma-dev
@@ -42,14 +43,12 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   PYTHON=$(find_python) || { echo "[setup] no Python >= 3.12 found (set PYTHON=/path/to/python3.12)" >&2; exit 1; }
   echo "[setup] creating $VENV with $PYTHON ($("$PYTHON" --version))"
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q -U pip wheel
+  venv_new "$PYTHON"
 fi
 mkdir -p "$STAMP_DIR"
 
-# uv when it can be had: the same versions as pip in 0.5-0.6x its time (.ci/venv_install.sh says why and how).
-[ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install -q "uv>=0.9" || echo "[setup] uv could not be installed: pip installs"
-source .ci/venv_install.sh
+# uv when it can be had: the same versions as pip in about half its time (.ci/venv_install.sh says why and how).
+venv_get_uv
 
 # KenLM's lmplz + build_binary, built from the kenlm sdist of the version pyproject.toml asks for, in the background
 # while pip installs (the build needs only cmake, Boost and the sdist): the set-up's two longest steps overlap.

@@ -2,9 +2,9 @@
 
 ``.ci/setup.sh`` installs ``-e .[dev]`` into the venv: about 300 distributions, 6 GB, most of it torch and its
 CUDA libraries, on every fresh machine (``make demo`` and CI). Each arm makes a new venv from the same Python in
-a temporary folder, prepares it as set-up does (pip and wheel upgraded; the uv arm's venv also gets uv), then
-installs the project with set-up's own step, ``venv_install`` of ``.ci/venv_install.sh``, timed from its start to
-its end, with a new, empty cache (``PIP_CACHE_DIR``, ``UV_CACHE_DIR``):
+a temporary folder with set-up's own steps (``.ci/venv_install.sh``): ``venv_new`` (pip and wheel upgraded), and in
+the uv arm ``venv_get_uv``; then it installs the project with ``venv_install``, timed from its start to its end,
+with a new, empty cache (``PIP_CACHE_DIR``, ``UV_CACHE_DIR``):
 - ``pip``: the venv has no uv, so ``venv_install`` runs ``pip install -e .[dev]`` (pip compiles the bytecode as it
   installs);
 - ``uv``: ``venv_install`` runs ``uv pip install --compile-bytecode -e .[dev]`` (the bytecode: these machines set
@@ -42,12 +42,13 @@ def _base_python() -> str:
     return getattr(sys, "_base_executable", sys.executable)
 
 
-def _venv_install(venv: Path, target: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    """Set-up's install step itself, into ``venv``, with empty caches for both tools."""
-    script = f'VENV="$1"; source {VENV_INSTALL}; venv_install -e "$2"'
+def _setup_step(venv: Path, cache: Path, *step: str) -> subprocess.CompletedProcess[str]:
+    """One of set-up's venv steps (``venv_new PYTHON``, ``venv_get_uv``, ``venv_install ARGS``) on ``venv``, with
+    empty caches for both tools."""
+    script = f'VENV="$1"; shift; source {VENV_INSTALL}; "$@"'
     env = {**os.environ, "PIP_CACHE_DIR": str(cache / "pip"), "UV_CACHE_DIR": str(cache / "uv")}
     return subprocess.run(
-        ["bash", "-c", script, "venv_install", str(venv), target],
+        ["bash", "-c", script, "setup_step", str(venv), *step],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -72,17 +73,26 @@ def _size_gb(folder: Path) -> float:
     )
 
 
+def _check(tool: str, step: subprocess.CompletedProcess[str]) -> None:
+    """Stop on a failed step, or where pip stood in for uv; the output only then (pip warns once per index
+    location it cannot read)."""
+    if step.returncode != 0 or "failed: pip installs" in step.stdout:
+        sys.exit(
+            f"bench_setup_install: {tool}: {step.args[3:]} failed:\n{step.stdout[-1000:]}{step.stderr[-3000:]}"
+        )
+
+
 def measure(tool: str, target: str, workdir: Path) -> dict:
     venv, cache = workdir / f"venv-{tool}", workdir / f"cache-{tool}"
-    subprocess.run([_base_python(), "-m", "venv", str(venv)], check=True)
-    prepare = ["-U", "pip", "wheel"] + (["uv>=0.9"] if tool == "uv" else [])  # not timed
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *prepare], check=True, capture_output=True)
+    prepare = [("venv_new", _base_python())] + ([("venv_get_uv",)] if tool == "uv" else [])  # not timed
+    for step in prepare:
+        _check(tool, _setup_step(venv, cache, *step))
+    if (venv / "bin" / "uv").exists() != (tool == "uv"):
+        sys.exit(f"bench_setup_install: the {tool} arm's venv {'lacks' if tool == 'uv' else 'has'} uv")
     start = time.perf_counter()
-    install = _venv_install(venv, target, cache)
+    install = _setup_step(venv, cache, "venv_install", "-e", target)
     install_s = time.perf_counter() - start
-    # Its output only on failure: pip warns once per index location it cannot read.
-    if install.returncode != 0 or "failed: pip installs" in install.stdout:
-        sys.exit(f"bench_setup_install: {tool} failed:\n{install.stdout[-1000:]}{install.stderr[-3000:]}")
+    _check(tool, install)
     import_s = []
     for _ in range(2):
         start = time.perf_counter()
