@@ -47,12 +47,12 @@ def finetune_run(
     train_params: dict[str, Any],
     params: dict[str, Any],
     finetune_dir: Path,
-) -> dict[str, Any]:
+) -> None:
     """Fine-tune the current entry under ``finetune_dir/<name>`` (``training.finetune_stage.run_finetune_entry``:
-    featurize, train through torchrun, score before and after); its metrics, also in ``<name>/metrics.json``
-    (a DVC metric of the entry's stage, beside its outputs)."""
+    featurize, train through torchrun, score before and after). Its metrics go to ``<name>/metrics.json`` (a DVC
+    metric of the entry's stage, beside its outputs), not through the catalog: the node declares no outputs."""
     name, entry = finetune_entry(params)
-    return run_finetune_entry(
+    run_finetune_entry(
         name,
         entry,
         finetune_dir / name,

@@ -54,11 +54,12 @@ def train_aligner(
     params: dict[str, Any],
     pron_dir: Path,
     pron_demo_dir: Path,
-) -> dict[str, Any]:
-    """Featurize, train the aligner through torchrun and measure it (``pron.aligner_stage.train_aligner_entry``);
-    returns the metrics it writes to ``aligners/<name>/metrics.json``."""
+) -> None:
+    """Featurize, train the aligner through torchrun and measure it (``pron.aligner_stage.train_aligner_entry``).
+    Its metrics go to ``aligners/<name>/metrics.json`` (a DVC metric), not through the catalog: the node declares
+    no outputs."""
     name, entry = aligner_entry(params)
-    return train_aligner_entry(
+    train_aligner_entry(
         name,
         entry,
         pron_dir / "aligners" / name,
