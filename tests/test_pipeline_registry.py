@@ -90,9 +90,9 @@ def test_a_torch_free_stage_starts_without_importing_torch():
 def test_a_node_that_declares_no_outputs_returns_nothing(pipelines):
     # Kedro drops such a node's return value with a UserWarning on every run; a stage that writes its results
     # itself (a DVC metric beside its outputs) says so by returning None.
-    without_outputs = {node.name: node.func for node in pipelines["__default__"].nodes if not node.outputs}
-    for name in OPTIONAL_PIPELINES:
-        without_outputs |= {node.name: node.func for node in pipelines[name].nodes if not node.outputs}
+    without_outputs = {
+        node.name: node.func for pipeline in pipelines.values() for node in pipeline.nodes if not node.outputs
+    }
 
     assert {"finetune_run", "train_aligner", "phone_alignments", "score_layers"} <= set(without_outputs)
     assert {

@@ -5,7 +5,7 @@ Kedro 1.x warns on every run whose pipeline has a node outside a namespace that 
 (``train``, ``index``, ``tune_decoding``, ...: they read more than one split). It cannot tell a split's namespaced
 dataset from a name that merely contains a dot (kedro-org/kedro issue 5021, open), so that one warning is ignored
 here, before any pipeline module builds its nodes; ``tests/test_pipeline_registry.py`` holds every dotted name a
-node uses to the convention instead (a split's namespace, and a dataset that namespace's own nodes use)."""
+node uses to the convention instead (``<split>.<name>``, declared in the catalog)."""
 
 import warnings
 
